@@ -1,0 +1,106 @@
+"""Pure broker-side rules that both the model's actions and its invariants consult.
+
+Kept apart from ``model.py`` so that an invariant can ask "what would the broker answer now?"
+without running a transition: the QUERY_CONSUMER_OFFSET answer (R3.5), the pull result table
+(R5.5), the timestamp search (R10.3) and the retry delay table (R7.7).
+"""
+
+from __future__ import annotations
+
+from typing import Final, NamedTuple
+
+from rmqspec.spec.state import BrokerQueue, Message
+
+# messageDelayLevel "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h" in ms (R7.7).
+DELAY_LEVELS_MS: Final = (
+    1_000, 5_000, 10_000, 30_000, 60_000, 120_000, 180_000, 240_000, 300_000,
+    360_000, 420_000, 480_000, 540_000, 600_000, 1_200_000, 1_800_000, 3_600_000, 7_200_000,
+)  # fmt: skip
+
+QUERY_NOT_FOUND: Final = None  # QUERY_CONSUMER_OFFSET answered code 22
+
+FOUND: Final = "FOUND"
+NO_NEW_MSG: Final = "NO_NEW_MSG"
+NO_MATCHED_MSG: Final = "NO_MATCHED_MSG"
+OFFSET_ILLEGAL: Final = "OFFSET_ILLEGAL"
+
+
+def retry_delay_ms(reconsume_times: int) -> int:
+    """Delay before a message that has failed ``reconsume_times`` times before is retried: level
+    3 + reconsumeTimes, clamped to the table's 18 levels (R7.5 steps 6 and 8, R7.7)."""
+    level = min(3 + reconsume_times, len(DELAY_LEVELS_MS))
+    return DELAY_LEVELS_MS[level - 1]
+
+
+def body_size(message: Message) -> int:
+    """A deterministic body length, so ProcessQueue.msgSize accounting (INV-1) is non-trivial."""
+    return 16 + (message.origin[1] % 4) * 8
+
+
+def query_consumer_offset(offset: int | None, queue: BrokerQueue, answers_minus_one: bool = False) -> int | None:
+    """The QUERY_CONSUMER_OFFSET handler of 4.9.8 (R3.5): the stored offset if there is one;
+    otherwise 0 for a young queue (never truncated, and message 0 missing or still hot), else
+    QUERY_NOT_FOUND (``None``). ``answers_minus_one`` is a planted bug for INV-7."""
+    if offset is not None and offset >= 0:
+        return offset
+    if answers_minus_one:
+        return -1
+    in_disk = queue.max_offset > 0 and not queue.head_hot  # checkInDiskByConsumeOffset(0)
+    if queue.min_offset <= 0 and not in_disk:
+        return 0
+    return QUERY_NOT_FOUND
+
+
+class PullResult(NamedTuple):
+    status: str
+    found: tuple[int, ...]  # offsets handed to the client, in order
+    next_begin: int
+
+
+def pull_result(queue: BrokerQueue, offset: int, batch: int, subscription: tuple[str, ...] | None) -> PullResult:
+    """DefaultMessageStore#getMessage on a master, as the client sees it (R5.5, R5.7).
+
+    Messages whose tag is not subscribed are scanned past; when none of the scanned units match,
+    the result is NO_MATCHED_MSG with nextBeginOffset after them.
+    """
+    high = queue.max_offset
+    if offset == high:
+        return PullResult(NO_NEW_MSG, (), offset)
+    if offset < queue.min_offset or offset > high:
+        nxt = queue.min_offset if offset < queue.min_offset else high
+        return PullResult(OFFSET_ILLEGAL, (), nxt)
+    found: list[int] = []
+    o = offset
+    while o < high and len(found) < batch:
+        if subscription is None or queue.messages[o].tag in subscription:
+            found.append(o)
+        o += 1
+    return PullResult(FOUND if found else NO_MATCHED_MSG, tuple(found), o)
+
+
+def search_offset(queue: BrokerQueue, timestamp: int) -> int:
+    """getOffsetInQueueByTime in 4.9.8 (R10.3): the offset whose store time equals ``timestamp``,
+    otherwise the neighbour closest in time (which may lie before it); 0 when the queue is empty.
+    On a tie in distance the earlier message wins."""
+    messages = queue.messages
+    if not messages:
+        return 0
+    low, high = queue.min_offset, len(messages) - 1
+    while low <= high:
+        mid = (low + high) // 2
+        t = messages[mid].store_time
+        if t == timestamp:
+            while mid > queue.min_offset and messages[mid - 1].store_time == timestamp:
+                mid -= 1  # the first message stored at that time
+            return mid
+        if t < timestamp:
+            low = mid + 1
+        else:
+            high = mid - 1
+    # low is the first offset stored after timestamp, high the last stored before it.
+    if high < queue.min_offset:
+        return low
+    if low >= len(messages):
+        return high
+    before, after = messages[high].store_time, messages[low].store_time
+    return high if timestamp - before <= after - timestamp else low

@@ -1,0 +1,982 @@
+"""The pure model: ``Model(config)`` gives ``initial()``, ``enabled(state)`` and ``step(state, action)``.
+
+This is the executable specification of RocketMQ 4.9.8 consumer offset management for one
+consumer group on one topic served by one broker, in CLUSTERING or BROADCASTING mode with
+concurrent consumption. It has no I/O, no clock and no randomness: time is the ``Tick`` action and
+every choice (which consumer pulls, how a listener answers, which fault strikes) is an action
+parameter. Each transition function below documents its enabling condition (checked first; a
+disabled action raises :class:`ActionNotEnabled`), its effect, and the rules it models.
+
+Timers (client persist 5 s after 10 s, rebalance 20 s, heartbeat 30 s after 1 s, broker flush
+5 s after 10 s, scheduled retries) fire as actions; ``Tick`` cannot pass a due timer, so timers
+fire on time relative to the clock while still interleaving freely with everything else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final
+
+from rmqspec.spec import broker_rules as br
+from rmqspec.spec.actions import (
+    CONSUME_SUCCESS,
+    RECONSUME_LATER,
+    Action,
+    ApplyConsumeOffset,
+    BrokerCrash,
+    BrokerFlush,
+    BrokerReceive,
+    BrokerRestart,
+    CoolQueueHead,
+    Crash,
+    DeliverScheduled,
+    ExpireChannel,
+    FinishConsume,
+    Heartbeat,
+    PersistOffsets,
+    Produce,
+    Rebalance,
+    ReceivePull,
+    SendPull,
+    Shutdown,
+    Start,
+    StartConsume,
+    Tick,
+)
+from rmqspec.spec.allocation import allocate, client_id, mq_text
+from rmqspec.spec.config import (
+    BROADCASTING,
+    CLUSTERING,
+    FROM_FIRST,
+    FROM_TIMESTAMP,
+    Config,
+)
+from rmqspec.spec.state import (
+    PULL_IN_FLIGHT,
+    PULL_READY,
+    Broker,
+    BrokerQueue,
+    Budget,
+    Client,
+    Commit,
+    ConsumeRequest,
+    Event,
+    Ghost,
+    History,
+    Message,
+    OffsetUpdate,
+    ProcessQueue,
+    PullInFlight,
+    PullRequestMsg,
+    Scheduled,
+    State,
+    pq_key,
+)
+
+# Timer constants (semantics §14).
+PERSIST_FIRST_DELAY: Final = 10_000  # persistAllConsumerOffset first run (R4.1)
+PERSIST_INTERVAL: Final = 5_000  # persistConsumerOffsetInterval (R4.1)
+REBALANCE_WAIT: Final = 20_000  # RebalanceService waitInterval (R4.2)
+HEARTBEAT_FIRST_DELAY: Final = 1_000  # heartbeat task first run (R4.1)
+HEARTBEAT_INTERVAL: Final = 30_000  # heartbeatBrokerInterval (R4.1)
+FLUSH_FIRST_DELAY: Final = 10_000  # broker consumer-offset flush first run (R3.6)
+FLUSH_INTERVAL: Final = 5_000  # flushConsumerOffsetInterval (R3.6)
+PULL_DELAY_WHEN_EXCEPTION: Final = 3_000  # pullTimeDelayMillsWhenException (R5.7)
+SEND_BACK_RESUBMIT_DELAY: Final = 5_000  # local resubmit after a failed send-back (R7.3)
+
+
+class ActionNotEnabled(Exception):
+    """``step`` was given an action whose enabling condition does not hold in the state."""
+
+    def __init__(self, action: Action, reason: str) -> None:
+        super().__init__(f"{action!r} is not enabled: {reason}")
+        self.action = action
+        self.reason = reason
+
+
+def _put(seq: tuple[Any, ...], index: int, value: Any) -> tuple[Any, ...]:
+    return seq[:index] + (value,) + seq[index + 1 :]
+
+
+def _lowest(bits: int) -> int:
+    return (bits & -bits).bit_length() - 1
+
+
+class Model:
+    """The model of one consumer group; see the module docstring."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        c = config
+        self.clustering = c.mode == CLUSTERING
+        self.q_count = c.queue_count
+        self.topic_queues: tuple[int, ...] = tuple(range(c.queues))
+        self.retry_queue: int | None = c.queues if c.has_retry_queue else None
+        self.mq_texts = tuple(mq_text(c.topic, c.broker_name, q) for q in range(c.queues))
+        self.retry_texts = (mq_text(c.retry_topic, c.broker_name, 0),)
+        self.cids = tuple(client_id(i) for i in range(c.consumers))
+        self.max_reconsume = c.effective_max_reconsume_times
+        m = c.mutations
+        self.m_watermark_highest = "watermark_highest_consumed" in m
+        self.m_commit_before_send_back = "commit_before_send_back" in m
+        self.m_dropped_pq_commits = "dropped_pq_commits" in m
+        self.m_ignore_increase_only = "ignore_increase_only" in m
+        self.m_no_pruning = "no_persist_all_pruning" in m
+        self.m_local_remove_deletes = "local_remove_offset_deletes_file" in m
+        self.m_answers_minus_one = "broker_answers_minus_one" in m
+        self.m_dlq_late = "dlq_one_retry_late" in m
+        self.m_piggyback_next = "piggyback_next_offset" in m
+        self.m_count_kept = "count_not_decremented" in m
+        self.m_commit_past = "commit_past_cached" in m
+        self.m_resume_ignores = "resume_ignores_stored_offset" in m
+        self.m_avg_overlap = "avg_blocks_overlap" in m
+        self._steps: dict[type, Callable[[State, Any], State]] = {
+            Tick: self._tick,
+            Produce: self._produce,
+            CoolQueueHead: self._cool_queue_head,
+            BrokerFlush: self._broker_flush,
+            DeliverScheduled: self._deliver_scheduled,
+            BrokerCrash: self._broker_crash,
+            BrokerRestart: self._broker_restart,
+            ExpireChannel: self._expire_channel,
+            BrokerReceive: self._broker_receive,
+            Start: self._start,
+            Shutdown: self._shutdown,
+            Crash: self._crash,
+            Heartbeat: self._heartbeat,
+            PersistOffsets: self._persist_offsets,
+            Rebalance: self._rebalance,
+            SendPull: self._send_pull,
+            ReceivePull: self._receive_pull,
+            StartConsume: self._start_consume,
+            FinishConsume: self._finish_consume,
+            ApplyConsumeOffset: self._apply_consume_offset,
+        }
+
+    # --- the three entry points ---------------------------------------------------------------
+    def initial(self) -> State:
+        """No consumer running; every topic queue holds ``backlog`` messages stored at time 0."""
+        c = self.config
+        q_count = self.q_count
+        backlog = tuple(Message((q, o), c.tags[o % len(c.tags)], 0) for q in range(c.queues) for o in range(c.backlog))
+        queues = tuple(
+            BrokerQueue(backlog[q * c.backlog : (q + 1) * c.backlog], c.backlog_head_hot if c.backlog else False)
+            for q in range(c.queues)
+        ) + ((BrokerQueue((), False),) if self.retry_queue is not None else ())
+        none_q: tuple[int | None, ...] = (None,) * q_count
+        broker = Broker(True, queues, none_q, none_q, FLUSH_FIRST_DELAY, frozenset(), (), ())
+        client = Client(False, none_q, none_q, (None,) * q_count, (), (), (), (), (), None, None, None, False, None, 0)
+        ledgers = c.consumers if c.mode == BROADCASTING else 1
+        zeros = (0,) * (ledgers * q_count)
+        skipped = list(zeros)
+        for ledger in range(ledgers):  # messages whose tag is not subscribed are never owed
+            for q in range(c.queues):
+                skipped[ledger * q_count + q] = self._unsubscribed_bits(queues[q])
+        ghost = Ghost(zeros, zeros, tuple(skipped), none_q, none_q, 0, 0)
+        budget = Budget(
+            c.client_crashes,
+            c.client_shutdowns,
+            c.broker_crashes,
+            c.send_back_failures,
+            (c.messages_per_queue - c.backlog,) * c.queues,
+        )
+        start = History(Event(0, "start", -1, -1, 0, "initial state"), None)
+        return State(0, broker, (client,) * c.consumers, ghost, budget, start)
+
+    def step(self, state: State, action: Action) -> State:
+        """Apply ``action``; raises :class:`ActionNotEnabled` if its enabling condition fails."""
+        handler = self._steps.get(type(action))
+        if handler is None:
+            raise TypeError(f"not an action of this model: {action!r}")
+        return handler(state, action)
+
+    def enabled(self, state: State) -> list[Action]:
+        """Every action enabled in ``state``, in a deterministic order."""
+        c = self.config
+        out: list[Action] = []
+        b = state.broker
+        timers_due = self._timers_due(state)
+        if not timers_due and self._next_deadline(state) is not None:
+            out.append(Tick())
+        for q in self.topic_queues:
+            if state.budget.produces[q] > 0 and b.up:
+                out.extend(Produce(q, tag) for tag in c.tags)
+            queue = b.queues[q]
+            if queue.head_hot and queue.max_offset > 0:
+                out.append(CoolQueueHead(q))
+        if b.up:
+            if b.next_flush is not None and b.next_flush <= state.now:
+                out.append(BrokerFlush())
+            if b.scheduled and b.scheduled[0].due <= state.now:
+                out.append(DeliverScheduled())
+            if state.budget.broker_crashes > 0:
+                out.append(BrokerCrash())
+        else:
+            out.append(BrokerRestart())
+        for i, cl in enumerate(state.clients):
+            if b.up and i in b.registered and not cl.running:
+                out.append(ExpireChannel(i))
+            if cl.channel:
+                out.append(BrokerReceive(i))
+            if not cl.running:
+                out.append(Start(i))
+                continue
+            if state.budget.client_shutdowns > 0:
+                out.append(Shutdown(i))
+            if state.budget.client_crashes > 0:
+                out.append(Crash(i))
+            if cl.next_heartbeat is not None and cl.next_heartbeat <= state.now:
+                out.append(Heartbeat(i))
+            if cl.next_persist is not None and cl.next_persist <= state.now:
+                out.append(PersistOffsets(i))
+            if cl.rebalance_requested or (cl.next_rebalance is not None and cl.next_rebalance <= state.now):
+                out.append(Rebalance(i))
+            for q, pq in enumerate(cl.pqs):
+                if (
+                    pq is not None
+                    and pq.pull_state == PULL_READY
+                    and pq.pull_ready_at <= state.now
+                    and pq.msg_count < c.pull_threshold_for_queue
+                ):
+                    out.append(SendPull(i, q))
+            out.extend(ReceivePull(i, p.pq_uid) for p in cl.pulls if p.epoch >= 0)
+            out.extend(StartConsume(i, r.rid) for r in cl.requests if r.ready_at <= state.now)
+            for r in cl.consuming:
+                out.extend(self._finish_choices(state, i, r))
+            out.extend(ApplyConsumeOffset(i, u.rid) for u in cl.offset_updates)
+        return out
+
+    # --- time ---------------------------------------------------------------------------------
+    def _timers_due(self, s: State) -> bool:
+        now, b = s.now, s.broker
+        if b.up and ((b.next_flush is not None and b.next_flush <= now) or (b.scheduled and b.scheduled[0].due <= now)):
+            return True
+        for cl in s.clients:
+            if cl.running and (
+                (cl.next_persist is not None and cl.next_persist <= now)
+                or (cl.next_rebalance is not None and cl.next_rebalance <= now)
+                or (cl.next_heartbeat is not None and cl.next_heartbeat <= now)
+            ):
+                return True
+        return False
+
+    def _next_deadline(self, s: State) -> int | None:
+        now, b = s.now, s.broker
+        times: list[int] = []
+        if b.up:
+            if b.next_flush is not None:
+                times.append(b.next_flush)
+            if b.scheduled:
+                times.append(b.scheduled[0].due)
+        for cl in s.clients:
+            if not cl.running:
+                continue
+            for t in (cl.next_persist, cl.next_rebalance, cl.next_heartbeat):
+                if t is not None:
+                    times.append(t)
+            times.extend(r.ready_at for r in cl.requests)
+            times.extend(pq.pull_ready_at for pq in cl.pqs if pq is not None and pq.pull_state == PULL_READY)
+        later = [t for t in times if t > now]
+        return min(later) if later else None
+
+    def _tick(self, s: State, a: Tick) -> State:
+        """Tick. Enabled: no timer is due and some deadline lies ahead. Effect: the clock jumps to
+        the earliest future deadline (a timer, a delayed pull or a delayed consume request)."""
+        if self._timers_due(s):
+            raise ActionNotEnabled(a, "a timer is due and must fire first")
+        target = self._next_deadline(s)
+        if target is None:
+            raise ActionNotEnabled(a, "nothing is scheduled")
+        return s._replace(now=target)
+
+    # --- environment --------------------------------------------------------------------------
+    def _produce(self, s: State, a: Produce) -> State:
+        """Produce(queue, tag). Enabled: the broker is up, the queue's produce budget remains and
+        the tag is one of config.tags. Effect: a message is appended at maxOffset, stored at ``now``;
+        message 0 of an empty queue starts hot (R3.5). An unsubscribed tag is owed to nobody."""
+        q = a.queue
+        if not (0 <= q < self.config.queues) or a.tag not in self.config.tags:
+            raise ActionNotEnabled(a, "no such queue or tag")
+        if not s.broker.up or s.budget.produces[q] <= 0:
+            raise ActionNotEnabled(a, "broker down or produce budget used up")
+        queue = s.broker.queues[q]
+        o = queue.max_offset
+        queue = queue._replace(
+            messages=(*queue.messages, Message((q, o), a.tag, s.now)), head_hot=queue.head_hot or o == 0
+        )
+        ghost = s.ghost
+        sub = self.config.subscription
+        if sub is not None and a.tag not in sub:
+            skipped = list(ghost.skipped)
+            for ledger_base in range(0, len(skipped), self.q_count):
+                skipped[ledger_base + q] |= 1 << o
+            ghost = ghost._replace(skipped=tuple(skipped))
+        return s._replace(
+            broker=s.broker._replace(queues=_put(s.broker.queues, q, queue)),
+            budget=s.budget._replace(produces=_put(s.budget.produces, q, s.budget.produces[q] - 1)),
+            ghost=ghost,
+        )
+
+    def _cool_queue_head(self, s: State, a: CoolQueueHead) -> State:
+        """CoolQueueHead(queue). Enabled: message 0 of the queue is still hot. Effect: it leaves the
+        page cache, so a group with no offset is now told QUERY_NOT_FOUND instead of 0 (R3.5)."""
+        queue = s.broker.queues[a.queue] if 0 <= a.queue < self.config.queues else None
+        if queue is None or not queue.head_hot or queue.max_offset == 0:
+            raise ActionNotEnabled(a, "queue head is not hot")
+        return s._replace(
+            broker=s.broker._replace(queues=_put(s.broker.queues, a.queue, queue._replace(head_hot=False)))
+        )
+
+    # --- broker -------------------------------------------------------------------------------
+    def _broker_flush(self, s: State, a: BrokerFlush) -> State:
+        """BrokerFlush. Enabled: broker up and its flush timer due. Effect: consumerOffset.json
+        becomes a copy of the in-memory table; next flush in 5 s (R3.6)."""
+        b = s.broker
+        if not b.up or b.next_flush is None or b.next_flush > s.now:
+            raise ActionNotEnabled(a, "flush timer not due")
+        return s._replace(
+            broker=b._replace(flushed=b.offsets, next_flush=b.next_flush + FLUSH_INTERVAL),
+            ghost=s.ghost._replace(flushed_writer=s.ghost.last_writer),
+        )
+
+    def _deliver_scheduled(self, s: State, a: DeliverScheduled) -> State:
+        """DeliverScheduled. Enabled: broker up and the earliest scheduled message is due. Effect:
+        the message lands in %RETRY%<group> (R7.5 step 8, R7.8)."""
+        b = s.broker
+        if not b.up or not b.scheduled or b.scheduled[0].due > s.now or self.retry_queue is None:
+            raise ActionNotEnabled(a, "no scheduled message due")
+        rq = self.retry_queue
+        msg = b.scheduled[0].message._replace(store_time=s.now)
+        queue = b.queues[rq]
+        queue = queue._replace(messages=(*queue.messages, msg), head_hot=queue.head_hot or queue.max_offset == 0)
+        return s._replace(broker=b._replace(queues=_put(b.queues, rq, queue), scheduled=b.scheduled[1:]))
+
+    def _broker_crash(self, s: State, a: BrokerCrash) -> State:
+        """BrokerCrash (budgeted). Enabled: broker up. Effect: the in-memory offset table is lost
+        and what will be loaded is the flushed file (R3.6, R3.7); every connection breaks, so
+        requests still on the wire are lost and pulls the broker held fail; registrations go."""
+        b = s.broker
+        if not b.up or s.budget.broker_crashes <= 0:
+            raise ActionNotEnabled(a, "broker down or crash budget used up")
+        clients = []
+        hist = s.history
+        for i, cl in enumerate(s.clients):
+            for item in cl.channel:
+                if isinstance(item, Commit):
+                    hist = History(Event(s.now, "commit-lost", i, item.queue, item.offset, item.cause), hist)
+            # A pull still on the wire fails like one the broker held: its reply is an exception.
+            pulls = tuple(p._replace(epoch=-2) if p.epoch == -1 else p for p in cl.pulls)
+            clients.append(cl._replace(channel=(), pulls=pulls))
+        return s._replace(
+            broker=b._replace(up=False, offsets=b.flushed, next_flush=None, registered=frozenset(), epoch=b.epoch + 1),
+            clients=tuple(clients),
+            budget=s.budget._replace(broker_crashes=s.budget.broker_crashes - 1),
+            ghost=s.ghost._replace(last_writer=s.ghost.flushed_writer),
+            history=hist,
+        )
+
+    def _broker_restart(self, s: State, a: BrokerRestart) -> State:
+        """BrokerRestart (healing). Enabled: broker down. Effect: it loads consumerOffset.json and
+        starts its flush timer (first after 10 s); consumers re-register by heartbeat (R3.7, R4.3)."""
+        b = s.broker
+        if b.up:
+            raise ActionNotEnabled(a, "broker is up")
+        return s._replace(broker=b._replace(up=True, next_flush=s.now + FLUSH_FIRST_DELAY))
+
+    def _expire_channel(self, s: State, a: ExpireChannel) -> State:
+        """ExpireChannel(client) (healing). Enabled: the broker is up and still lists a consumer
+        whose process is gone. Effect: the channel is closed (TCP close or 120 s idle expiry) and
+        the other members are told to rebalance (R4.3, R9.7)."""
+        i = a.client
+        if not s.broker.up or i not in s.broker.registered or s.clients[i].running:
+            raise ActionNotEnabled(a, "no stale channel for this client")
+        return self._notify(s._replace(broker=s.broker._replace(registered=s.broker.registered - {i})))
+
+    def _notify(self, s: State) -> State:
+        """NOTIFY_CONSUMER_IDS_CHANGED to every live channel of the group (R9.7)."""
+        clients = tuple(
+            cl._replace(rebalance_requested=True) if cl.running and i in s.broker.registered else cl
+            for i, cl in enumerate(s.clients)
+        )
+        return s._replace(clients=clients)
+
+    def _register(self, s: State, i: int) -> State:
+        """A heartbeat registers the consumer; a new channel makes the broker notify (R9.7)."""
+        b = s.broker
+        if not b.up or i in b.registered:
+            return s
+        return self._notify(s._replace(broker=b._replace(registered=b.registered | {i})))
+
+    def _broker_receive(self, s: State, a: BrokerReceive) -> State:
+        """BrokerReceive(client). Enabled: the client's connection holds a request. Effect: the
+        broker processes the oldest one. UPDATE_CONSUMER_OFFSET stores the value, last writer
+        wins (R3.2, R3.4). PULL_MESSAGE first applies its piggy-backed commit when the flag is set
+        (the broker is a master; R5.4) and then holds the request until its reply is taken."""
+        cl = s.clients[a.client]
+        if not cl.channel:
+            raise ActionNotEnabled(a, "nothing on the wire")
+        item, rest = cl.channel[0], cl.channel[1:]
+        s = s._replace(clients=_put(s.clients, a.client, cl._replace(channel=rest)))
+        if isinstance(item, Commit):
+            return self._land_commit(s, a.client, item.queue, item.offset, item.pq_uid, item.cause)
+        if item.commit_flag:
+            s = self._land_commit(s, a.client, item.queue, item.commit_offset, item.pq_uid, "piggyback")
+        cl = s.clients[a.client]
+        epoch = s.broker.epoch
+        pulls = tuple(p._replace(epoch=epoch) if p.pq_uid == item.pq_uid and p.epoch == -1 else p for p in cl.pulls)
+        return s._replace(clients=_put(s.clients, a.client, cl._replace(pulls=pulls)))
+
+    def _land_commit(self, s: State, client: int, q: int, offset: int, uid: int, cause: str) -> State:
+        b, g = s.broker, s.ghost
+        return s._replace(
+            broker=b._replace(offsets=_put(b.offsets, q, offset)),
+            ghost=g._replace(last_writer=_put(g.last_writer, q, pq_key(client, uid))),
+            history=History(Event(s.now, "commit-landed", client, q, offset, cause), s.history),
+        )
+
+    # --- consumer process ---------------------------------------------------------------------
+    def _start(self, s: State, a: Start) -> State:
+        """Start(client) (healing: a consumer joins or comes back). Enabled: not running. Effect:
+        a fresh process: the offset store loads (BROADCASTING: the local file, R1.9; CLUSTERING:
+        nothing, R2.1), the scheduled tasks start (persist after 10 s, heartbeat after 1 s, R4.1),
+        a heartbeat registers it now, and it asks for an immediate rebalance (R9.7)."""
+        i = a.client
+        cl = s.clients[i]
+        if cl.running:
+            raise ActionNotEnabled(a, "already running")
+        mem = cl.file if not self.clustering else cl.mem
+        cl = cl._replace(
+            running=True,
+            mem=mem,
+            next_persist=s.now + PERSIST_FIRST_DELAY,
+            next_rebalance=s.now + REBALANCE_WAIT,
+            next_heartbeat=s.now + HEARTBEAT_FIRST_DELAY,
+            rebalance_requested=True,
+            view=None,
+        )
+        return self._register(s._replace(clients=_put(s.clients, i, cl)), i)
+
+    def _stop_process(self, cl: Client) -> Client:
+        """What survives a consumer process: its local offset file, requests already on the wire."""
+        none_q: tuple[int | None, ...] = (None,) * self.q_count
+        return cl._replace(
+            running=False,
+            mem=none_q,
+            pqs=(None,) * self.q_count,
+            pulls=(),
+            requests=(),
+            consuming=(),
+            offset_updates=(),
+            next_persist=None,
+            next_rebalance=None,
+            next_heartbeat=None,
+            rebalance_requested=False,
+            view=None,
+        )
+
+    def _shutdown(self, s: State, a: Shutdown) -> State:
+        """Shutdown(client) (budgeted: a consumer leaves). Enabled: running. Effect, in R4.4's
+        order: queued and running consume requests are discarded (awaitTermination 0); offsets of
+        the owned queues are persisted (oneway / file); the consumer unregisters, which makes the
+        broker notify the others; every pq is dropped and the process ends."""
+        i = a.client
+        if not s.clients[i].running or s.budget.client_shutdowns <= 0:
+            raise ActionNotEnabled(a, "not running or shutdown budget used up")
+        cl = s.clients[i]._replace(requests=(), consuming=(), offset_updates=())
+        s = s._replace(
+            clients=_put(s.clients, i, cl),
+            budget=s.budget._replace(client_shutdowns=s.budget.client_shutdowns - 1),
+        )
+        s = self._persist_all(s, i, "shutdown")
+        if s.broker.up and i in s.broker.registered:
+            s = self._notify(s._replace(broker=s.broker._replace(registered=s.broker.registered - {i})))
+        return s._replace(clients=_put(s.clients, i, self._stop_process(s.clients[i])))
+
+    def _crash(self, s: State, a: Crash) -> State:
+        """Crash(client) (budgeted). Enabled: running. Effect: memory is lost (offset table, pqs,
+        pending work, timers). Requests already on the wire still arrive; the broker keeps the
+        channel until ExpireChannel."""
+        i = a.client
+        if not s.clients[i].running or s.budget.client_crashes <= 0:
+            raise ActionNotEnabled(a, "not running or crash budget used up")
+        return s._replace(
+            clients=_put(s.clients, i, self._stop_process(s.clients[i])),
+            budget=s.budget._replace(client_crashes=s.budget.client_crashes - 1),
+        )
+
+    def _heartbeat(self, s: State, a: Heartbeat) -> State:
+        """Heartbeat(client). Enabled: running and the 30 s heartbeat timer due (R4.1). Effect: the
+        broker (if up) registers the consumer, notifying the group if it was not listed."""
+        cl = s.clients[a.client]
+        if not cl.running or cl.next_heartbeat is None or cl.next_heartbeat > s.now:
+            raise ActionNotEnabled(a, "heartbeat not due")
+        cl = cl._replace(next_heartbeat=cl.next_heartbeat + HEARTBEAT_INTERVAL)
+        return self._register(s._replace(clients=_put(s.clients, a.client, cl)), a.client)
+
+    def _persist_offsets(self, s: State, a: PersistOffsets) -> State:
+        """PersistOffsets(client). Enabled: running and persistAllConsumerOffset due. Effect:
+        ``persistAll(keys(processQueueTable))`` (R4.1, R2.7, R1.12); next run in 5 s."""
+        cl = s.clients[a.client]
+        if not cl.running or cl.next_persist is None or cl.next_persist > s.now:
+            raise ActionNotEnabled(a, "persist timer not due")
+        s = s._replace(clients=_put(s.clients, a.client, cl._replace(next_persist=cl.next_persist + PERSIST_INTERVAL)))
+        return self._persist_all(s, a.client, "persist-timer")
+
+    def _persist_all(self, s: State, i: int, cause: str) -> State:
+        """OffsetStore.persistAll(keys(processQueueTable)).
+
+        Remote store (R2.7): an empty set does nothing; otherwise every memory entry of an owned
+        queue is sent oneway and every other entry is removed from memory. Local store (R1.12,
+        4.9.8): the owned queues' memory values are merged into the file, other file entries kept.
+        """
+        cl = s.clients[i]
+        owned = [q for q, pq in enumerate(cl.pqs) if pq is not None]
+        if not owned:
+            return s
+        if not self.clustering:
+            file = tuple(
+                cl.mem[q] if cl.pqs[q] is not None and cl.mem[q] is not None else cl.file[q]
+                for q in range(self.q_count)
+            )
+            return s._replace(clients=_put(s.clients, i, cl._replace(file=file)))
+        mem = list(cl.mem)
+        for q, value in enumerate(cl.mem):
+            if value is None:
+                continue
+            pq = cl.pqs[q]
+            if pq is not None:
+                s = self._send_commit(s, i, q, value, pq.uid, cause)
+            elif not self.m_no_pruning:
+                mem[q] = None
+        cl = s.clients[i]
+        return s._replace(clients=_put(s.clients, i, cl._replace(mem=tuple(mem))))
+
+    def _send_commit(self, s: State, i: int, q: int, value: int, uid: int, cause: str) -> State:
+        """updateConsumeOffsetToBroker oneway (R2.5): queued on the connection if the broker is
+        reachable, otherwise lost at once (the send fails and is logged)."""
+        if not s.broker.up:
+            return s._replace(history=History(Event(s.now, "commit-lost", i, q, value, cause), s.history))
+        cl = s.clients[i]
+        cl = cl._replace(channel=(*cl.channel, Commit(q, value, uid, cause)))
+        return s._replace(
+            clients=_put(s.clients, i, cl),
+            history=History(Event(s.now, "commit-sent", i, q, value, cause), s.history),
+        )
+
+    def _persist_one(self, s: State, i: int, q: int, uid: int, cause: str) -> State:
+        """OffsetStore.persist(mq): oneway send (R2.6) or a file write of that entry (R1.13)."""
+        cl = s.clients[i]
+        value = cl.mem[q]
+        if value is None:
+            return s
+        if self.clustering:
+            return self._send_commit(s, i, q, value, uid, cause)
+        return s._replace(clients=_put(s.clients, i, cl._replace(file=_put(cl.file, q, value))))
+
+    def _remove_offset(self, cl: Client, q: int) -> Client:
+        """OffsetStore.removeOffset(mq): the memory entry only; the local file keeps it (R1.14, R2.2)."""
+        cl = cl._replace(mem=_put(cl.mem, q, None))
+        if self.m_local_remove_deletes and not self.clustering:
+            cl = cl._replace(file=_put(cl.file, q, None))
+        return cl
+
+    # --- rebalance ----------------------------------------------------------------------------
+    def _rebalance(self, s: State, a: Rebalance) -> State:
+        """Rebalance(client). Enabled: running, and the 20 s wait is over or a rebalance was
+        requested (start, notification). Effect: ``doRebalance`` for the topic and, in CLUSTERING,
+        the retry topic (R9.1). BROADCASTING takes every queue (R9.2). CLUSTERING asks the broker
+        for the consumer list; if it cannot (broker down) nothing changes, else it allocates with
+        the configured strategy over the sorted lists (R9.3, R11) and updates the pq table (R9.4)."""
+        i = a.client
+        cl = s.clients[i]
+        if not cl.running or not (
+            cl.rebalance_requested or (cl.next_rebalance is not None and cl.next_rebalance <= s.now)
+        ):
+            raise ActionNotEnabled(a, "no rebalance due or requested")
+        s = s._replace(
+            clients=_put(s.clients, i, cl._replace(next_rebalance=s.now + REBALANCE_WAIT, rebalance_requested=False))
+        )
+        if not self.clustering:
+            s, _ = self._update_process_queue_table(s, i, self.topic_queues, set(self.topic_queues))
+            return s
+        if not s.broker.up:  # findConsumerIdList fails: existing pqs are kept (R9.3 step 3)
+            return s
+        members = tuple(sorted(s.broker.registered, key=lambda j: self.cids[j]))
+        cid_all = tuple(self.cids[j] for j in members)
+        me = self.cids[i]
+        cfg = self.config
+        mine = {
+            self.topic_queues[j]
+            for j in allocate(cfg.strategy, me, self.mq_texts, cid_all, cfg.virtual_node_cnt, self.m_avg_overlap)
+        }
+        s, complete = self._update_process_queue_table(s, i, self.topic_queues, mine)
+        if self.retry_queue is not None:
+            retry_mine = {
+                self.retry_queue
+                for _ in allocate(cfg.strategy, me, self.retry_texts, cid_all, cfg.virtual_node_cnt, self.m_avg_overlap)
+            }
+            s, retry_complete = self._update_process_queue_table(s, i, (self.retry_queue,), retry_mine)
+            complete = complete and retry_complete
+        cl = s.clients[i]
+        return s._replace(clients=_put(s.clients, i, cl._replace(view=members if complete else None)))
+
+    def _update_process_queue_table(
+        self, s: State, i: int, topic_queues: tuple[int, ...], mine: set[int]
+    ) -> tuple[State, bool]:
+        """updateProcessQueueTableInRebalance (R9.4), concurrent push consumer.
+
+        Phase A drops each pq no longer allocated: ``persist`` then ``removeOffset`` (R9.5). Phase B
+        creates a pq for each new queue: ``removeDirtyOffset``, then ``computePullFromWhere``
+        (R10.1); a queue whose start cannot be computed is skipped this round. Returns the new
+        state and whether every allocated queue now has a pq.
+        """
+        for q in topic_queues:
+            pq = s.clients[i].pqs[q]
+            if pq is None or q in mine:
+                continue
+            s = self._persist_one(s, i, q, pq.uid, "rebalance-removal")
+            cl = s.clients[i]
+            pulls = tuple(p._replace(dropped_empty=pq.msg_count == 0) if p.pq_uid == pq.uid else p for p in cl.pulls)
+            cl = self._remove_offset(cl, q)._replace(pqs=_put(cl.pqs, q, None), pulls=pulls)
+            s = s._replace(clients=_put(s.clients, i, cl))
+        complete = True
+        for q in sorted(mine):
+            if s.clients[i].pqs[q] is not None:
+                continue
+            cl = s.clients[i]
+            s = s._replace(clients=_put(s.clients, i, self._remove_offset(cl, q)))  # removeDirtyOffset
+            s, start = self._compute_pull_from_where(s, i, q)
+            if start is None or start < 0:
+                complete = False
+                continue
+            cl = s.clients[i]
+            pq = ProcessQueue(cl.seq, 0, 0, 0, 0, start, PULL_READY, s.now)
+            cl = cl._replace(pqs=_put(cl.pqs, q, pq), seq=cl.seq + 1)
+            s = s._replace(clients=_put(s.clients, i, cl))
+        return s, complete
+
+    def _compute_pull_from_where(self, s: State, i: int, q: int) -> tuple[State, int | None]:
+        """computePullFromWhereWithException (R10.1) after ``readOffset(READ_FROM_STORE)``.
+
+        CLUSTERING reads the broker (R2.3, R3.5): a found offset seeds memory with
+        ``updateOffset(mq, o, false)``; QUERY_NOT_FOUND gives -1. BROADCASTING reads the local file
+        (R1.11). With -1, consumeFromWhere decides (R10.4): LAST gives maxOffset (0 for a retry
+        topic), FIRST gives 0, TIMESTAMP searches (maxOffset for a retry topic). The offsets a
+        first-start position jumps over are recorded as declared skips (INV-9). ``None`` means the
+        broker could not be asked (an exception: the queue is skipped this round).
+        """
+        cl = s.clients[i]
+        b = s.broker
+        stored: int | None
+        if self.clustering:
+            if not b.up:
+                return s, None
+            stored = br.query_consumer_offset(b.offsets[q], b.queues[q], self.m_answers_minus_one)
+        else:
+            stored = cl.file[q]
+        if stored is not None:
+            cl = cl._replace(mem=_put(cl.mem, q, stored))  # updateOffset(mq, o, increaseOnly=false)
+            s = s._replace(clients=_put(s.clients, i, cl))
+            if stored >= 0 and not self.m_resume_ignores:
+                return self._positioned(s, i, q, stored, "stored-offset", skip=False), stored
+        cfw = self.config.consume_from_where
+        is_retry = q == self.retry_queue
+        if cfw == FROM_FIRST or (is_retry and cfw != FROM_TIMESTAMP):
+            return self._positioned(s, i, q, 0, "consume-from-first", skip=False), 0
+        if not b.up:  # GET_MAX_OFFSET / SEARCH_OFFSET_BY_TIMESTAMP fail: MQClientException
+            return s, None
+        queue = b.queues[q]
+        if cfw == FROM_TIMESTAMP and not is_retry:
+            start = br.search_offset(queue, self.config.consume_timestamp)
+            return self._positioned(s, i, q, start, "consume-from-timestamp", skip=True), start
+        return self._positioned(s, i, q, queue.max_offset, "consume-from-last", skip=True), queue.max_offset
+
+    def _positioned(self, s: State, i: int, q: int, start: int, cause: str, skip: bool) -> State:
+        ghost = s.ghost
+        if skip and start > 0:
+            idx = self._ledger(i) * self.q_count + q
+            ghost = ghost._replace(skipped=_put(ghost.skipped, idx, ghost.skipped[idx] | ((1 << start) - 1)))
+        return s._replace(ghost=ghost, history=History(Event(s.now, "position", i, q, start, cause), s.history))
+
+    # --- pull ---------------------------------------------------------------------------------
+    def _send_pull(self, s: State, a: SendPull) -> State:
+        """SendPull(client, queue). Enabled: running; the queue's pq has a ready PullRequest and is
+        under pullThresholdForQueue (flow control's 50 ms retry is folded into this condition,
+        R5.1). Effect: PULL_MESSAGE at nextOffset with the piggy-backed commit: CLUSTERING sends
+        the memory offset and sets the flag only when it is > 0 (R5.2). If the broker is down the
+        send fails and the pull is retried after 3 s (R5.7)."""
+        i, q = a.client, a.queue
+        cl = s.clients[i]
+        pq = cl.pqs[q] if cl.running and 0 <= q < self.q_count else None
+        if (
+            pq is None
+            or pq.pull_state != PULL_READY
+            or pq.pull_ready_at > s.now
+            or pq.msg_count >= self.config.pull_threshold_for_queue
+        ):
+            raise ActionNotEnabled(a, "no ready pull request under the flow-control threshold")
+        if not s.broker.up:
+            pq = pq._replace(pull_ready_at=s.now + PULL_DELAY_WHEN_EXCEPTION)
+            return s._replace(clients=_put(s.clients, i, cl._replace(pqs=_put(cl.pqs, q, pq))))
+        commit_value = -1
+        if self.clustering:
+            mem = cl.mem[q]
+            commit_value = mem if mem is not None else -1
+            if self.m_piggyback_next:
+                commit_value = pq.next_offset
+        request = PullRequestMsg(q, pq.uid, pq.next_offset, commit_value > 0, commit_value)
+        cl = cl._replace(
+            pqs=_put(cl.pqs, q, pq._replace(pull_state=PULL_IN_FLIGHT)),
+            pulls=(*cl.pulls, PullInFlight(q, pq.uid, pq.next_offset, -1, None)),
+            channel=(*cl.channel, request),
+        )
+        return s._replace(clients=_put(s.clients, i, cl))
+
+    def _receive_pull(self, s: State, a: ReceivePull) -> State:
+        """ReceivePull(client, pq_uid). Enabled: running and the broker has processed that pull.
+        Effect: the PullCallback (R5.7) with the result computed from the queue now, which models
+        long polling (a held request is answered when a message arrives; R5.4 commits only once).
+        FOUND: putMessage, submit consume requests in batches of consumeMessageBatchMaxSize,
+        nextOffset := nextBeginOffset. NO_NEW_MSG / NO_MATCHED_MSG: nextOffset := nextBeginOffset,
+        then correctTagsOffset: if the pq holds nothing, updateOffset(nextOffset, increaseOnly).
+        A broken connection (broker crashed meanwhile) is an exception: pull again after 3 s.
+        A reply for a dropped pq changes nothing, except correctTagsOffset (R6.7)."""
+        i = a.client
+        cl = s.clients[i]
+        found_at = next((k for k, p in enumerate(cl.pulls) if p.pq_uid == a.pq_uid and p.epoch != -1), None)
+        if not cl.running or found_at is None:
+            raise ActionNotEnabled(a, "no processed pull for this pq")
+        pull = cl.pulls[found_at]
+        cl = cl._replace(pulls=cl.pulls[:found_at] + cl.pulls[found_at + 1 :])
+        s = s._replace(clients=_put(s.clients, i, cl))
+        q = pull.queue
+        pq = cl.pqs[q]
+        live = pq is not None and pq.uid == pull.pq_uid
+        failed = not s.broker.up or pull.epoch != s.broker.epoch
+        if failed:
+            if live and pq is not None:
+                pq = pq._replace(pull_state=PULL_READY, pull_ready_at=s.now + PULL_DELAY_WHEN_EXCEPTION)
+                s = s._replace(clients=_put(s.clients, i, cl._replace(pqs=_put(cl.pqs, q, pq))))
+            return s
+        sub = None if q == self.retry_queue else self.config.subscription
+        queue = s.broker.queues[q]
+        result = br.pull_result(queue, pull.offset, self.config.pull_batch_size, sub)
+        if result.status == br.OFFSET_ILLEGAL:
+            raise AssertionError("OFFSET_ILLEGAL is outside this model's scope: no retention moves minOffset")
+        if not live or pq is None:
+            if result.status != br.FOUND and pull.dropped_empty:
+                cl = cl._replace(mem=_put(cl.mem, q, self._updated(cl.mem[q], result.next_begin, True)))
+                s = s._replace(clients=_put(s.clients, i, cl))
+            return s
+        if result.status == br.FOUND:
+            tree, count, size, qmax = pq.tree, pq.msg_count, pq.msg_size, pq.queue_offset_max
+            for o in result.found:  # ProcessQueue.putMessage (R6.2)
+                if not tree >> o & 1:
+                    tree |= 1 << o
+                    count += 1
+                    size += br.body_size(queue.messages[o])
+                    qmax = o
+            pq = pq._replace(tree=tree, msg_count=count, msg_size=size, queue_offset_max=qmax)
+            requests = list(cl.requests)
+            seq = cl.seq
+            batch = self.config.consume_batch_size
+            for k in range(0, len(result.found), batch):
+                msgs = tuple((o, queue.messages[o].reconsume_times) for o in result.found[k : k + batch])
+                requests.append(ConsumeRequest(seq, q, pq.uid, msgs, s.now))
+                seq += 1
+            cl = cl._replace(requests=tuple(requests), seq=seq)
+        elif pq.msg_count == 0:  # correctTagsOffset
+            cl = cl._replace(mem=_put(cl.mem, q, self._updated(cl.mem[q], result.next_begin, True)))
+        pq = pq._replace(next_offset=result.next_begin, pull_state=PULL_READY, pull_ready_at=s.now)
+        cl = cl._replace(pqs=_put(cl.pqs, q, pq))
+        return s._replace(clients=_put(s.clients, i, cl))
+
+    def _updated(self, old: int | None, value: int, increase_only: bool) -> int:
+        """OffsetStore.updateOffset (R1.5): a new entry takes the value; increaseOnly keeps the max."""
+        if old is None or not increase_only or self.m_ignore_increase_only:
+            return value
+        return old if old >= value else value
+
+    # --- consume ------------------------------------------------------------------------------
+    def _start_consume(self, s: State, a: StartConsume) -> State:
+        """StartConsume(client, rid). Enabled: running and the request's time has come. Effect:
+        ConsumeRequest.run (R7.2): a request of a dropped pq returns at once; otherwise the
+        listener receives the messages (a delivery, recorded in the ghost ledger)."""
+        i = a.client
+        cl = s.clients[i]
+        k = next((k for k, r in enumerate(cl.requests) if r.rid == a.rid), None)
+        if not cl.running or k is None or cl.requests[k].ready_at > s.now:
+            raise ActionNotEnabled(a, "no such ready consume request")
+        r = cl.requests[k]
+        cl = cl._replace(requests=cl.requests[:k] + cl.requests[k + 1 :])
+        pq = cl.pqs[r.queue]
+        if pq is None or pq.uid != r.pq_uid:
+            return s._replace(clients=_put(s.clients, i, cl))
+        cl = cl._replace(consuming=(*cl.consuming, r))
+        g = s.ghost
+        idx = self._ledger(i) * self.q_count + r.queue
+        delivered = g.delivered[idx]
+        redeliveries = g.redeliveries
+        hist = s.history
+        for o, times in r.msgs:
+            if delivered >> o & 1:
+                redeliveries += 1
+            delivered |= 1 << o
+            hist = History(Event(s.now, "deliver", i, r.queue, o, f"reconsumeTimes={times}"), hist)
+        g = g._replace(
+            delivered=_put(g.delivered, idx, delivered),
+            deliveries=g.deliveries + len(r.msgs),
+            redeliveries=redeliveries,
+        )
+        return s._replace(clients=_put(s.clients, i, cl), ghost=g, history=hist)
+
+    def _finish_choices(self, s: State, i: int, r: ConsumeRequest) -> list[Action]:
+        n = len(r.msgs)
+        outcomes = [(CONSUME_SUCCESS, n - 1)]
+        outcomes += [(CONSUME_SUCCESS, k) for k in range(n - 1)]  # partial ack of a batch
+        outcomes.append((RECONSUME_LATER, -1))
+        out: list[Action] = []
+        for status, ack in outcomes:
+            out.append(FinishConsume(i, r.rid, status, ack, 0))
+            failed = n - 1 - ack
+            if failed and self.clustering and s.broker.up and s.budget.send_back_failures > 0:
+                out.extend(
+                    FinishConsume(i, r.rid, status, ack, mask)
+                    for mask in range(1, 1 << failed)
+                    if mask.bit_count() <= s.budget.send_back_failures
+                )
+        return out
+
+    def _finish_consume(self, s: State, a: FinishConsume) -> State:
+        """FinishConsume(client, rid, status, ack_index, send_back_fails). Enabled: running, the
+        listener of that request is running, and the parameters are a possible listener answer
+        (ack_index in [-1, n-1], -1 for RECONSUME_LATER) and send-back failures within budget (none
+        forced when the broker is reachable; all of them when it is down). Effect:
+        processConsumeResult (R7.3), skipped when the pq was dropped meanwhile (R7.2): acked
+        messages are done; each failed one is sent back (R7.4, R7.5: to %DLQ% once reconsumeTimes
+        reaches the maximum, else scheduled at delay level 3 + reconsumeTimes) or, in
+        BROADCASTING, dropped. Messages whose send-back failed stay in the pq and are resubmitted
+        locally after 5 s with reconsumeTimes + 1. The rest leave the pq (removeMessage, R6.3);
+        its result is applied by ApplyConsumeOffset."""
+        i = a.client
+        cl = s.clients[i]
+        k = next((k for k, r in enumerate(cl.consuming) if r.rid == a.rid), None)
+        if not cl.running or k is None:
+            raise ActionNotEnabled(a, "no running listener for this request")
+        r = cl.consuming[k]
+        n = len(r.msgs)
+        ack = a.ack_index
+        valid_ack = (a.status == CONSUME_SUCCESS and -1 <= ack <= n - 1) or (a.status == RECONSUME_LATER and ack == -1)
+        failed = r.msgs[ack + 1 :] if valid_ack else ()
+        fails = a.send_back_fails
+        if (
+            not valid_ack
+            or fails < 0
+            or fails >> len(failed)
+            or (fails and (not self.clustering or not s.broker.up or fails.bit_count() > s.budget.send_back_failures))
+        ):
+            raise ActionNotEnabled(a, "not a possible listener answer or send-back fault")
+        cl = cl._replace(consuming=cl.consuming[:k] + cl.consuming[k + 1 :])
+        q = r.queue
+        pq = cl.pqs[q]
+        if pq is None or pq.uid != r.pq_uid:  # dropped meanwhile: skip processConsumeResult
+            return s._replace(clients=_put(s.clients, i, cl))
+        g = s.ghost
+        idx = self._ledger(i) * self.q_count + q
+        handled, skipped = g.handled[idx], g.skipped[idx]
+        for o, _ in r.msgs[: ack + 1]:
+            handled |= 1 << o
+        b = s.broker
+        back_failed: list[tuple[int, int]] = []
+        queue = b.queues[q]
+        for j, (o, times) in enumerate(failed):
+            if not self.clustering:  # BROADCASTING drops failures (R7.3): a declared skip
+                skipped |= 1 << o
+            elif not b.up or fails >> j & 1:
+                back_failed.append((o, times + 1))
+            else:
+                b = self._send_back(b, queue.messages[o], times, s.now)
+                handled |= 1 << o
+        g = g._replace(handled=_put(g.handled, idx, handled), skipped=_put(g.skipped, idx, skipped))
+        budget = s.budget
+        if fails:
+            budget = budget._replace(send_back_failures=budget.send_back_failures - fails.bit_count())
+        back_offsets = {o for o, _ in back_failed}
+        removed = [o for o, _ in r.msgs if self.m_commit_before_send_back or o not in back_offsets]
+        pq, offset = self._remove_message(pq, removed, queue)
+        if offset >= 0:
+            cl = cl._replace(offset_updates=(*cl.offset_updates, OffsetUpdate(r.rid, q, r.pq_uid, offset)))
+        if back_failed:
+            cl = cl._replace(
+                requests=(
+                    *cl.requests,
+                    ConsumeRequest(cl.seq, q, r.pq_uid, tuple(back_failed), s.now + SEND_BACK_RESUBMIT_DELAY),
+                ),
+                seq=cl.seq + 1,
+            )
+        cl = cl._replace(pqs=_put(cl.pqs, q, pq))
+        return s._replace(clients=_put(s.clients, i, cl), broker=b, ghost=g, budget=budget)
+
+    def _apply_consume_offset(self, s: State, a: ApplyConsumeOffset) -> State:
+        """ApplyConsumeOffset(client, rid). Enabled: running and that request's removeMessage result
+        is pending. Effect: the end of processConsumeResult (R7.3): unless the pq was dropped in the
+        meantime, updateOffset(mq, offset, increaseOnly=true). It is a separate step because
+        other consume threads and the rebalance interleave between removeMessage and
+        updateOffset; increaseOnly is what keeps a slower thread's lower result from winning."""
+        i = a.client
+        cl = s.clients[i]
+        k = next((k for k, u in enumerate(cl.offset_updates) if u.rid == a.rid), None)
+        if not cl.running or k is None:
+            raise ActionNotEnabled(a, "no pending offset update for this request")
+        u = cl.offset_updates[k]
+        cl = cl._replace(offset_updates=cl.offset_updates[:k] + cl.offset_updates[k + 1 :])
+        pq = cl.pqs[u.queue]
+        if (pq is not None and pq.uid == u.pq_uid) or self.m_dropped_pq_commits:
+            cl = cl._replace(mem=_put(cl.mem, u.queue, self._updated(cl.mem[u.queue], u.offset, True)))
+        return s._replace(clients=_put(s.clients, i, cl))
+
+    def _send_back(self, b: Broker, original: Message, times: int, now: int) -> Broker:
+        """CONSUMER_SEND_MSG_BACK on the broker (R7.5): at reconsumeTimes >= max the message goes to
+        %DLQ%<group>; otherwise to SCHEDULE_TOPIC at level 3 + reconsumeTimes, and it will reach
+        %RETRY%<group> with reconsumeTimes + 1 (R7.7)."""
+        at_max = times > self.max_reconsume if self.m_dlq_late else times >= self.max_reconsume
+        if at_max:
+            return b._replace(dlq=(*b.dlq, original._replace(reconsume_times=times, sent_back_at=now)))
+        msg = original._replace(reconsume_times=times + 1, sent_back_at=now)
+        entry = Scheduled(now + br.retry_delay_ms(times), msg)
+        scheduled = tuple(sorted((*b.scheduled, entry), key=lambda e: e.due))
+        return b._replace(scheduled=scheduled)
+
+    def _remove_message(self, pq: ProcessQueue, offsets: list[int], queue: BrokerQueue) -> tuple[ProcessQueue, int]:
+        """ProcessQueue.removeMessage (R6.3): the offset to commit is the lowest offset still held,
+        or queueOffsetMax + 1 when the tree empties; -1 when the tree was already empty."""
+        if pq.tree == 0:
+            return pq, -1
+        result = pq.queue_offset_max + (2 if self.m_commit_past else 1)
+        tree, count, size = pq.tree, pq.msg_count, pq.msg_size
+        for o in offsets:
+            if tree >> o & 1:
+                tree &= ~(1 << o)
+                if not self.m_count_kept:
+                    count -= 1
+                size -= br.body_size(queue.messages[o])
+        if count == 0:
+            size = 0
+        if tree:
+            result = max(offsets) + 1 if self.m_watermark_highest and offsets else _lowest(tree)
+        return pq._replace(tree=tree, msg_count=count, msg_size=size), result
+
+    def _ledger(self, client: int) -> int:
+        return 0 if self.clustering else client
+
+    def _unsubscribed_bits(self, queue: BrokerQueue) -> int:
+        """Offsets of a topic queue whose tag the group does not subscribe to: never owed."""
+        sub = self.config.subscription
+        if sub is None:
+            return 0
+        return sum(1 << o for o, m in enumerate(queue.messages) if m.tag not in sub)
+
+
+def initial(config: Config) -> State:
+    """The initial state of ``Model(config)``."""
+    return Model(config).initial()

@@ -1,0 +1,240 @@
+"""The model's state: an immutable, hashable value that every action maps to a new value.
+
+Everything is a ``NamedTuple`` of ints, bools and tuples, so two states are equal exactly when
+they mean the same thing (the canonical form is the value itself) and hashing is cheap. Queues are
+numbered: ``0 .. queues-1`` are the topic's queues in MessageQueue order, and in CLUSTERING the
+last index is the single queue of ``%RETRY%<group>``. Per-queue tables are tuples indexed by that
+number, with ``None`` for "no entry". Sets of offsets are bitmasks (bit ``o`` set means offset
+``o``), which keeps the ProcessQueue tree and the ghost ledgers fast and hashable.
+
+Ghost fields (``Ghost``, ``State.history``) record what happened so that invariants can speak about
+the past; no action reads them to decide what to do.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+# Pull-request life cycle of a ProcessQueue (R5.1, R5.7).
+PULL_READY = 0  # a PullRequest waits in the executor; SendPull may run once now >= pull_ready_at
+PULL_IN_FLIGHT = 1  # the request is on the wire or held by the broker; its reply is pending
+
+
+class Message(NamedTuple):
+    """One message in a broker queue (R5.5). ``origin`` is (topic queue, offset) of the message
+    first produced; a retry-topic message keeps its origin and counts its reconsumeTimes."""
+
+    origin: tuple[int, int]
+    tag: str
+    store_time: int
+    reconsume_times: int = 0
+    sent_back_at: int = 0  # ghost: when the send-back that created a retry message happened
+
+
+class BrokerQueue(NamedTuple):
+    """A consume queue: readable range [min_offset, len(messages)) (R0.3, R5.5)."""
+
+    messages: tuple[Message, ...]
+    head_hot: bool  # is message 0 still in page cache? Decides the young-queue answer (R3.5)
+    min_offset: int = 0
+
+    @property
+    def max_offset(self) -> int:
+        return len(self.messages)
+
+
+class Scheduled(NamedTuple):
+    """A sent-back message waiting in SCHEDULE_TOPIC_XXXX for its delay level (R7.5 step 8)."""
+
+    due: int
+    message: Message
+
+
+class Broker(NamedTuple):
+    """The single broker (master): queues, ConsumerOffsetManager table and its flushed file."""
+
+    up: bool
+    queues: tuple[BrokerQueue, ...]
+    offsets: tuple[int | None, ...]  # ConsumerOffsetManager memory, "T@G" per queue (R3.1)
+    flushed: tuple[int | None, ...]  # consumerOffset.json as last written by the flush timer (R3.6)
+    next_flush: int | None  # flushConsumerOffsetInterval timer; None while the broker is down
+    registered: frozenset[int]  # consumer channels of the group, by client index (R9.7)
+    scheduled: tuple[Scheduled, ...]  # in due order
+    dlq: tuple[Message, ...]  # %DLQ%<group>
+    epoch: int = 0  # counts restarts: a pull the broker accepted in an older epoch fails
+
+
+class ProcessQueue(NamedTuple):
+    """ProcessQueue of one owned queue plus its PullRequest cursor (R6.1, R5.1).
+
+    ``tree`` is msgTreeMap as a bitmask of offsets; the counters are kept separately, as in
+    RocketMQ, so that INV-1 can check they agree.
+    """
+
+    uid: int  # unique per client: a ProcessQueue object identity
+    tree: int
+    msg_count: int
+    msg_size: int
+    queue_offset_max: int
+    next_offset: int  # PullRequest.nextOffset
+    pull_state: int  # PULL_READY or PULL_IN_FLIGHT
+    pull_ready_at: int  # when the executor runs the next pullMessage (R5.7 delays)
+
+
+class PullInFlight(NamedTuple):
+    """A pull that left the client. ``epoch`` is -1 while the request is on the wire, then the
+    broker epoch that accepted it (-2: the connection broke first, so its reply is an exception).
+    ``dropped_empty`` is set when its pq was dropped meanwhile, recording ``msgCount == 0`` at
+    drop time, which correctTagsOffset reads (R6.7)."""
+
+    queue: int
+    pq_uid: int
+    offset: int
+    epoch: int
+    dropped_empty: bool | None
+
+
+class ConsumeRequest(NamedTuple):
+    """A ConsumeRequest of the concurrent service: messages as (offset, reconsumeTimes) (R7.1)."""
+
+    rid: int
+    queue: int
+    pq_uid: int
+    msgs: tuple[tuple[int, int], ...]
+    ready_at: int
+
+
+class OffsetUpdate(NamedTuple):
+    """The tail of processConsumeResult: removeMessage returned ``offset``; the consume thread has
+    yet to check ``dropped`` and call updateOffset(increaseOnly=true) (R7.3)."""
+
+    rid: int
+    queue: int
+    pq_uid: int
+    offset: int
+
+
+class Commit(NamedTuple):
+    """UPDATE_CONSUMER_OFFSET sent oneway (R2.5, R2.6); ``cause`` is ghost provenance."""
+
+    queue: int
+    offset: int
+    pq_uid: int
+    cause: str
+
+
+class PullRequestMsg(NamedTuple):
+    """PULL_MESSAGE with its piggy-backed commit (R5.2): ``commit_offset`` is applied by the
+    broker only when ``commit_flag`` is set (R5.4)."""
+
+    queue: int
+    pq_uid: int
+    offset: int
+    commit_flag: bool
+    commit_offset: int
+
+
+class Client(NamedTuple):
+    """One consumer process (DefaultMQPushConsumer with its MQClientInstance)."""
+
+    running: bool
+    mem: tuple[int | None, ...]  # OffsetStore in-memory table (R1.4)
+    file: tuple[int | None, ...]  # LocalFileOffsetStore file (BROADCASTING); survives crashes
+    pqs: tuple[ProcessQueue | None, ...]  # processQueueTable
+    pulls: tuple[PullInFlight, ...]
+    requests: tuple[ConsumeRequest, ...]  # submitted, not yet running
+    consuming: tuple[ConsumeRequest, ...]  # listener running
+    offset_updates: tuple[OffsetUpdate, ...]  # removeMessage done, updateOffset not yet run
+    channel: tuple[Commit | PullRequestMsg, ...]  # FIFO to the broker, survives the process
+    next_persist: int | None  # persistAllConsumerOffset timer (R4.1)
+    next_rebalance: int | None  # RebalanceService wait (R4.2)
+    next_heartbeat: int | None  # heartbeat timer (R4.1)
+    rebalance_requested: bool  # rebalanceImmediately() was called (R9.7)
+    view: tuple[int, ...] | None  # cidAll of the last rebalance that placed every allocated queue
+    seq: int  # mints pq uids and request ids
+
+
+class Ghost(NamedTuple):
+    """History summaries for invariants. Ledgers are indexed ``ledger * queue_count + queue``:
+    one ledger for the group in CLUSTERING, one per client in BROADCASTING."""
+
+    delivered: tuple[int, ...]  # offsets handed to a listener
+    handled: tuple[int, ...]  # offsets whose last handling succeeded or was sent back
+    skipped: tuple[int, ...]  # declared skips: positioning, filtered tags, broadcast failure drops
+    last_writer: tuple[int | None, ...]  # per queue: pq key of the commit that landed last
+    flushed_writer: tuple[int | None, ...]  # last_writer as of the last flush
+    deliveries: int
+    redeliveries: int
+
+
+class Budget(NamedTuple):
+    """Remaining perturbations. Healing actions (start, restart, expiry) are never budgeted."""
+
+    client_crashes: int
+    client_shutdowns: int
+    broker_crashes: int
+    send_back_failures: int
+    produces: tuple[int, ...]  # per topic queue
+
+
+class Event(NamedTuple):
+    """One entry of the ghost history: a delivery or a commit, with its cause."""
+
+    time: int
+    kind: str  # "deliver", "commit-sent", "commit-landed", "commit-lost", "position"
+    client: int
+    queue: int
+    offset: int
+    cause: str
+
+
+class History:
+    """The ghost history: a cons list (newest first), so appending is O(1) and shares structure.
+
+    It takes no part in equality or hashing: two states that differ only in how they were reached
+    are the same state. That keeps the canonical form of a state its value.
+    """
+
+    __slots__ = ("event", "previous")
+
+    def __init__(self, event: Event, previous: History | None) -> None:
+        self.event = event
+        self.previous = previous
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, History)
+
+    def __hash__(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return f"History(<{len(self.events())} events>)"
+
+    def events(self) -> list[Event]:
+        """Oldest first."""
+        out: list[Event] = []
+        node: History | None = self
+        while node is not None:
+            out.append(node.event)
+            node = node.previous
+        out.reverse()
+        return out
+
+
+class State(NamedTuple):
+    now: int
+    broker: Broker
+    clients: tuple[Client, ...]
+    ghost: Ghost
+    budget: Budget
+    history: History | None  # ghost; ignored by == and hash
+
+
+def history_list(state: State) -> list[Event]:
+    """The ghost history of ``state``, oldest first."""
+    return [] if state.history is None else state.history.events()
+
+
+def pq_key(client: int, uid: int) -> int:
+    """A group-wide identity for a ProcessQueue, used as commit provenance (INV-8)."""
+    return uid * 16 + client  # at most 8 clients (config.consumers <= 8)
