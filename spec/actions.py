@@ -1,5 +1,8 @@
 """The model's actions. Each is a small immutable value; all nondeterminism is in its fields.
 
+Actions are frozen dataclasses rather than tuples so that two actions of different kinds never
+compare equal (``StartConsume(0, 3) != ApplyConsumeOffset(0, 3)``).
+
 The docstring of each action's transition (``model.py``, function ``_<name>``) gives its enabling
 condition, its effect and the rules it models. This module only names the actions and their
 parameters, grouped by who performs them.
@@ -7,7 +10,7 @@ parameters, grouped by who performs them.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
 
 # Consume statuses of the concurrent listener (R7.3).
 CONSUME_SUCCESS = "CONSUME_SUCCESS"
@@ -15,85 +18,104 @@ RECONSUME_LATER = "RECONSUME_LATER"
 
 
 # --- environment and time ---------------------------------------------------------------------
-class Tick(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Tick:
     """Advance the clock to the next deadline; only when no timer is due."""
 
 
-class Produce(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Produce:
     queue: int
     tag: str
 
 
-class CoolQueueHead(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class CoolQueueHead:
     queue: int
 
 
 # --- broker -----------------------------------------------------------------------------------
-class BrokerFlush(NamedTuple):
-    pass
+@dataclass(frozen=True, slots=True)
+class BrokerFlush:
+    """The broker's consumer-offset flush timer fires."""
 
 
-class DeliverScheduled(NamedTuple):
-    pass
+@dataclass(frozen=True, slots=True)
+class DeliverScheduled:
+    """The earliest due scheduled (sent-back) message reaches the retry topic."""
 
 
-class BrokerCrash(NamedTuple):
-    pass
+@dataclass(frozen=True, slots=True)
+class BrokerCrash:
+    """The broker process dies."""
 
 
-class BrokerRestart(NamedTuple):
-    pass
+@dataclass(frozen=True, slots=True)
+class BrokerRestart:
+    """The broker process comes back."""
 
 
-class ExpireChannel(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class ExpireChannel:
     client: int
 
 
-class BrokerReceive(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class BrokerReceive:
     client: int
 
 
 # --- consumer process -------------------------------------------------------------------------
-class Start(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Start:
     client: int
 
 
-class Shutdown(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Shutdown:
     client: int
 
 
-class Crash(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Crash:
     client: int
 
 
-class Heartbeat(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
     client: int
 
 
-class PersistOffsets(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class PersistOffsets:
     client: int
 
 
-class Rebalance(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Rebalance:
     client: int
 
 
-class SendPull(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class SendPull:
     client: int
     queue: int
 
 
-class ReceivePull(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class ReceivePull:
     client: int
     pq_uid: int
 
 
-class StartConsume(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class StartConsume:
     client: int
     rid: int
 
 
-class FinishConsume(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class FinishConsume:
     """``ack_index`` as the listener set it (-1 fails the whole batch); ``send_back_fails`` is a
     bitmask over the failed messages whose send-back fails (budgeted)."""
 
@@ -104,7 +126,8 @@ class FinishConsume(NamedTuple):
     send_back_fails: int
 
 
-class ApplyConsumeOffset(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class ApplyConsumeOffset:
     client: int
     rid: int
 

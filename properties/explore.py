@@ -1,0 +1,131 @@
+"""Seeded random walks of the model with every invariant checked at every step.
+
+This is the plain, dependency-free explorer: ``walk`` runs one random walk and stops at the first
+violation; ``explore`` runs many and aggregates flat, Jepsen-style results (steps, actions fired
+per name, distinct states, invariants checked, violations). The CLI's model run and the planted-bug
+tests use it; the Hypothesis state machines in ``machines.py`` add shrinking on top of the same
+checks.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from rmqspec.spec.actions import Action, action_name
+from rmqspec.spec.config import Config
+from rmqspec.spec.invariants import ACTION_PROPERTIES, INVARIANTS, Violation, check_state, check_step
+from rmqspec.spec.model import Model
+from rmqspec.spec.state import State
+
+
+@dataclass
+class Counterexample:
+    config: Config
+    seed: int
+    actions: list[Action]
+    violations: list[Violation]
+
+    def describe(self) -> str:
+        lines = [f"{v.id} {v.name}: {v.detail}" for v in self.violations]
+        lines.append(f"after {len(self.actions)} steps (seed {self.seed}):")
+        lines += [f"  {k:3d}. {a!r}" for k, a in enumerate(self.actions, 1)]
+        return "\n".join(lines)
+
+
+@dataclass
+class ExploreResult:
+    """Flat results of a batch of walks; ``valid`` is false iff some invariant failed."""
+
+    walks: int = 0
+    steps: int = 0
+    actions: Counter[str] = field(default_factory=Counter)
+    distinct_states: int = 0
+    invariant_checks: int = 0
+    deliveries: int = 0
+    redeliveries: int = 0
+    counterexamples: list[Counterexample] = field(default_factory=list)
+
+    @property
+    def valid(self) -> bool:
+        return not self.counterexamples
+
+
+def walk(
+    model: Model,
+    seed: int,
+    max_steps: int,
+    on_state: Callable[[State], None] | None = None,
+    result: ExploreResult | None = None,
+    watch: frozenset[str] | None = None,
+) -> Counterexample | None:
+    """One random walk of at most ``max_steps`` steps; the first violation ends it. With
+    ``watch``, only violations of those property ids count (to show one property alone catches a
+    bug that another would report first)."""
+    rng = random.Random(seed)
+    state = model.initial()
+    taken: list[Action] = []
+    checks_per_step = len(INVARIANTS) + len(ACTION_PROPERTIES)
+    for _ in range(max_steps):
+        enabled = model.enabled(state)
+        if not enabled:
+            break
+        action = enabled[rng.randrange(len(enabled))]
+        after = model.step(state, action)
+        taken.append(action)
+        violations = check_step(model, state, action, after) + check_state(model, after)
+        if watch is not None:
+            violations = [v for v in violations if v.id in watch]
+        if result is not None:
+            result.steps += 1
+            result.actions[action_name(action)] += 1
+            result.invariant_checks += checks_per_step
+        if on_state is not None:
+            on_state(after)
+        state = after
+        if violations:
+            return Counterexample(model.config, seed, taken, violations)
+    if result is not None:
+        result.deliveries += state.ghost.deliveries
+        result.redeliveries += state.ghost.redeliveries
+    return None
+
+
+def explore(
+    config: Config,
+    walks: int,
+    max_steps: int,
+    first_seed: int = 0,
+    stop_at_first: bool = True,
+    track_states: bool = False,
+    watch: frozenset[str] | None = None,
+) -> ExploreResult:
+    """Run ``walks`` seeded walks of ``config``; optionally count distinct states."""
+    model = Model(config)
+    result = ExploreResult()
+    seen: set[State] = set()
+    on_state = seen.add if track_states else None
+    for k in range(walks):
+        result.walks += 1
+        found = walk(model, first_seed + k, max_steps, on_state, result, watch)
+        if found is not None:
+            result.counterexamples.append(found)
+            if stop_at_first:
+                break
+    result.distinct_states = len(seen)
+    return result
+
+
+def replay(config: Config, actions: list[Action]) -> tuple[State, list[Violation]]:
+    """Apply ``actions`` from the initial state, checking every property; stops at a violation."""
+    model = Model(config)
+    state = model.initial()
+    for action in actions:
+        after = model.step(state, action)
+        violations = check_step(model, state, action, after) + check_state(model, after)
+        state = after
+        if violations:
+            return state, violations
+    return state, []

@@ -1,0 +1,228 @@
+"""Hypothesis state machines over the model.
+
+``SpecMachine`` drives the pure model: each step picks an action family (tick, produce, network,
+client start/stop, rebalance, pull, consume, ...) and then one of its enabled actions, and records
+the action as a Hypothesis event, so ``--hypothesis-show-statistics`` reads as "how often did a
+crash / rebalance / send-back happen". It checks every state invariant after every step and every
+action property on every step. The configuration itself is drawn in the
+``initialize`` rule, so one test explores consumers, queues, modes, strategies, positioning and
+fault budgets together, as swarm testing does; a subclass can pin it (``config_strategy``).
+
+``LockstepMachine`` drives the model and the reference implementation with the same actions and
+checks after every step that the reference, seen through its abstraction, equals the model state:
+the refinement check that keeps the two honest.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, ClassVar
+
+from hypothesis import event, note
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from rmqspec.spec import actions as act
+from rmqspec.spec.config import AVG, AVG_BY_CIRCLE, CONSISTENT_HASH, CONSUME_FROM_WHERE, MODES, Config
+from rmqspec.spec.invariants import check_state, check_step
+from rmqspec.spec.model import Model
+from rmqspec.spec.state import State
+
+
+@st.composite
+def configs(draw: st.DrawFn, mutations: frozenset[str] = frozenset(), **fixed: Any) -> Config:
+    """Small configurations that reach every action family within ~100 steps."""
+    values: dict[str, Any] = {
+        "consumers": draw(st.integers(1, 3)),
+        "queues": draw(st.integers(1, 4)),
+        "messages_per_queue": draw(st.integers(1, 4)),
+        "mode": draw(st.sampled_from(MODES)),
+        "strategy": draw(st.sampled_from((AVG, AVG_BY_CIRCLE, CONSISTENT_HASH))),
+        "consume_from_where": draw(st.sampled_from(CONSUME_FROM_WHERE)),
+        "consume_timestamp": draw(st.sampled_from((0, 15_000, 60_000))),
+        "backlog_head_hot": draw(st.booleans()),
+        "pull_batch_size": draw(st.integers(1, 3)),
+        "consume_batch_size": draw(st.integers(1, 2)),
+        "pull_threshold_for_queue": draw(st.integers(1, 4)),
+        # 1-2 instead of RocketMQ's 16, so that walks of ~100 steps reach the DLQ.
+        "max_reconsume_times": draw(st.integers(1, 2)),
+        "client_crashes": draw(st.integers(0, 2)),
+        "client_shutdowns": draw(st.integers(0, 2)),
+        "broker_crashes": draw(st.integers(0, 1)),
+        "send_back_failures": draw(st.integers(0, 2)),
+        "mutations": mutations,
+    }
+    values["backlog"] = draw(st.integers(0, values["messages_per_queue"]))
+    if draw(st.booleans()):
+        values["tags"] = ("A", "B")
+        values["subscription"] = draw(st.sampled_from((None, ("A",))))
+    values.update(fixed)
+    return Config(**values)
+
+
+FAMILIES: dict[str, tuple[type, ...]] = {
+    "tick": (act.Tick,),
+    "produce": (act.Produce, act.CoolQueueHead),
+    "broker_timer": (act.BrokerFlush, act.DeliverScheduled),
+    "broker_crash": (act.BrokerCrash,),
+    "broker_heal": (act.BrokerRestart, act.ExpireChannel),
+    "network": (act.BrokerReceive,),
+    "client_start": (act.Start,),
+    "client_stop": (act.Shutdown, act.Crash),
+    "client_timer": (act.Heartbeat, act.PersistOffsets),
+    "rebalance": (act.Rebalance,),
+    "pull": (act.SendPull, act.ReceivePull),
+    "consume": (act.StartConsume, act.FinishConsume, act.ApplyConsumeOffset),
+}
+_FAMILY_OF = {t: name for name, types in FAMILIES.items() for t in types}
+
+
+class SpecMachine(RuleBasedStateMachine):
+    """The model under Hypothesis: every action family is a rule, every property is checked."""
+
+    config_strategy: ClassVar[st.SearchStrategy[Config]] = configs()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.model: Model | None = None
+        self.state: State | None = None
+        self._by_family: dict[str, list[act.Action]] = {}
+
+    @initialize(config=configs())
+    def start(self, config: Config) -> None:
+        self.begin(config)
+
+    def begin(self, config: Config) -> None:
+        note(f"config: {config!r}")
+        self.model = Model(config)
+        self._set_state(self.model.initial())
+        self.on_start(config)
+
+    def on_start(self, config: Config) -> None:
+        """Hook for subclasses (the lockstep machine starts the reference here)."""
+
+    def _set_state(self, state: State) -> None:
+        assert self.model is not None
+        self.state = state
+        grouped: dict[str, list[act.Action]] = {}
+        for a in self.model.enabled(state):
+            grouped.setdefault(_FAMILY_OF[type(a)], []).append(a)
+        self._by_family = grouped
+
+    def _fire(self, family: str, data: st.DataObject) -> None:
+        assert self.model is not None and self.state is not None
+        action = data.draw(st.sampled_from(self._by_family[family]), label=family)
+        before = self.state
+        after = self.model.step(before, action)
+        event(f"action {type(action).__name__}")
+        for outcome in outcomes(before, after):
+            event(f"reached: {outcome}")
+        violations = check_step(self.model, before, action, after)
+        assert not violations, "; ".join(f"{v.id} {v.name}: {v.detail}" for v in violations)
+        self.on_step(action, after)
+        self._set_state(after)
+
+    def on_step(self, action: act.Action, after: State) -> None:
+        """Hook for subclasses, called after the model stepped and before the new state is kept."""
+
+    @rule(data=st.data())
+    def step(self, data: st.DataObject) -> None:
+        """One step: pick an enabled action family, then one of its enabled actions.
+
+        Choosing the family first gives rare families (a crash, a flush) the same chance as the
+        busy ones (pulls, network deliveries), which is what lets short walks reach them.
+        """
+        families = sorted(self._by_family)
+        if not families:
+            return
+        self._fire(data.draw(st.sampled_from(families), label="family"), data)
+
+    @invariant()
+    def state_invariants_hold(self) -> None:
+        if self.model is None or self.state is None:
+            return
+        violations = check_state(self.model, self.state)
+        assert not violations, "; ".join(f"{v.id} {v.name}: {v.detail}" for v in violations)
+
+
+def outcomes(before: State, after: State) -> list[str]:
+    """Interesting things a step made happen, for the statistics that show what a budget reaches."""
+    out = []
+    if len(after.broker.dlq) > len(before.broker.dlq):
+        out.append("message routed to the DLQ")
+    if len(after.broker.scheduled) > len(before.broker.scheduled):
+        out.append("message sent back for retry")
+    if after.ghost.redeliveries > before.ghost.redeliveries:
+        out.append("message delivered again")
+    if after.budget.send_back_failures < before.budget.send_back_failures:
+        out.append("send-back failed")
+    for old, new in zip(before.broker.offsets, after.broker.offsets, strict=True):
+        if old is not None and new is not None and new < old:
+            out.append("broker offset decreased")
+            break
+    retry = len(after.broker.queues) - 1
+    if after.ghost.delivered[-1] != before.ghost.delivered[-1] and retry >= 0 and before.broker.queues[retry].messages:
+        out.append("retry-topic message consumed")
+    return out
+
+
+def machine_for(config_strategy: st.SearchStrategy[Config], base: type[SpecMachine] = SpecMachine) -> type[SpecMachine]:
+    """A subclass of ``base`` whose ``initialize`` rule draws configs from ``config_strategy``."""
+
+    class Pinned(base):  # type: ignore[valid-type,misc]
+        @initialize(config=config_strategy)
+        def start(self, config: Config) -> None:
+            self.begin(config)
+
+    Pinned.__name__ = f"{base.__name__}Pinned"
+    return Pinned
+
+
+class LockstepMachine(SpecMachine):
+    """Model and reference implementation driven by the same actions (refinement check)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reference: Any = None
+        self._tmp: Path | None = None
+
+    def on_start(self, config: Config) -> None:
+        from rmqspec.reference.system import ReferenceSystem
+
+        self._tmp = Path(tempfile.mkdtemp(prefix="rmqspec-lockstep-"))
+        self.reference = ReferenceSystem(config, self._tmp)
+        self._compare("initial state")
+
+    def on_step(self, action: act.Action, after: State) -> None:
+        self.reference.apply(action)
+        self.state = after
+        self._compare(repr(action))
+
+    def _compare(self, what: str) -> None:
+        assert self.state is not None
+        expected = (self.state.now, self.state.broker, self.state.clients)
+        actual = self.reference.abstract()
+        if actual != expected:
+            raise AssertionError(f"refinement broken after {what}:\n{first_difference(expected, actual)}")
+
+    def teardown(self) -> None:
+        if self.reference is not None:
+            self.reference.close()
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+def first_difference(expected: Any, actual: Any, path: str = "state") -> str:
+    """The first field where two nested NamedTuple/tuple values differ, as a readable path."""
+    if type(expected) is not type(actual) or not isinstance(expected, tuple):
+        return f"{path}: model {expected!r} != reference {actual!r}"
+    fields = getattr(expected, "_fields", None)
+    if len(expected) != len(actual):
+        return f"{path}: model has {len(expected)} entries, reference {len(actual)}: {expected!r} != {actual!r}"
+    for k, (e, a) in enumerate(zip(expected, actual, strict=True)):
+        if e != a:
+            name = f"{path}.{fields[k]}" if fields else f"{path}[{k}]"
+            return first_difference(e, a, name)
+    return f"{path}: equal"

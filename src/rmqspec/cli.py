@@ -1,0 +1,223 @@
+"""The ``rmqspec`` command.
+
+``rmqspec run`` explores the model on a set of configurations and prints a readable summary
+(steps, actions fired, distinct states, invariants checked, violations); ``rmqspec bench`` prints
+throughput figures. Exit codes: 0 all properties held, 1 a property was violated, 2 bad input
+(a configuration file that cannot be read or holds a bad value), 3 an internal error. Every error
+is one line on stderr that names what was wrong; no command prints a bare traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+from rmqspec import __version__
+from rmqspec.spec.config import (
+    AVG_BY_CIRCLE,
+    BROADCASTING,
+    CONSISTENT_HASH,
+    FROM_FIRST,
+    FROM_TIMESTAMP,
+    Config,
+    ConfigError,
+)
+
+EXIT_OK, EXIT_VIOLATION, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+
+# The default model run: each mode, strategy and start position, with faults on.
+DEFAULT_CONFIGS: dict[str, Config] = {
+    "clustering-avg": Config(consumers=3, queues=4, max_reconsume_times=2),
+    "clustering-circle-first": Config(
+        consumers=3, queues=4, strategy=AVG_BY_CIRCLE, consume_from_where=FROM_FIRST, backlog=2, backlog_head_hot=False
+    ),
+    "clustering-hash-timestamp": Config(
+        consumers=2, queues=4, strategy=CONSISTENT_HASH, consume_from_where=FROM_TIMESTAMP, consume_timestamp=20_000
+    ),
+    "clustering-tags-batches": Config(
+        consumers=2, queues=2, tags=("A", "B"), subscription=("A",), consume_batch_size=2, max_reconsume_times=1
+    ),
+    "broadcasting": Config(consumers=2, queues=3, mode=BROADCASTING, consume_from_where=FROM_FIRST),
+}
+
+
+class CliError(Exception):
+    """Bad input: printed as one line, exit code 2."""
+
+
+def load_config(path: str) -> Config:
+    """A Config from a JSON file whose keys are Config fields."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as err:
+        raise CliError(f"{path}: cannot read: {err.strerror}") from None
+    try:
+        values = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise CliError(f"{path}: line {err.lineno}: not JSON: {err.msg}") from None
+    if not isinstance(values, dict):
+        raise CliError(f"{path}: expected a JSON object of Config fields, got {type(values).__name__}")
+    try:
+        return Config.from_mapping(values, where=path)
+    except ConfigError as err:
+        raise CliError(f"{path}: {err}" if not str(err).startswith(path) else str(err)) from None
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from rmqspec.properties.explore import explore
+
+    configs = {Path(args.config).stem: load_config(args.config)} if args.config else dict(DEFAULT_CONFIGS)
+    if args.mutation:
+        try:
+            configs = {name: replace(c, mutations=frozenset(args.mutation)) for name, c in configs.items()}
+        except ConfigError as err:
+            raise CliError(f"--mutation: {err}") from None
+    out_dir = Path(args.out)
+    total_actions: Counter[str] = Counter()
+    rows = []
+    failures = []
+    started = time.perf_counter()
+    for k, (name, config) in enumerate(configs.items(), 1):
+        print(f"[{k}/{len(configs)}] {name}: {args.walks} walks x {args.steps} steps ...", file=sys.stderr, flush=True)
+        result = explore(config, args.walks, args.steps, first_seed=args.seed, track_states=True)
+        total_actions.update(result.actions)
+        rows.append(
+            {
+                "config": name,
+                "valid": result.valid,
+                "walks": result.walks,
+                "steps": result.steps,
+                "distinct_states": result.distinct_states,
+                "invariant_checks": result.invariant_checks,
+                "deliveries": result.deliveries,
+                "redeliveries": result.redeliveries,
+                "violations": [
+                    {"id": v.id, "name": v.name, "detail": v.detail, "seed": c.seed, "steps": len(c.actions)}
+                    for c in result.counterexamples
+                    for v in c.violations
+                ],
+            }
+        )
+        failures += [(name, c) for c in result.counterexamples]
+    elapsed = time.perf_counter() - started
+    summary = {
+        "valid": not failures,
+        "version": __version__,
+        "seconds": round(elapsed, 2),
+        "configs": rows,
+        "actions": dict(total_actions.most_common()),
+    }
+    _print_summary(summary)
+    for name, c in failures:
+        print(f"\nCounterexample in {name}:\n{c.describe()}")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "run-summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        (out_dir / "actions.svg").write_text(_bar_chart_svg(total_actions, "Actions fired"), encoding="utf-8")
+    except OSError as err:
+        raise CliError(f"{out_dir}: cannot write results: {err.strerror}") from None
+    print(f"\nwrote {out_dir / 'run-summary.json'} and {out_dir / 'actions.svg'}")
+    return EXIT_OK if not failures else EXIT_VIOLATION
+
+
+def _print_summary(summary: dict[str, object]) -> None:
+    from rmqspec.spec.invariants import ACTION_PROPERTIES, INVARIANTS
+
+    rows: list[dict[str, object]] = summary["configs"]  # type: ignore[assignment]
+    print(f"rmqspec {summary['version']} model run ({summary['seconds']} s)")
+    print(f"{'config':<28}{'walks':>7}{'steps':>10}{'states':>10}{'checks':>12}{'redeliv.':>10}  violations")
+    for r in rows:
+        violations = r["violations"]
+        shown = "none" if not violations else ", ".join(sorted({v["id"] for v in violations}))  # type: ignore[attr-defined]
+        print(
+            f"{r['config']:<28}{r['walks']:>7}{r['steps']:>10}{r['distinct_states']:>10}"
+            f"{r['invariant_checks']:>12}{r['redeliveries']:>10}  {shown}"
+        )
+    actions: dict[str, int] = summary["actions"]  # type: ignore[assignment]
+    print("\nrules fired: " + ", ".join(f"{name} {count}" for name, count in actions.items()))
+    ids = [p.id for p in INVARIANTS] + [p.id for p in ACTION_PROPERTIES]
+    print(f"invariants checked at every step: {', '.join(ids)}")
+    print(f"violations: {'none' if summary['valid'] else 'FOUND (see below)'}")
+
+
+def _bar_chart_svg(counts: Counter[str], title: str) -> str:
+    """A dependency-free horizontal bar chart."""
+    items = counts.most_common()
+    width, bar_h, left = 640, 18, 170
+    height = 40 + bar_h * len(items)
+    top = max((c for _, c in items), default=1)
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+        'font-size="12">',
+        f'<text x="10" y="20" font-size="14" font-weight="bold">{title}</text>',
+    ]
+    for k, (name, count) in enumerate(items):
+        y = 32 + k * bar_h
+        w = (width - left - 70) * count / top
+        parts.append(f'<text x="{left - 6}" y="{y + 12}" text-anchor="end">{name}</text>')
+        parts.append(f'<rect x="{left}" y="{y}" width="{w:.1f}" height="{bar_h - 4}" fill="#4a7bd0"/>')
+        parts.append(f'<text x="{left + w + 4:.1f}" y="{y + 12}">{count}</text>')
+    parts.append("</svg>\n")
+    return "\n".join(parts)
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from rmqspec.bench import run_bench
+
+    for line in run_bench(args.steps, args.reference_steps):
+        print(line, flush=True)
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rmqspec", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--version", action="version", version=f"rmqspec {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="explore the model and print a summary (the main job)")
+    run.add_argument("--config", help="a JSON file of Config fields (default: the built-in set)")
+    run.add_argument("--walks", type=_positive, default=40, help="random walks per configuration (default 40)")
+    run.add_argument("--steps", type=_positive, default=400, help="steps per walk (default 400)")
+    run.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
+    run.add_argument("--mutation", action="append", help="plant a known bug (repeatable); see spec/config.py")
+    run.add_argument("--out", default="rmqspec-out", help="where to write run-summary.json (default rmqspec-out)")
+    run.set_defaults(func=_cmd_run)
+    bench = sub.add_parser("bench", help="print spec and reference steps per second")
+    bench.add_argument("--steps", type=_positive, default=20_000, help="spec steps to time (default 20000)")
+    bench.add_argument("--reference-steps", type=_positive, default=5_000, help="reference steps (default 5000)")
+    bench.set_defaults(func=_cmd_bench)
+    return parser
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+        return code
+    except CliError as err:
+        print(f"rmqspec: error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("rmqspec: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:  # never a bare traceback: say what broke and where to report it
+        print(f"rmqspec: internal error: {type(err).__name__}: {err} (please report this)", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

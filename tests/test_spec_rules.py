@@ -1,0 +1,327 @@
+"""Each RocketMQ rule the model encodes, pinned by a concrete scenario (tests named as claims)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rmqspec.spec import broker_rules as br
+from rmqspec.spec.actions import (
+    CONSUME_SUCCESS,
+    RECONSUME_LATER,
+    Action,
+    ApplyConsumeOffset,
+    BrokerCrash,
+    BrokerFlush,
+    BrokerReceive,
+    BrokerRestart,
+    CoolQueueHead,
+    DeliverScheduled,
+    FinishConsume,
+    Heartbeat,
+    PersistOffsets,
+    Produce,
+    Rebalance,
+    ReceivePull,
+    SendPull,
+    Shutdown,
+    Start,
+    StartConsume,
+    Tick,
+)
+from rmqspec.spec.allocation import allocate, client_id, mq_text
+from rmqspec.spec.config import BROADCASTING, FROM_FIRST, FROM_TIMESTAMP, Config, ConfigError
+from rmqspec.spec.model import ActionNotEnabled, Model
+from rmqspec.spec.state import BrokerQueue, Message, State, history_list
+
+
+def run(model: Model, *actions: Action, state: State | None = None) -> State:
+    s = model.initial() if state is None else state
+    for a in actions:
+        s = model.step(s, a)
+    return s
+
+
+def one_consumer(**overrides: object) -> Model:
+    values: dict[str, object] = {"consumers": 1, "queues": 1, "messages_per_queue": 4, "pull_batch_size": 4}
+    values.update(overrides)
+    return Model(Config(**values))  # type: ignore[arg-type]
+
+
+def pulled(model: Model, produced: int) -> State:
+    """One consumer owning queue 0 with ``produced`` messages pulled into its pq."""
+    s = run(model, *[Produce(0, "A")] * produced, Start(0), Rebalance(0), SendPull(0, 0), BrokerReceive(0))
+    return run(model, ReceivePull(0, 0), state=s)
+
+
+def finish(model: Model, s: State, offset: int, status: str = CONSUME_SUCCESS, ack: int = 0, fails: int = 0) -> State:
+    """Consume the request holding ``offset`` of queue 0 to the end, applying its offset update."""
+    (rid,) = [r.rid for r in s.clients[0].requests if r.queue == 0 and r.msgs[0][0] == offset]
+    s = run(model, StartConsume(0, rid), FinishConsume(0, rid, status, ack, fails), state=s)
+    pending = [u.rid for u in s.clients[0].offset_updates]
+    return run(model, *[ApplyConsumeOffset(0, r) for r in pending], state=s)
+
+
+# --- ProcessQueue watermark (R6.3) -------------------------------------------------------------
+def test_remove_message_returns_lowest_cached_offset() -> None:
+    m = one_consumer()
+    s = pulled(m, 3)  # offsets 0, 1, 2 cached, one consume request each
+    s = finish(m, s, 2)  # offset 2 done first
+    assert s.clients[0].mem[0] == 0
+    s = finish(m, s, 0)
+    assert s.clients[0].mem[0] == 1
+
+
+def test_remove_message_returns_queue_offset_max_plus_one_when_tree_empties() -> None:
+    m = one_consumer()
+    s = pulled(m, 2)
+    s = finish(m, finish(m, s, 1), 0)
+    assert s.clients[0].pqs[0] is not None and s.clients[0].pqs[0].tree == 0
+    assert s.clients[0].mem[0] == 2
+
+
+def test_pq_counts_messages_and_sizes_on_put_and_remove() -> None:
+    m = one_consumer()
+    s = pulled(m, 2)
+    pq = s.clients[0].pqs[0]
+    assert pq is not None and pq.msg_count == 2 and pq.msg_size > 0 and pq.queue_offset_max == 1
+    s = finish(m, finish(m, s, 0), 1)
+    pq = s.clients[0].pqs[0]
+    assert pq is not None and (pq.msg_count, pq.msg_size) == (0, 0)
+
+
+# --- QUERY_CONSUMER_OFFSET and positioning (R3.5, R10.1, R10.4) -------------------------------
+def test_young_queue_answers_zero_to_a_group_without_offset() -> None:
+    hot = BrokerQueue((Message((0, 0), "A", 0),), head_hot=True)
+    assert br.query_consumer_offset(None, hot) == 0
+    assert br.query_consumer_offset(None, BrokerQueue((), head_hot=False)) == 0  # empty queue: 0 in 4.9.8
+
+
+def test_old_queue_answers_not_found_to_a_group_without_offset() -> None:
+    cold = BrokerQueue((Message((0, 0), "A", 0),), head_hot=False)
+    assert br.query_consumer_offset(None, cold) is br.QUERY_NOT_FOUND
+    assert br.query_consumer_offset(7, cold) == 7
+
+
+def test_consume_from_last_starts_a_new_group_at_zero_on_a_young_queue() -> None:
+    m = one_consumer()
+    s = run(m, Produce(0, "A"), Produce(0, "A"), Start(0), Rebalance(0))
+    pq = s.clients[0].pqs[0]
+    assert pq is not None and pq.next_offset == 0 and s.clients[0].mem[0] == 0  # the broker's 0 seeds memory
+
+
+def test_consume_from_last_starts_a_new_group_at_max_offset_on_an_old_queue() -> None:
+    m = one_consumer()
+    s = run(m, Produce(0, "A"), Produce(0, "A"), CoolQueueHead(0), Start(0), Rebalance(0))
+    pq = s.clients[0].pqs[0]
+    assert pq is not None and pq.next_offset == 2 and s.clients[0].mem[0] is None
+    assert s.ghost.skipped[0] == 0b11  # the jump over history is a declared skip
+
+
+def test_consume_from_first_starts_at_zero_on_an_old_queue() -> None:
+    m = one_consumer(consume_from_where=FROM_FIRST)
+    s = run(m, Produce(0, "A"), CoolQueueHead(0), Start(0), Rebalance(0))
+    assert s.clients[0].pqs[0] is not None and s.clients[0].pqs[0].next_offset == 0
+
+
+def test_consume_from_timestamp_is_ignored_on_a_young_queue() -> None:
+    m = one_consumer(consume_from_where=FROM_TIMESTAMP, consume_timestamp=10_000)
+    s = run(m, Produce(0, "A"), Start(0), Rebalance(0))
+    assert s.clients[0].pqs[0] is not None and s.clients[0].pqs[0].next_offset == 0
+
+
+def test_search_offset_returns_the_message_closest_in_time() -> None:
+    queue = BrokerQueue(tuple(Message((0, o), "A", t) for o, t in enumerate((0, 10, 20, 40))), True)
+    assert br.search_offset(queue, 20) == 2
+    assert br.search_offset(queue, 32) == 3  # 40 is closer than 20
+    assert br.search_offset(queue, 14) == 1  # may lie before the timestamp
+    assert br.search_offset(queue, 99) == 3
+    assert br.search_offset(BrokerQueue((), False), 5) == 0
+
+
+def test_retry_queue_of_a_new_group_starts_at_zero_under_consume_from_last() -> None:
+    m = Model(Config(consumers=1, queues=1))
+    s = run(m, Start(0), Rebalance(0))
+    retry = m.retry_queue
+    assert retry is not None and s.clients[0].pqs[retry] is not None and s.clients[0].pqs[retry].next_offset == 0
+
+
+# --- commits: piggy-back, persist timer, broker table (R2.7, R3.2, R3.6, R5.2, R5.4) -----------
+def test_piggyback_commit_is_flagged_only_above_zero() -> None:
+    m = one_consumer()
+    s = run(m, Start(0), Rebalance(0), SendPull(0, 0))
+    request = s.clients[0].channel[-1]
+    assert request.commit_offset == 0 and not request.commit_flag  # type: ignore[union-attr]
+
+
+def test_broker_applies_a_flagged_piggyback_commit_on_receipt() -> None:
+    m = one_consumer()
+    s = finish(m, pulled(m, 1), 0)
+    s = run(m, SendPull(0, 0), BrokerReceive(0), state=s)
+    assert s.broker.offsets[0] == 1
+
+
+def test_persist_timer_first_fires_after_ten_seconds_then_every_five() -> None:
+    m = one_consumer()
+    s = run(m, Start(0), Rebalance(0))
+    assert s.clients[0].next_persist == 10_000
+    with pytest.raises(ActionNotEnabled):
+        m.step(s, PersistOffsets(0))
+    while s.now < 10_000:
+        due = [a for a in m.enabled(s) if isinstance(a, (Heartbeat, BrokerFlush, Rebalance))]
+        s = m.step(s, due[0] if due else Tick())
+    s = m.step(s, PersistOffsets(0))
+    assert s.clients[0].next_persist == 15_000
+
+
+def test_tick_cannot_pass_a_due_timer() -> None:
+    m = one_consumer()
+    s = run(m, Start(0), Rebalance(0), Tick())
+    assert s.now == 1_000  # the heartbeat is due
+    assert Tick() not in m.enabled(s)
+    with pytest.raises(ActionNotEnabled, match="timer is due"):
+        m.step(s, Tick())
+
+
+def test_remote_persist_all_sends_owned_queues_and_prunes_the_rest() -> None:
+    m = Model(Config(consumers=2, queues=2))
+    s = run(m, Start(0), Rebalance(0))
+    assert all(pq is not None for pq in s.clients[0].pqs)
+    s = run(m, Start(1), Rebalance(0), state=s)  # c1 joined: c0 keeps queue 0 and the retry queue
+    mem = s.clients[0].mem
+    assert mem[1] is None  # removeOffset at removal
+    s = s._replace(clients=(s.clients[0]._replace(mem=(0, 5, 0), next_persist=0), s.clients[1]))
+    s = m.step(s, PersistOffsets(0))
+    assert s.clients[0].mem == (0, None, 0)
+    assert [c.queue for c in s.clients[0].channel if hasattr(c, "cause") and c.cause == "persist-timer"] == [0, 2]
+
+
+def test_broker_commits_are_last_writer_wins_and_crash_restores_the_flushed_file() -> None:
+    m = one_consumer()
+    s = finish(m, pulled(m, 2), 0)
+    s = s._replace(clients=(s.clients[0]._replace(next_persist=s.now),))
+    s = run(m, PersistOffsets(0), BrokerReceive(0), BrokerReceive(0), state=s)  # pull request, then commit 1
+    assert s.broker.offsets[0] == 1
+    s = s._replace(broker=s.broker._replace(next_flush=s.now))
+    s = run(m, BrokerFlush(), state=s)
+    assert s.broker.flushed[0] == 1
+    s = s._replace(broker=s.broker._replace(offsets=(0, None)))  # a stale owner's late commit of 0
+    s = run(m, BrokerCrash(), BrokerRestart(), state=s)
+    assert s.broker.offsets[0] == 1 and s.broker.next_flush == s.now + 10_000
+
+
+# --- retry and DLQ (R7.3-R7.7) -----------------------------------------------------------------
+def test_first_retry_waits_ten_seconds_at_delay_level_three() -> None:
+    assert br.retry_delay_ms(0) == 10_000
+    assert br.retry_delay_ms(1) == 30_000
+    assert br.retry_delay_ms(15) == 7_200_000
+    m = one_consumer(max_reconsume_times=2)
+    s = finish(m, pulled(m, 1), 0, status=RECONSUME_LATER, ack=-1)
+    (entry,) = s.broker.scheduled
+    assert entry.due == s.now + 10_000 and entry.message.reconsume_times == 1
+    assert s.clients[0].mem[0] == 1  # sent back counts as handled: the offset moves on
+
+
+def test_message_goes_to_the_dlq_when_reconsume_times_reaches_the_maximum() -> None:
+    m = one_consumer(max_reconsume_times=1)
+    s = finish(m, pulled(m, 1), 0, status=RECONSUME_LATER, ack=-1)
+    s = s._replace(now=s.broker.scheduled[0].due)
+    s = run(m, DeliverScheduled(), state=s)
+    retry = m.retry_queue
+    assert retry is not None and s.broker.queues[retry].messages[0].reconsume_times == 1
+
+
+def test_failed_send_back_keeps_the_message_and_resubmits_it_after_five_seconds() -> None:
+    m = one_consumer()
+    s = finish(m, pulled(m, 2), 0, status=RECONSUME_LATER, ack=-1, fails=1)
+    assert s.clients[0].mem[0] is None or s.clients[0].mem[0] == 0  # offset 0 still held: no progress
+    (resubmitted,) = [r for r in s.clients[0].requests if r.msgs == ((0, 1),)]
+    assert resubmitted.ready_at == s.now + 5_000
+    assert s.budget.send_back_failures == 0
+
+
+def test_broadcasting_drops_a_failed_message_without_retry() -> None:
+    m = one_consumer(mode=BROADCASTING, consume_from_where=FROM_FIRST)  # LAST would start at maxOffset
+    s = finish(m, pulled(m, 1), 0, status=RECONSUME_LATER, ack=-1)
+    assert s.broker.scheduled == () and s.clients[0].mem[0] == 1
+    assert s.ghost.skipped[0] & 1
+
+
+# --- dropped ProcessQueues (R5.7, R6.7, R7.2) ---------------------------------------------------
+def test_consume_request_of_a_dropped_pq_never_reaches_the_listener() -> None:
+    m = Model(Config(consumers=2, queues=1))
+    s = run(m, Produce(0, "A"), Start(0), Rebalance(0), SendPull(0, 0), BrokerReceive(0), ReceivePull(0, 0))
+    s = run(m, Start(1), Rebalance(0), state=s)  # AVG gives queue 0 to c0? cids sort: c0 keeps 0, c1 gets retry
+    owner = 0 if s.clients[0].pqs[0] is not None else 1
+    assert owner == 0
+    s = run(m, Shutdown(0), state=s)
+    assert s.clients[0].requests == () and s.ghost.deliveries == 0
+
+
+def test_no_new_msg_on_an_empty_pq_moves_the_offset_forward() -> None:
+    m = one_consumer(tags=("A", "B"), subscription=("A",))
+    s = run(m, Produce(0, "B"), Produce(0, "B"), Start(0), Rebalance(0), SendPull(0, 0), BrokerReceive(0))
+    s = run(m, ReceivePull(0, 0), state=s)  # NO_MATCHED_MSG: both messages filtered out
+    assert s.clients[0].mem[0] == 2 and s.clients[0].pqs[0] is not None and s.clients[0].pqs[0].next_offset == 2
+
+
+# --- consumers joining and leaving (R4.4, R9.3, R9.7) ------------------------------------------
+def test_shutdown_persists_owned_offsets_then_unregisters_and_notifies() -> None:
+    m = Model(Config(consumers=2, queues=2))
+    s = run(m, Start(0), Start(1), Rebalance(0), Rebalance(1))
+    s = run(m, Shutdown(0), state=s)
+    causes = [e.cause for e in history_list(s) if e.kind == "commit-sent" and e.client == 0]
+    assert causes and set(causes) == {"shutdown"}
+    assert 0 not in s.broker.registered and s.clients[1].rebalance_requested
+    assert not s.clients[0].running and all(pq is None for pq in s.clients[0].pqs)
+
+
+def test_consumer_missing_from_the_list_allocates_nothing() -> None:
+    assert allocate("AVG", client_id(2), ("a", "b"), (client_id(0), client_id(1))) == ()
+
+
+def test_avg_gives_the_first_n_mod_c_consumers_one_extra_queue() -> None:
+    mqs = tuple(mq_text("T", "b", q) for q in range(8))
+    cids = tuple(client_id(i) for i in range(3))
+    assert [allocate("AVG", c, mqs, cids) for c in cids] == [(0, 1, 2), (3, 4, 5), (6, 7)]
+    assert [allocate("AVG_BY_CIRCLE", c, mqs, cids) for c in cids] == [(0, 3, 6), (1, 4, 7), (2, 5)]
+
+
+def test_consistent_hash_partitions_the_queues() -> None:
+    mqs = tuple(mq_text("T", "broker-a", q) for q in range(8))
+    cids = tuple(client_id(i) for i in range(3))
+    parts = [set(allocate("CONSISTENT_HASH", c, mqs, cids)) for c in cids]
+    assert set().union(*parts) == set(range(8)) and sum(map(len, parts)) == 8
+
+
+# --- the model's contract ---------------------------------------------------------------------
+def test_disabled_action_raises_a_named_error() -> None:
+    m = one_consumer()
+    with pytest.raises(ActionNotEnabled, match="not running"):
+        m.step(m.initial(), Shutdown(0))
+
+
+def test_states_reached_differently_compare_equal() -> None:
+    m = one_consumer()
+    a = run(m, Produce(0, "A"), Produce(0, "B") if False else Produce(0, "A"))
+    b = run(m, Produce(0, "A"), Produce(0, "A"))
+    assert a == b and hash(a) == hash(b)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("consumers", 0, "consumers: got 0; accepted: an integer from 1 to 8"),
+        ("mode", "FANOUT", "mode: got 'FANOUT'; accepted: CLUSTERING, BROADCASTING"),
+        ("strategy", "RANDOM", "strategy: got 'RANDOM'"),
+        ("backlog", 9, "backlog: got 9"),
+        ("mutations", frozenset({"nope"}), "mutations: unknown ['nope']"),
+    ],
+)
+def test_bad_config_names_the_field_and_what_is_accepted(field: str, value: object, message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        Config(**{field: value})  # type: ignore[arg-type]
+
+
+def test_config_from_mapping_rejects_unknown_fields() -> None:
+    with pytest.raises(ConfigError, match="unknown field"):
+        Config.from_mapping({"consumer": 3})
