@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from rmqspec.spec.actions import Action, action_name
 from rmqspec.spec.config import Config
 from rmqspec.spec.invariants import ACTION_PROPERTIES, INVARIANTS, Violation, check_state, check_step
-from rmqspec.spec.model import Model
+from rmqspec.spec.model import ActionNotEnabled, Model
 from rmqspec.spec.state import State
 
 
@@ -119,7 +119,8 @@ def explore(
 
 
 def replay(config: Config, actions: list[Action]) -> tuple[State, list[Violation]]:
-    """Apply ``actions`` from the initial state, checking every property; stops at a violation."""
+    """Apply ``actions`` from the initial state, checking every property; stops at a violation.
+    Raises ``ActionNotEnabled`` if an action is not enabled where it comes."""
     model = Model(config)
     state = model.initial()
     for action in actions:
@@ -129,3 +130,38 @@ def replay(config: Config, actions: list[Action]) -> tuple[State, list[Violation
         if violations:
             return state, violations
     return state, []
+
+
+def shrink(found: Counterexample) -> Counterexample:
+    """A shorter run that still violates one of the same properties (delta debugging).
+
+    Chunks of actions are deleted, largest first, as long as the rest still replays (every
+    action enabled where it comes) and still fails the same way; the result is 1-minimal:
+    deleting any single action loses the failure. Deterministic, and cheap because a replay
+    costs only its own steps.
+    """
+    target = {v.id for v in found.violations}
+
+    def fails(candidate: list[Action]) -> list[Violation] | None:
+        try:
+            _, violations = replay(found.config, candidate)
+        except ActionNotEnabled:
+            return None
+        return violations if {v.id for v in violations} & target else None
+
+    actions = list(found.actions)
+    violations = found.violations
+    chunk = max(1, len(actions) // 2)
+    while chunk >= 1:
+        start, removed = 0, False
+        while start < len(actions):
+            candidate = actions[:start] + actions[start + chunk :]
+            result = fails(candidate)
+            if result is not None:
+                actions, violations, removed = candidate, result, True
+            else:
+                start += chunk
+        if not removed:
+            chunk //= 2
+    _, violations = replay(found.config, actions)
+    return Counterexample(found.config, found.seed, actions, violations)

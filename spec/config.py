@@ -35,7 +35,8 @@ CONSUME_FROM_WHERE: Final = (FROM_LAST, FROM_FIRST, FROM_TIMESTAMP, *DEPRECATED_
 
 VERSIONS: Final = ("4.9.8",)
 
-# Planted bugs. Each names the invariant that must refute it (see invariants.py); tests prove it.
+# Planted bugs, each described by what it breaks; tests/test_planted_bugs.py names the property that
+# must refute each one and proves it does.
 MUTATIONS: Final[dict[str, str]] = {
     "watermark_highest_consumed": "RMQ-01: removeMessage returns highest removed + 1 instead of lowest held",
     "commit_before_send_back": "RMQ-03: messages whose send-back failed are removed and committed anyway",

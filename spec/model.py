@@ -236,10 +236,10 @@ class Model:
                     pq is not None
                     and pq.pull_state == PULL_READY
                     and pq.pull_ready_at <= state.now
-                    and pq.msg_count < c.pull_threshold_for_queue
+                    and pq.msg_count <= c.pull_threshold_for_queue
                 ):
                     out.append(SendPull(i, q))
-            out.extend(ReceivePull(i, p.pq_uid) for p in cl.pulls if p.epoch >= 0)
+            out.extend(ReceivePull(i, p.pq_uid) for p in cl.pulls if p.epoch != -1)
             out.extend(StartConsume(i, r.rid) for r in cl.requests if r.ready_at <= state.now)
             for r in cl.consuming:
                 out.extend(self._finish_choices(state, i, r))
@@ -701,9 +701,10 @@ class Model:
     # --- pull ---------------------------------------------------------------------------------
     def _send_pull(self, s: State, a: SendPull) -> State:
         """SendPull(client, queue). Enabled: running; the queue's pq has a ready PullRequest and is
-        under pullThresholdForQueue (flow control's 50 ms retry is folded into this condition,
-        R5.1). Effect: PULL_MESSAGE at nextOffset with the piggy-backed commit: CLUSTERING sends
-        the memory offset and sets the flag only when it is > 0 (R5.2). If the broker is down the
+        not over pullThresholdForQueue (flow control's 50 ms retry is folded into this condition:
+        R5.1 holds a pull back only when msgCount > threshold). Effect: PULL_MESSAGE at nextOffset
+        with the piggy-backed commit: CLUSTERING sends the memory offset and sets the flag only
+        when it is > 0 (R5.2). If the broker is down the
         send fails and the pull is retried after 3 s (R5.7)."""
         i, q = a.client, a.queue
         cl = s.clients[i]
@@ -712,7 +713,7 @@ class Model:
             pq is None
             or pq.pull_state != PULL_READY
             or pq.pull_ready_at > s.now
-            or pq.msg_count >= self.config.pull_threshold_for_queue
+            or pq.msg_count > self.config.pull_threshold_for_queue
         ):
             raise ActionNotEnabled(a, "no ready pull request under the flow-control threshold")
         if not s.broker.up:
@@ -833,7 +834,7 @@ class Model:
     def _finish_choices(self, s: State, i: int, r: ConsumeRequest) -> list[Action]:
         n = len(r.msgs)
         outcomes = [(CONSUME_SUCCESS, n - 1)]
-        outcomes += [(CONSUME_SUCCESS, k) for k in range(n - 1)]  # partial ack of a batch
+        outcomes += [(CONSUME_SUCCESS, k) for k in range(-1, n - 1)]  # a batch acked in part, or not at all
         outcomes.append((RECONSUME_LATER, -1))
         out: list[Action] = []
         for status, ack in outcomes:
@@ -895,7 +896,7 @@ class Model:
             elif not b.up or fails >> j & 1:
                 back_failed.append((o, times + 1))
             else:
-                b = self._send_back(b, queue.messages[o], times, s.now)
+                b = self._send_back(b, queue.messages[o], s.now)
                 handled |= 1 << o
         g = g._replace(handled=_put(g.handled, idx, handled), skipped=_put(g.skipped, idx, skipped))
         budget = s.budget
@@ -935,10 +936,13 @@ class Model:
             cl = cl._replace(mem=_put(cl.mem, u.queue, self._updated(cl.mem[u.queue], u.offset, True)))
         return s._replace(clients=_put(s.clients, i, cl))
 
-    def _send_back(self, b: Broker, original: Message, times: int, now: int) -> Broker:
-        """CONSUMER_SEND_MSG_BACK on the broker (R7.5): at reconsumeTimes >= max the message goes to
-        %DLQ%<group>; otherwise to SCHEDULE_TOPIC at level 3 + reconsumeTimes, and it will reach
-        %RETRY%<group> with reconsumeTimes + 1 (R7.7)."""
+    def _send_back(self, b: Broker, original: Message, now: int) -> Broker:
+        """CONSUMER_SEND_MSG_BACK on the broker (R7.5): the broker looks the message up by its
+        commit-log offset, so the stored reconsumeTimes counts, not the client's local copy (which
+        a failed send-back raised). At reconsumeTimes >= max the message goes to %DLQ%<group>;
+        otherwise to SCHEDULE_TOPIC at level 3 + reconsumeTimes, reaching %RETRY%<group> with
+        reconsumeTimes + 1 (R7.7)."""
+        times = original.reconsume_times
         at_max = times > self.max_reconsume if self.m_dlq_late else times >= self.max_reconsume
         if at_max:
             return b._replace(dlq=(*b.dlq, original._replace(reconsume_times=times, sent_back_at=now)))

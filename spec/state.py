@@ -1,7 +1,8 @@
 """The model's state: an immutable, hashable value that every action maps to a new value.
 
-Everything is a ``NamedTuple`` of ints, bools and tuples, so two states are equal exactly when
-they mean the same thing (the canonical form is the value itself) and hashing is cheap. Queues are
+Everything is a ``NamedTuple`` of ints, bools and tuples, so a state's canonical form is its value
+and hashing is cheap. Two states are equal when every field is, including the identities the
+model mints (pq uids, request ids) and the ghost counters; only the history is left out. Queues are
 numbered: ``0 .. queues-1`` are the topic's queues in MessageQueue order, and in CLUSTERING the
 last index is the single queue of ``%RETRY%<group>``. Per-queue tables are tuples indexed by that
 number, with ``None`` for "no entry". Sets of offsets are bitmasks (bit ``o`` set means offset
@@ -32,7 +33,7 @@ class Message(NamedTuple):
 
 
 class BrokerQueue(NamedTuple):
-    """A consume queue: readable range [min_offset, len(messages)) (R0.3, R5.5)."""
+    """A consume queue: readable range [min_offset, len(messages)) (semantics §0.3, R5.5)."""
 
     messages: tuple[Message, ...]
     head_hot: bool  # is message 0 still in page cache? Decides the young-queue answer (R3.5)
@@ -181,7 +182,7 @@ class Event(NamedTuple):
     """One entry of the ghost history: a delivery or a commit, with its cause."""
 
     time: int
-    kind: str  # "deliver", "commit-sent", "commit-landed", "commit-lost", "position"
+    kind: str  # "start", "deliver", "commit-sent", "commit-landed", "commit-lost", "position"
     client: int
     queue: int
     offset: int

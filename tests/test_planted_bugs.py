@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from rmqspec.properties.explore import explore
+from rmqspec.properties.explore import explore, replay, shrink
 from rmqspec.spec.config import BROADCASTING, CLUSTERING, MUTATIONS, Config
+from rmqspec.spec.model import ActionNotEnabled
 
 BASE = {"consumers": 3, "queues": 4, "messages_per_queue": 4, "max_reconsume_times": 2}
 
@@ -61,3 +62,18 @@ def test_correct_model_passes_the_same_budget(mode: str) -> None:
     result = explore(Config(**{**BASE, "mode": mode}), 60, STEPS)  # type: ignore[arg-type]
     assert result.valid, result.counterexamples[0].describe()
     assert result.actions["FinishConsume"] > 0 and result.actions["Crash"] > 0
+
+
+def test_shrunk_counterexample_is_one_minimal_and_still_fails() -> None:
+    config = Config(**{**BASE, "mutations": frozenset({"watermark_highest_consumed"})})  # type: ignore[arg-type]
+    found = explore(config, WALKS, STEPS).counterexamples[0]
+    small = shrink(found)
+    assert len(small.actions) < len(found.actions) // 2
+    assert {v.id for v in small.violations} == {"INV-2"}
+    assert replay(config, small.actions)[1] == small.violations
+    for k in range(len(small.actions)):  # deleting any one action loses the failure
+        try:
+            _, violations = replay(config, small.actions[:k] + small.actions[k + 1 :])
+        except ActionNotEnabled:
+            continue
+        assert "INV-2" not in {v.id for v in violations}

@@ -69,7 +69,7 @@ def load_config(path: str) -> Config:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from rmqspec.properties.explore import explore
+    from rmqspec.properties.explore import explore, shrink
 
     configs = {Path(args.config).stem: load_config(args.config)} if args.config else dict(DEFAULT_CONFIGS)
     if args.mutation:
@@ -114,7 +114,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     }
     _print_summary(summary)
     for name, c in failures:
-        print(f"\nCounterexample in {name}:\n{c.describe()}")
+        small = shrink(c)
+        print(f"\nCounterexample in {name} (shrunk from {len(c.actions)} to {len(small.actions)} steps):")
+        print(small.describe())
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "run-summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
