@@ -1,0 +1,470 @@
+"""``DefaultMQPushConsumerImpl``: the push consumer's pull loop, start, shutdown and send-back.
+
+Mirrors RocketMQ 4.9.8:
+
+- :class:`DefaultMQPushConsumer`: the user-facing settings (§14 defaults).
+- :class:`PullRequest` and :class:`PullMessageService`: one PullRequest circulates per ProcessQueue;
+  ``execute_pull_request_immediately``/``_later`` make it runnable now or after a delay.
+- ``DefaultMQPushConsumerImpl.pull_message`` (R5.1 preconditions, R5.2 piggy-backed commit) and
+  :class:`PullCallback` (R5.7: FOUND puts and submits; NO_NEW_MSG / NO_MATCHED_MSG run
+  ``correct_tags_offset``, R6.7; OFFSET_ILLEGAL drops the pq and fixes the offset 10 s later;
+  an exception pulls again after 3 s).
+- :class:`PullAPIWrapper`: ``pullKernelImpl`` (R5.3) and ``processPullResult`` (client tag re-filter,
+  R5.6).
+- ``start`` (R1.3 store choice, R7.8 retry subscription, R9.7 heartbeat + rebalanceImmediately) and
+  ``shutdown`` in the order of R4.4.
+- ``send_message_back`` (R7.4) with the producer fall-back to ``%RETRY%<group>``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from rmqspec.reference.allocate import AllocateMessageQueueStrategy
+from rmqspec.reference.compat import SpecCompat
+from rmqspec.reference.consume_message_concurrently_service import ConsumeMessageConcurrentlyService
+from rmqspec.reference.exceptions import MQClientException
+from rmqspec.reference.local_file_offset_store import LocalFileOffsetStore
+from rmqspec.reference.message import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_MAX_OFFSET,
+    PROPERTY_MAX_RECONSUME_TIMES,
+    PROPERTY_MIN_OFFSET,
+    PROPERTY_ORIGIN_MESSAGE_ID,
+    PROPERTY_RETRY_TOPIC,
+    MessageExt,
+)
+from rmqspec.reference.message_queue import MessageQueue, retry_topic
+from rmqspec.reference.mq_client_instance import MQClientInstance, PullResult, PullStatus
+from rmqspec.reference.offset_store import OffsetStore, ReadOffsetType
+from rmqspec.reference.process_queue import ProcessQueue
+from rmqspec.reference.protocol import (
+    SUB_ALL,
+    ConsumerData,
+    PullMessageRequestHeader,
+    PullSysFlag,
+    SendMessageRequestHeader,
+    SubscriptionData,
+)
+from rmqspec.reference.rebalance_impl import RebalancePushImpl
+from rmqspec.reference.remote_broker_offset_store import RemoteBrokerOffsetStore
+from rmqspec.reference.remoting import RemotingException
+from rmqspec.reference.scheduler import DelayQueue, IdSequence, SchedulerError
+
+log = logging.getLogger(__name__)
+
+CLUSTERING: Final = "CLUSTERING"
+BROADCASTING: Final = "BROADCASTING"
+PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION: Final = 3_000  # pullTimeDelayMillsWhenException (push)
+PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL: Final = 50
+PULL_TIME_DELAY_MILLS_WHEN_SUSPEND: Final = 1_000
+BROKER_SUSPEND_MAX_TIME_MILLIS: Final = 15_000
+OFFSET_ILLEGAL_FIX_DELAY: Final = 10_000  # R5.7, 4.9.x
+
+
+@dataclass
+class DefaultMQPushConsumer:
+    """The settings of a ``DefaultMQPushConsumer`` (§14). ``subscription`` maps topic to a tag
+    expression; ``consume_timestamp`` is in (logical) milliseconds instead of ``yyyyMMddHHmmss``."""
+
+    consumer_group: str
+    allocate_message_queue_strategy: AllocateMessageQueueStrategy
+    subscription: dict[str, str] = field(default_factory=dict)
+    message_model: str = CLUSTERING
+    consume_from_where: str = "CONSUME_FROM_LAST_OFFSET"
+    consume_timestamp: int = 0
+    pull_batch_size: int = 32
+    consume_message_batch_max_size: int = 1
+    pull_threshold_for_queue: int = 1000
+    pull_threshold_size_for_queue: int = 100  # MiB
+    consume_concurrently_max_span: int = 2000
+    max_reconsume_times: int = -1
+    pull_interval: int = 0
+    post_subscription_when_pull: bool = False
+
+
+@dataclass(eq=False)
+class PullRequest:
+    """``PullRequest``. ``ready_at`` (not RocketMQ's) remembers when the pull service last made it
+    runnable, for tracing."""
+
+    consumer_group: str
+    message_queue: MessageQueue
+    process_queue: ProcessQueue
+    next_offset: int
+    previously_locked: bool = False
+    ready_at: int = 0
+
+
+class PullMessageService:
+    """``PullMessageService``: its ``pullRequestQueue`` plus the delayed hand-offs of
+    ``executePullRequestLater``. The driver picks which runnable request the pull thread takes."""
+
+    def __init__(self, mq_client_factory: MQClientInstance) -> None:
+        self.mq_client_factory = mq_client_factory
+        self.pull_request_queue: DelayQueue[PullRequest] = DelayQueue()
+        self.stopped = True
+
+    def start(self) -> None:
+        self.stopped = False
+
+    def shutdown(self) -> None:
+        self.stopped = True
+        self.pull_request_queue.clear()
+
+    def _put(self, pull_request: PullRequest, ready_at: int) -> None:
+        if self.stopped:
+            return
+        # A dropped pq's request is discarded when taken (R5.1 step 1); forget it at once.
+        self.pull_request_queue.remove_if(lambda r: r.process_queue.dropped)
+        if not pull_request.process_queue.dropped:
+            pull_request.ready_at = ready_at
+            self.pull_request_queue.put(pull_request, ready_at)
+
+    def execute_pull_request_immediately(self, pull_request: PullRequest) -> None:
+        self._put(pull_request, self.mq_client_factory.clock.now())
+
+    def execute_pull_request_later(self, pull_request: PullRequest, time_delay: int) -> None:
+        self._put(pull_request, self.mq_client_factory.clock.now() + time_delay)
+
+    def pending(self) -> list[PullRequest]:
+        return [r for r, _ in self.pull_request_queue.items() if not r.process_queue.dropped]
+
+    def ready_times(self) -> list[int]:
+        return [when for r, when in self.pull_request_queue.items() if not r.process_queue.dropped]
+
+    def run_pull_request(self, pull_request: PullRequest) -> None:
+        """The pull thread takes ``pull_request`` (it must be runnable) and pulls."""
+        self.pull_request_queue.take(pull_request, self.mq_client_factory.clock.now())
+        consumer = self.mq_client_factory.consumer_table.get(pull_request.consumer_group)
+        if consumer is None:
+            raise SchedulerError(f"no consumer of group {pull_request.consumer_group}")
+        consumer.pull_message(pull_request)
+
+
+class PullAPIWrapper:
+    """``PullAPIWrapper``."""
+
+    def __init__(self, mq_client_factory: MQClientInstance, consumer_group: str) -> None:
+        self.mq_client_factory = mq_client_factory
+        self.consumer_group = consumer_group
+
+    def pull_kernel_impl(
+        self,
+        mq: MessageQueue,
+        sub_expression: str | None,
+        sub_version: int,
+        offset: int,
+        max_nums: int,
+        sys_flag: int,
+        commit_offset: int,
+        broker_suspend_max_time_millis: int,
+        pull_callback: PullCallback,
+    ) -> None:
+        """R5.3: to the master (the only broker here), so the commit flag is kept."""
+        addr = self.mq_client_factory.find_broker_address_in_subscribe(mq.broker_name)
+        if addr is None:
+            raise MQClientException(f"The broker[{mq.broker_name}] not exist")
+        header = PullMessageRequestHeader(
+            self.consumer_group,
+            mq.topic,
+            mq.queue_id,
+            offset,
+            max_nums,
+            sys_flag,
+            commit_offset,
+            broker_suspend_max_time_millis,
+            sub_expression,
+            sub_version,
+        )
+        self.mq_client_factory.mq_client_api_impl.pull_message_async(addr, header, pull_callback)
+
+    def process_pull_result(
+        self, mq: MessageQueue, pull_result: PullResult, subscription_data: SubscriptionData
+    ) -> PullResult:
+        """R5.6: FOUND messages are filtered again by tag (the broker matched hash codes only)."""
+        if pull_result.pull_status is PullStatus.FOUND:
+            msgs = pull_result.msg_found_list
+            if subscription_data.tags_set:
+                msgs = [m for m in msgs if m.tags is not None and m.tags in subscription_data.tags_set]
+            for msg in msgs:
+                msg.put_property(PROPERTY_MIN_OFFSET, str(pull_result.min_offset))
+                msg.put_property(PROPERTY_MAX_OFFSET, str(pull_result.max_offset))
+            pull_result.msg_found_list = msgs
+        return pull_result
+
+
+class PullCallback:
+    """The anonymous ``PullCallback`` of ``pullMessage`` (R5.7), bound to one PullRequest."""
+
+    def __init__(
+        self, consumer: DefaultMQPushConsumerImpl, pull_request: PullRequest, subscription_data: SubscriptionData
+    ) -> None:
+        self.consumer = consumer
+        self.pull_request = pull_request
+        self.subscription_data = subscription_data
+
+    def on_success(self, pull_result: PullResult) -> None:
+        consumer, pull_request = self.consumer, self.pull_request
+        pq = pull_request.process_queue
+        pull_result = consumer.pull_api_wrapper.process_pull_result(
+            pull_request.message_queue, pull_result, self.subscription_data
+        )
+        status = pull_result.pull_status
+        if status is PullStatus.FOUND:
+            if pq.dropped and consumer.compat.ignore_found_for_dropped_pq:
+                return  # the model ignores it; 4.9.8 runs on (its requests return at once, R7.2)
+            pull_request.next_offset = pull_result.next_begin_offset
+            if not pull_result.msg_found_list:
+                consumer.execute_pull_request_immediately(pull_request)
+                return
+            dispatch = pq.put_message(pull_result.msg_found_list)
+            consumer.consume_message_service.submit_consume_request(
+                pull_result.msg_found_list, pq, pull_request.message_queue, dispatch
+            )
+            interval = consumer.default_mq_push_consumer.pull_interval
+            if interval > 0:
+                consumer.execute_pull_request_later(pull_request, interval)
+            else:
+                consumer.execute_pull_request_immediately(pull_request)
+        elif status in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG):
+            pull_request.next_offset = pull_result.next_begin_offset
+            consumer.correct_tags_offset(pull_request)
+            consumer.execute_pull_request_immediately(pull_request)
+        elif status is PullStatus.OFFSET_ILLEGAL:
+            log.warning("the pull request offset illegal, %s", pull_request.message_queue)
+            pull_request.next_offset = pull_result.next_begin_offset
+            pq.dropped = True
+            consumer.mq_client_factory.execute_task_later(
+                f"fixOffset-{pull_request.message_queue}-{pq.uid}",
+                lambda: consumer.fix_offset_illegal(pull_request),
+                OFFSET_ILLEGAL_FIX_DELAY,
+            )
+
+    def on_exception(self, e: Exception) -> None:
+        log.warning("execute the pull request exception: %s", e)
+        self.consumer.execute_pull_request_later(self.pull_request, PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION)
+
+
+class DefaultMQPushConsumerImpl:
+    def __init__(
+        self,
+        default_mq_push_consumer: DefaultMQPushConsumer,
+        mq_client_factory: MQClientInstance,
+        ids: IdSequence,
+        local_offset_store_dir: Path,
+    ) -> None:
+        self.default_mq_push_consumer = default_mq_push_consumer
+        self.mq_client_factory = mq_client_factory
+        self.compat: SpecCompat = mq_client_factory.compat
+        self.ids = ids
+        self.local_offset_store_dir = local_offset_store_dir
+        self.rebalance_impl = RebalancePushImpl(
+            self, default_mq_push_consumer.allocate_message_queue_strategy, mq_client_factory, ids
+        )
+        self.pull_api_wrapper = PullAPIWrapper(mq_client_factory, default_mq_push_consumer.consumer_group)
+        self.consume_message_service = ConsumeMessageConcurrentlyService(self, ids)
+        # Chosen by message model in start() (R1.3); a remote store until then.
+        self.offset_store: OffsetStore = RemoteBrokerOffsetStore(
+            mq_client_factory, default_mq_push_consumer.consumer_group
+        )
+        self.service_state = "CREATE_JUST"
+
+    def now(self) -> int:
+        return self.mq_client_factory.clock.now()
+
+    # --- life cycle ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """``DefaultMQPushConsumerImpl#start``."""
+        if self.service_state != "CREATE_JUST":
+            raise MQClientException(f"The PushConsumer service state not OK, maybe started once, {self.service_state}")
+        self.service_state = "START_FAILED"
+        config = self.default_mq_push_consumer
+        self.copy_subscription()
+        self.rebalance_impl.message_model = config.message_model
+        if config.message_model == BROADCASTING:  # R1.3
+            self.offset_store = LocalFileOffsetStore(
+                self.mq_client_factory.client_id, config.consumer_group, self.local_offset_store_dir
+            )
+        else:
+            self.offset_store = RemoteBrokerOffsetStore(self.mq_client_factory, config.consumer_group)
+        self.offset_store.load()  # R1.9 / R2.1; an exception fails the start
+        self.consume_message_service.start()
+        if not self.mq_client_factory.register_consumer(config.consumer_group, self):
+            raise MQClientException(f"The consumer group[{config.consumer_group}] has been created before")
+        self.mq_client_factory.start()
+        self.service_state = "RUNNING"
+        self.update_topic_subscribe_info_when_subscription_changed()
+        self.mq_client_factory.send_heartbeat_to_all_broker_with_lock()
+        self.mq_client_factory.rebalance_immediately()
+
+    def copy_subscription(self) -> None:
+        """The user's subscriptions, plus ``%RETRY%<group>`` with ``*`` in CLUSTERING (R7.8)."""
+        config = self.default_mq_push_consumer
+        now = self.now()
+        for topic, expression in config.subscription.items():
+            self.rebalance_impl.subscription_inner[topic] = SubscriptionData.build(topic, expression, now)
+        if config.message_model == CLUSTERING:
+            topic = retry_topic(config.consumer_group)
+            self.rebalance_impl.subscription_inner[topic] = SubscriptionData.build(topic, SUB_ALL, now)
+
+    def update_topic_subscribe_info_when_subscription_changed(self) -> None:
+        for topic in self.rebalance_impl.subscription_inner:
+            mq_set = self.mq_client_factory.topic_subscribe_info(topic)
+            if mq_set is not None:
+                self.rebalance_impl.topic_subscribe_info_table[topic] = mq_set
+
+    def shutdown(self) -> None:
+        """R4.4: stop consuming (queued requests discarded), persist, unregister, close the
+        instance, then drop every pq."""
+        if self.service_state != "RUNNING":
+            return
+        self.consume_message_service.shutdown()
+        self.persist_consumer_offset()
+        self.mq_client_factory.unregister_consumer(self.default_mq_push_consumer.consumer_group)
+        self.mq_client_factory.shutdown()
+        self.rebalance_impl.destroy()
+        self.service_state = "SHUTDOWN_ALREADY"
+
+    # --- offsets ------------------------------------------------------------------------------------
+
+    def persist_consumer_offset(self) -> None:
+        """R4.1: ``persistAll(keys(processQueueTable))``; skipped unless RUNNING."""
+        if self.service_state != "RUNNING":
+            log.warning("persistConsumerOffset: the consumer service state is %s", self.service_state)
+            return
+        self.offset_store.persist_all(set(self.rebalance_impl.process_queue_table))
+
+    def correct_tags_offset(self, pull_request: PullRequest) -> None:
+        """R5.7: with nothing cached, the pull cursor becomes the offset (increase only)."""
+        if pull_request.process_queue.msg_count == 0:
+            self.offset_store.update_offset(pull_request.message_queue, pull_request.next_offset, True)
+
+    def fix_offset_illegal(self, pull_request: PullRequest) -> None:
+        """R5.7 OFFSET_ILLEGAL, 10 s later: overwrite, persist, remove the pq."""
+        mq = pull_request.message_queue
+        self.offset_store.update_offset(mq, pull_request.next_offset, False)
+        self.offset_store.persist(mq)
+        pq = self.rebalance_impl.process_queue_table.pop(mq, None)
+        if pq is not None:
+            pq.dropped = True
+            self.rebalance_impl.remove_unnecessary_message_queue(mq, pq)
+
+    # --- pull ---------------------------------------------------------------------------------------
+
+    def execute_pull_request_immediately(self, pull_request: PullRequest) -> None:
+        self.mq_client_factory.pull_message_service.execute_pull_request_immediately(pull_request)
+
+    def execute_pull_request_later(self, pull_request: PullRequest, time_delay: int) -> None:
+        self.mq_client_factory.pull_message_service.execute_pull_request_later(pull_request, time_delay)
+
+    def pull_message(self, pull_request: PullRequest) -> None:
+        """R5.1 (concurrent consumer) and R5.2."""
+        pq = pull_request.process_queue
+        if pq.dropped:
+            return
+        pq.last_pull_timestamp = self.now()
+        if self.service_state != "RUNNING":
+            self.execute_pull_request_later(pull_request, PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION)
+            return
+        config = self.default_mq_push_consumer
+        if (
+            pq.msg_count > config.pull_threshold_for_queue
+            or pq.msg_size // (1024 * 1024) > config.pull_threshold_size_for_queue
+            or pq.get_max_span() > config.consume_concurrently_max_span
+        ):
+            self.execute_pull_request_later(pull_request, PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL)
+            return
+        subscription_data = self.rebalance_impl.subscription_inner.get(pull_request.message_queue.topic)
+        if subscription_data is None:
+            self.execute_pull_request_later(pull_request, PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION)
+            return
+        commit_offset_enable = False
+        commit_offset_value = 0
+        if config.message_model == CLUSTERING:
+            commit_offset_value = self.offset_store.read_offset(
+                pull_request.message_queue, ReadOffsetType.READ_FROM_MEMORY
+            )
+            commit_offset_enable = commit_offset_value > 0  # strictly > 0 (R5.2)
+        sub_expression = subscription_data.sub_string if config.post_subscription_when_pull else None
+        sys_flag = PullSysFlag.build_sys_flag(commit_offset_enable, True, sub_expression is not None, False)
+        try:
+            self.pull_api_wrapper.pull_kernel_impl(
+                pull_request.message_queue,
+                sub_expression,
+                subscription_data.sub_version,
+                pull_request.next_offset,
+                config.pull_batch_size,
+                sys_flag,
+                commit_offset_value,
+                BROKER_SUSPEND_MAX_TIME_MILLIS,
+                PullCallback(self, pull_request, subscription_data),
+            )
+        except (RemotingException, MQClientException) as e:
+            log.error("pullKernelImpl exception: %s", e)
+            self.execute_pull_request_later(pull_request, PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION)
+
+    # --- rebalance and heartbeat --------------------------------------------------------------------
+
+    def do_rebalance(self) -> None:
+        self.rebalance_impl.do_rebalance(False)
+
+    def consumer_data(self) -> ConsumerData:
+        config = self.default_mq_push_consumer
+        return ConsumerData(
+            config.consumer_group,
+            config.message_model,
+            config.consume_from_where,
+            list(self.rebalance_impl.subscription_inner.values()),
+        )
+
+    # --- consume support ----------------------------------------------------------------------------
+
+    def get_max_reconsume_times(self) -> int:
+        """-1 means 16 for a concurrent consumer (R7.4)."""
+        times = self.default_mq_push_consumer.max_reconsume_times
+        return 16 if times == -1 else times
+
+    def reset_retry_and_namespace(self, msgs: list[MessageExt], consumer_group: str) -> None:
+        """R7.8: a retry message gets its original topic back before the listener sees it."""
+        group_retry_topic = retry_topic(consumer_group)
+        for msg in msgs:
+            original = msg.get_property(PROPERTY_RETRY_TOPIC)
+            if original is not None and msg.topic == group_retry_topic:
+                msg.topic = original
+
+    def send_message_back(self, msg: MessageExt, delay_level: int, broker_name: str) -> None:
+        """R7.4: CONSUMER_SEND_MSG_BACK to the master; on failure, the producer sends a copy to
+        ``%RETRY%<group>`` at delay level ``3 + reconsumeTimes``. Raises if both fail."""
+        factory = self.mq_client_factory
+        group = self.default_mq_push_consumer.consumer_group
+        try:
+            addr = factory.find_broker_address_in_publish(broker_name)
+            if addr is None:
+                raise MQClientException(f"The broker[{broker_name}] not exist")
+            factory.mq_client_api_impl.consumer_send_message_back(
+                addr, msg, group, delay_level, self.get_max_reconsume_times()
+            )
+        except Exception as e:
+            log.error("sendMessageBack Exception, %s: %s", group, e)
+            properties = dict(msg.properties)
+            origin = msg.get_property(PROPERTY_ORIGIN_MESSAGE_ID)
+            properties[PROPERTY_ORIGIN_MESSAGE_ID] = origin if origin else msg.msg_id
+            properties[PROPERTY_RETRY_TOPIC] = msg.topic
+            properties[PROPERTY_MAX_RECONSUME_TIMES] = str(self.get_max_reconsume_times())
+            properties[PROPERTY_DELAY_TIME_LEVEL] = str(3 + msg.reconsume_times)
+            header = SendMessageRequestHeader(
+                "CLIENT_INNER_PRODUCER",
+                retry_topic(group),
+                0,
+                properties,
+                msg.born_timestamp,
+                msg.reconsume_times + 1,
+                self.get_max_reconsume_times(),
+            )
+            addr = factory.find_broker_address_in_publish(broker_name) or ""
+            factory.mq_client_api_impl.send_message(addr, header, msg.body)

@@ -1,0 +1,450 @@
+"""``MQClientInstance`` (the per-clientId client factory) and ``MQClientAPIImpl`` (its RPCs).
+
+Mirrors RocketMQ 4.9.8:
+
+- :class:`MQClientInstance`: the scheduled tasks of R4.1 (``persistAllConsumerOffset`` every 5 s after
+  10 s; heartbeat every 30 s after 1 s), the ``PullMessageService`` and ``RebalanceService`` (R4.2),
+  ``findConsumerIdList`` (R9.3 step 2), ``sendHeartbeatToAllBrokerWithLock``, ``unregisterConsumer``
+  and ``rebalanceImmediately`` (R9.7). The topic route (name server) is static: one broker.
+- :class:`MQClientAPIImpl`: request building and response mapping, e.g. ``processPullResponse``
+  (R5.5 response code to ``PullStatus``) and ``queryConsumerOffset`` (any non-SUCCESS code raises
+  ``MQBrokerException``, R2.3/R2.4).
+- :class:`MQAdminImpl`: ``maxOffset`` and ``searchOffset`` (R10.1), re-thrown as ``MQClientException``.
+- :class:`ClientRemotingProcessor`: NOTIFY_CONSUMER_IDS_CHANGED from the broker (R9.7).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final
+
+from rmqspec.reference.exceptions import MQClientException
+from rmqspec.reference.message import MessageExt
+from rmqspec.reference.message_queue import MessageQueue
+from rmqspec.reference.protocol import (
+    ConsumerSendMsgBackRequestHeader,
+    GetConsumerListByGroupRequestHeader,
+    GetMaxOffsetRequestHeader,
+    HeartbeatData,
+    PullMessageRequestHeader,
+    PullMessageResponseBody,
+    PullMessageResponseHeader,
+    QueryConsumerOffsetRequestHeader,
+    QueryConsumerOffsetResponseHeader,
+    RemotingCommand,
+    RequestCode,
+    ResponseCode,
+    SearchOffsetRequestHeader,
+    SendMessageRequestHeader,
+    UnregisterClientRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
+from rmqspec.reference.remoting import ClientConnection, NettyRemotingClient, RemotingException, ResponseFuture
+from rmqspec.reference.scheduler import ScheduledExecutorService, VirtualClock
+
+if TYPE_CHECKING:
+    from rmqspec.reference.compat import SpecCompat
+    from rmqspec.reference.default_mq_push_consumer_impl import (
+        DefaultMQPushConsumerImpl,
+        PullCallback,
+        PullMessageService,
+    )
+    from rmqspec.reference.rebalance_impl import RebalanceService
+
+log = logging.getLogger(__name__)
+
+PERSIST_CONSUMER_OFFSET_INITIAL_DELAY: Final = 10_000  # MQClientInstance#startScheduledTask (R4.1)
+PERSIST_CONSUMER_OFFSET_INTERVAL: Final = 5_000  # ClientConfig.persistConsumerOffsetInterval
+HEARTBEAT_INITIAL_DELAY: Final = 1_000
+HEARTBEAT_BROKER_INTERVAL: Final = 30_000  # ClientConfig.heartbeatBrokerInterval
+PERSIST_TASK_NAME: Final = "persistAllConsumerOffset"
+HEARTBEAT_TASK_NAME: Final = "sendHeartbeatToAllBroker"
+MASTER_ID: Final = 0
+
+
+class MQBrokerException(Exception):
+    """``MQBrokerException``: the broker answered with a non-SUCCESS code."""
+
+    def __init__(self, response_code: int, error_message: str | None) -> None:
+        super().__init__(f"CODE: {response_code} DESC: {error_message}")
+        self.response_code = response_code
+        self.error_message = error_message
+
+
+class PullStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_NEW_MSG = "NO_NEW_MSG"
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
+
+
+@dataclass
+class PullResult:
+    pull_status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    msg_found_list: list[MessageExt] = field(default_factory=list)
+
+
+@dataclass
+class TopicRouteData:
+    """The name server's route of a topic: one broker name with its read queue count."""
+
+    broker_name: str
+    broker_addr: str
+    read_queue_nums: int
+
+
+class PullInvokeCallback:
+    """The ``InvokeCallback`` of ``pullMessageAsync``: map the reply and hand it to the PullCallback."""
+
+    def __init__(self, api: MQClientAPIImpl, pull_callback: PullCallback) -> None:
+        self.api = api
+        self.pull_callback = pull_callback
+
+    def __call__(self, future: ResponseFuture) -> None:
+        response = future.response_command
+        if response is None:
+            self.pull_callback.on_exception(future.cause or RemotingException("no response"))
+            return
+        try:
+            pull_result = self.api.process_pull_response(response)
+        except MQBrokerException as e:
+            self.pull_callback.on_exception(e)
+            return
+        self.pull_callback.on_success(pull_result)
+
+
+class MQClientAPIImpl:
+    """``MQClientAPIImpl``: one method per request the consumer sends."""
+
+    def __init__(self, remoting_client: NettyRemotingClient) -> None:
+        self.remoting_client = remoting_client
+
+    def pull_message_async(self, addr: str, header: PullMessageRequestHeader, pull_callback: PullCallback) -> None:
+        request = RemotingCommand.create_request_command(RequestCode.PULL_MESSAGE, header)
+        self.remoting_client.invoke_async(request, PullInvokeCallback(self, pull_callback))
+
+    @staticmethod
+    def process_pull_response(response: RemotingCommand) -> PullResult:
+        """R5.5 last column: response code to client ``PullStatus``; other codes raise."""
+        status = {
+            ResponseCode.SUCCESS: PullStatus.FOUND,
+            ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+            ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+            ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+        }.get(response.code)
+        if status is None:
+            raise MQBrokerException(response.code, response.remark)
+        header = response.header
+        assert isinstance(header, PullMessageResponseHeader)
+        messages = response.body.messages if isinstance(response.body, PullMessageResponseBody) else []
+        return PullResult(status, header.next_begin_offset, header.min_offset, header.max_offset, messages)
+
+    def query_consumer_offset(self, addr: str, header: QueryConsumerOffsetRequestHeader) -> int:
+        response = self.remoting_client.invoke_sync(
+            RemotingCommand.create_request_command(RequestCode.QUERY_CONSUMER_OFFSET, header)
+        )
+        if response.code != ResponseCode.SUCCESS:
+            raise MQBrokerException(response.code, response.remark)
+        assert isinstance(response.header, QueryConsumerOffsetResponseHeader)
+        return response.header.offset
+
+    def update_consumer_offset_oneway(self, addr: str, header: UpdateConsumerOffsetRequestHeader) -> None:
+        self.remoting_client.invoke_oneway(
+            RemotingCommand.create_request_command(RequestCode.UPDATE_CONSUMER_OFFSET, header)
+        )
+
+    def get_consumer_id_list_by_group(self, addr: str, consumer_group: str) -> list[str]:
+        response = self.remoting_client.invoke_sync(
+            RemotingCommand.create_request_command(
+                RequestCode.GET_CONSUMER_LIST_BY_GROUP, GetConsumerListByGroupRequestHeader(consumer_group)
+            )
+        )
+        if response.code != ResponseCode.SUCCESS:
+            raise MQBrokerException(response.code, response.remark)
+        assert isinstance(response.body, list)
+        return list(response.body)
+
+    def consumer_send_message_back(
+        self,
+        addr: str,
+        msg: MessageExt,
+        consumer_group: str,
+        delay_level: int,
+        max_consume_retry_times: int,
+    ) -> None:
+        """R7.4: the header names the stored message by commit-log offset (no reconsumeTimes)."""
+        header = ConsumerSendMsgBackRequestHeader(
+            msg.commit_log_offset,
+            consumer_group,
+            delay_level,
+            msg.msg_id,
+            msg.topic,
+            max_consume_retry_times,
+        )
+        response = self.remoting_client.invoke_sync(
+            RemotingCommand.create_request_command(RequestCode.CONSUMER_SEND_MSG_BACK, header)
+        )
+        if response.code != ResponseCode.SUCCESS:
+            raise MQBrokerException(response.code, response.remark)
+
+    def send_message(self, addr: str, header: SendMessageRequestHeader, body: bytes) -> str:
+        response = self.remoting_client.invoke_sync(
+            RemotingCommand.create_request_command(RequestCode.SEND_MESSAGE, header, body)
+        )
+        if response.code != ResponseCode.SUCCESS:
+            raise MQBrokerException(response.code, response.remark)
+        return str(response.body)
+
+    def send_heartbeat(self, addr: str, heartbeat_data: HeartbeatData) -> None:
+        response = self.remoting_client.invoke_sync(
+            RemotingCommand.create_request_command(RequestCode.HEART_BEAT, None, heartbeat_data)
+        )
+        if response.code != ResponseCode.SUCCESS:
+            raise MQBrokerException(response.code, response.remark)
+
+    def unregister_client(self, addr: str, client_id: str, consumer_group: str) -> None:
+        response = self.remoting_client.invoke_sync(
+            RemotingCommand.create_request_command(
+                RequestCode.UNREGISTER_CLIENT, UnregisterClientRequestHeader(client_id, consumer_group)
+            )
+        )
+        if response.code != ResponseCode.SUCCESS:
+            raise MQBrokerException(response.code, response.remark)
+
+    def get_max_offset(self, addr: str, topic: str, queue_id: int) -> int:
+        response = self.remoting_client.invoke_sync(
+            RemotingCommand.create_request_command(
+                RequestCode.GET_MAX_OFFSET, GetMaxOffsetRequestHeader(topic, queue_id)
+            )
+        )
+        if response.code != ResponseCode.SUCCESS:
+            raise MQBrokerException(response.code, response.remark)
+        assert isinstance(response.body, int)
+        return response.body
+
+    def search_offset(self, addr: str, topic: str, queue_id: int, timestamp: int) -> int:
+        response = self.remoting_client.invoke_sync(
+            RemotingCommand.create_request_command(
+                RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, SearchOffsetRequestHeader(topic, queue_id, timestamp)
+            )
+        )
+        if response.code != ResponseCode.SUCCESS:
+            raise MQBrokerException(response.code, response.remark)
+        assert isinstance(response.body, int)
+        return response.body
+
+
+class MQAdminImpl:
+    """``MQAdminImpl#maxOffset``/``#searchOffset`` (R10.1): any failure becomes ``MQClientException``."""
+
+    def __init__(self, factory: MQClientInstance) -> None:
+        self.factory = factory
+
+    def _addr(self, mq: MessageQueue) -> str:
+        addr = self.factory.find_broker_address_in_publish(mq.broker_name)
+        if addr is None:
+            raise MQClientException(f"The broker[{mq.broker_name}] not exist")
+        return addr
+
+    def max_offset(self, mq: MessageQueue) -> int:
+        try:
+            return self.factory.mq_client_api_impl.get_max_offset(self._addr(mq), mq.topic, mq.queue_id)
+        except (RemotingException, MQBrokerException) as e:
+            raise MQClientException(f"Invoke Broker[{mq.broker_name}] exception") from e
+
+    def search_offset(self, mq: MessageQueue, timestamp: int) -> int:
+        try:
+            return self.factory.mq_client_api_impl.search_offset(self._addr(mq), mq.topic, mq.queue_id, timestamp)
+        except (RemotingException, MQBrokerException) as e:
+            raise MQClientException(f"Invoke Broker[{mq.broker_name}] exception") from e
+
+
+class ClientRemotingProcessor:
+    """``ClientRemotingProcessor``: requests the broker pushes to the client."""
+
+    def __init__(self, factory: MQClientInstance) -> None:
+        self.factory = factory
+
+    def process_request(self, request: RemotingCommand) -> None:
+        if request.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
+            self.factory.rebalance_immediately()  # R9.7
+
+
+class MQClientInstance:
+    """One client process's ``MQClientInstance``."""
+
+    def __init__(
+        self,
+        client_id: str,
+        clock: VirtualClock,
+        connection: ClientConnection,
+        topic_route_table: dict[str, TopicRouteData],
+        compat: SpecCompat,
+    ) -> None:
+        # Imported here: the pull and rebalance services import this module for typing.
+        from rmqspec.reference.default_mq_push_consumer_impl import PullMessageService
+        from rmqspec.reference.rebalance_impl import RebalanceService
+
+        self.client_id = client_id
+        self.clock = clock
+        self.compat = compat
+        self.connection = connection
+        self.remoting_client = NettyRemotingClient(connection)
+        self.mq_client_api_impl = MQClientAPIImpl(self.remoting_client)
+        self.mq_admin_impl = MQAdminImpl(self)
+        self.client_remoting_processor = ClientRemotingProcessor(self)
+        self.topic_route_table = topic_route_table
+        self.consumer_table: dict[str, DefaultMQPushConsumerImpl] = {}
+        self.scheduled_executor_service = ScheduledExecutorService(clock, "MQClientFactoryScheduledThread")
+        self.pull_message_service: PullMessageService = PullMessageService(self)
+        self.rebalance_service: RebalanceService = RebalanceService(self)
+        self.started = False
+
+    # --- life cycle ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self.started:
+            return
+        self.connection.client_processor = self.client_remoting_processor
+        self.start_scheduled_task()
+        self.pull_message_service.start()
+        self.rebalance_service.start()
+        self.started = True
+
+    def start_scheduled_task(self) -> None:
+        """R4.1 (the name-server, route and thread-pool tasks are not modelled)."""
+        self.scheduled_executor_service.schedule_at_fixed_rate(
+            HEARTBEAT_TASK_NAME, self._heartbeat_task, HEARTBEAT_INITIAL_DELAY, HEARTBEAT_BROKER_INTERVAL
+        )
+        self.scheduled_executor_service.schedule_at_fixed_rate(
+            PERSIST_TASK_NAME,
+            self.persist_all_consumer_offset,
+            PERSIST_CONSUMER_OFFSET_INITIAL_DELAY,
+            PERSIST_CONSUMER_OFFSET_INTERVAL,
+        )
+
+    def _heartbeat_task(self) -> None:
+        self.send_heartbeat_to_all_broker_with_lock()
+
+    def shutdown(self) -> None:
+        """Only once no consumer uses the instance any more (R4.4 step 4)."""
+        if self.consumer_table or not self.started:
+            return
+        self.pull_message_service.shutdown()
+        self.scheduled_executor_service.shutdown()
+        self.remoting_client.shutdown()
+        self.rebalance_service.shutdown()
+        self.started = False
+
+    # --- registry -----------------------------------------------------------------------------------
+
+    def register_consumer(self, group: str, consumer: DefaultMQPushConsumerImpl) -> bool:
+        if group in self.consumer_table:
+            return False
+        self.consumer_table[group] = consumer
+        return True
+
+    def unregister_consumer(self, group: str) -> None:
+        """Forget the consumer and send UNREGISTER_CLIENT to every broker (R4.4 step 3)."""
+        self.consumer_table.pop(group, None)
+        for route in self._brokers():
+            try:
+                self.mq_client_api_impl.unregister_client(route.broker_addr, self.client_id, group)
+            except (RemotingException, MQBrokerException) as e:
+                log.warning("unregister client exception from broker: %s %s", route.broker_addr, e)
+
+    def _brokers(self) -> list[TopicRouteData]:
+        seen: dict[str, TopicRouteData] = {}
+        for route in self.topic_route_table.values():
+            seen.setdefault(route.broker_addr, route)
+        return list(seen.values())
+
+    # --- routes -------------------------------------------------------------------------------------
+
+    def topic_subscribe_info(self, topic: str) -> set[MessageQueue] | None:
+        """``topicRouteData2TopicSubscribeInfo``: every readable queue of the topic (R9.2)."""
+        route = self.topic_route_table.get(topic)
+        if route is None:
+            return None
+        return {MessageQueue(topic, route.broker_name, q) for q in range(route.read_queue_nums)}
+
+    def find_broker_address_in_subscribe(self, broker_name: str) -> str | None:
+        """R2.4 step 1 (master only; the one-broker route always has it)."""
+        return next((r.broker_addr for r in self.topic_route_table.values() if r.broker_name == broker_name), None)
+
+    def find_broker_address_in_publish(self, broker_name: str) -> str | None:
+        return self.find_broker_address_in_subscribe(broker_name)
+
+    def find_broker_addr_by_topic(self, topic: str) -> str | None:
+        route = self.topic_route_table.get(topic)
+        return None if route is None else route.broker_addr
+
+    # --- tasks --------------------------------------------------------------------------------------
+
+    def persist_all_consumer_offset(self) -> None:
+        """R4.1: ``persistConsumerOffset`` of every registered consumer."""
+        for consumer in list(self.consumer_table.values()):
+            consumer.persist_consumer_offset()
+
+    def send_heartbeat_to_all_broker_with_lock(self) -> None:
+        heartbeat = HeartbeatData(self.client_id, [c.consumer_data() for c in self.consumer_table.values()])
+        if not heartbeat.consumer_data_set:
+            return
+        for route in self._brokers():
+            try:
+                self.mq_client_api_impl.send_heartbeat(route.broker_addr, heartbeat)
+            except (RemotingException, MQBrokerException) as e:
+                log.info("send heart beat to broker[%s] exception: %s", route.broker_addr, e)
+
+    def find_consumer_id_list(self, topic: str, group: str) -> list[str] | None:
+        """R9.3 step 2: any error gives None. (In compat mode, the broker's "no consumer for this
+        group" gives an empty list, which the model then allocates over.)"""
+        addr = self.find_broker_addr_by_topic(topic)
+        if addr is None:
+            return None
+        try:
+            return self.mq_client_api_impl.get_consumer_id_list_by_group(addr, group)
+        except MQBrokerException as e:
+            log.warning("getConsumerIdListByGroup exception, %s %s", addr, e)
+            return [] if self.compat.empty_consumer_list_drops_queues else None
+        except RemotingException as e:
+            log.warning("getConsumerIdListByGroup exception, %s %s", addr, e)
+            return None
+
+    def rebalance_immediately(self) -> None:
+        self.rebalance_service.wakeup()
+
+    def do_rebalance(self) -> None:
+        for consumer in list(self.consumer_table.values()):
+            consumer.do_rebalance()
+
+    def next_deadlines(self) -> list[int]:
+        """Every time at which something of this process becomes due (for the clock's next tick)."""
+        times = list(self.scheduled_executor_service.due_times())
+        times.append(self.rebalance_service.wait_deadline)
+        times.extend(self.pull_message_service.ready_times())
+        for consumer in self.consumer_table.values():
+            times.extend(consumer.consume_message_service.ready_times())
+        return times
+
+    def timers(self) -> list[tuple[str, int]]:
+        """The timers that must fire on time: (name, due)."""
+        out = [(f"client {self.client_id}: {name}", due) for name, due in self._task_times()]
+        out.append((f"client {self.client_id}: rebalance wait", self.rebalance_service.wait_deadline))
+        return out
+
+    def _task_times(self) -> list[tuple[str, int]]:
+        return [
+            (name, due)
+            for name in (PERSIST_TASK_NAME, HEARTBEAT_TASK_NAME)
+            if (due := self.scheduled_executor_service.due_time(name)) is not None
+        ]
+
+    def execute_task_later(self, name: str, task: Callable[[], None], delay: int) -> None:
+        self.scheduled_executor_service.schedule(name, task, delay)

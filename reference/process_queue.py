@@ -1,0 +1,88 @@
+"""``ProcessQueue``: the client's snapshot of one owned queue, and the commit watermark it computes.
+
+Mirrors ``org.apache.rocketmq.client.impl.consumer.ProcessQueue`` of 4.9.8 for concurrent
+consumption (R6.1-R6.3, R6.5-R6.7): ``msg_tree_map`` (queue offset to message), ``msg_count``,
+``msg_size``, ``queue_offset_max``, ``dropped`` (set, never cleared), ``last_pull_timestamp``.
+``put_message`` (R6.2) and ``remove_message`` (R6.3) are the two operations the commit offset comes
+from: it is the lowest offset still held, or one past the last cached message when none is.
+
+``uid`` is not RocketMQ's: it is the object's identity, minted by the consumer's id sequence, so a
+refinement check can tell a re-created ProcessQueue from the one it replaced.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from rmqspec.reference.message import PROPERTY_MAX_OFFSET, MessageExt
+
+PULL_MAX_IDLE_TIME: Final = 120_000  # rocketmq.client.pull.pullMaxIdleTime (R6.6)
+
+
+class ProcessQueue:
+    def __init__(self, uid: int, now: int) -> None:
+        self.uid = uid
+        self.msg_tree_map: dict[int, MessageExt] = {}  # a TreeMap: keys are read in sorted order
+        self.msg_count = 0
+        self.msg_size = 0
+        self.queue_offset_max = 0
+        self.dropped = False
+        self.locked = False
+        self.consuming = False
+        self.msg_acc_cnt = 0
+        self.last_pull_timestamp = now
+        self.last_consume_timestamp = now
+
+    def put_message(self, msgs: list[MessageExt]) -> bool:
+        """R6.2: insert by queue offset (an existing key is replaced); each new key counts and moves
+        ``queue_offset_max`` to that message's offset (the last new one in list order). Returns
+        ``dispatchToConsume``."""
+        valid = 0
+        for msg in msgs:
+            old = self.msg_tree_map.get(msg.queue_offset)
+            self.msg_tree_map[msg.queue_offset] = msg
+            if old is None:
+                valid += 1
+                self.queue_offset_max = msg.queue_offset
+                self.msg_size += len(msg.body)
+        self.msg_count += valid
+        dispatch_to_consume = False
+        if self.msg_tree_map and not self.consuming:
+            dispatch_to_consume = True
+            self.consuming = True
+        if msgs:
+            last = msgs[-1]
+            max_offset = last.get_property(PROPERTY_MAX_OFFSET)
+            if max_offset is not None and int(max_offset) - last.queue_offset > 0:
+                self.msg_acc_cnt = int(max_offset) - last.queue_offset
+        return dispatch_to_consume
+
+    def remove_message(self, msgs: list[MessageExt], now: int) -> int:
+        """R6.3: drop ``msgs`` from the tree and return the offset to commit: the smallest key still in
+        the tree, or ``queue_offset_max + 1`` when it is now empty; -1 if the tree was already empty."""
+        self.last_consume_timestamp = now
+        if not self.msg_tree_map:
+            return -1
+        result = self.queue_offset_max + 1
+        removed = 0
+        for msg in msgs:
+            if self.msg_tree_map.pop(msg.queue_offset, None) is not None:
+                removed += 1
+                self.msg_size -= len(msg.body)
+        self.msg_count -= removed
+        if self.msg_count == 0:
+            self.msg_size = 0
+        if self.msg_tree_map:
+            result = min(self.msg_tree_map)
+        return result
+
+    def get_max_span(self) -> int:
+        """``lastKey - firstKey`` of the tree (consumeConcurrentlyMaxSpan flow control, R5.1)."""
+        return max(self.msg_tree_map) - min(self.msg_tree_map) if self.msg_tree_map else 0
+
+    def is_pull_expired(self, now: int) -> bool:
+        """R6.6: no pull for more than 120 s."""
+        return now - self.last_pull_timestamp > PULL_MAX_IDLE_TIME
+
+    def sorted_offsets(self) -> list[int]:
+        return sorted(self.msg_tree_map)

@@ -1,0 +1,307 @@
+"""``RebalanceImpl`` / ``RebalancePushImpl`` and ``RebalanceService``: which queues this consumer owns.
+
+Mirrors RocketMQ 4.9.8 (§9, §10):
+
+- ``do_rebalance`` runs ``rebalance_by_topic`` for every subscribed topic, in CLUSTERING including
+  ``%RETRY%<group>`` (R9.1). BROADCASTING takes every readable queue (R9.2); CLUSTERING asks the broker
+  for the consumer list, sorts both lists and allocates with the strategy; a missing list or a
+  throwing strategy leaves the topic alone (R9.3, R11.0, R11.7).
+- ``update_process_queue_table_in_rebalance`` (R9.4): Phase A drops the pqs no longer allocated
+  (``remove_unnecessary_message_queue``: persist then removeOffset, R9.5); Phase B creates a pq per new
+  queue after ``removeDirtyOffset`` and ``computePullFromWhereWithException`` (R10.1), skipping a
+  queue whose start is unknown, and dispatches its first pull at once.
+- ``RebalancePushImpl.message_queue_changed`` bumps subVersion and heartbeats (R9.6).
+- ``RebalanceService`` waits 20 s or until ``wakeup`` (R4.2, R9.7).
+
+Java walks hash maps and sets; here queues are walked in ``MessageQueue`` order and topics in
+subscription order (the user's topic, then the retry topic), so runs are reproducible.
+
+``balanced_cid_all`` is not in 4.9.8 (5.2.0 has a ``balanced`` flag): the sorted consumer list of the
+last rebalance in which every topic was allocated and every allocated queue got a pq, else None.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Final
+
+from rmqspec.reference.allocate import AllocateMessageQueueStrategy
+from rmqspec.reference.exceptions import MQClientException
+from rmqspec.reference.message_queue import RETRY_GROUP_TOPIC_PREFIX, MessageQueue
+from rmqspec.reference.offset_store import ReadOffsetType
+from rmqspec.reference.process_queue import ProcessQueue
+from rmqspec.reference.protocol import SubscriptionData
+from rmqspec.reference.scheduler import IdSequence, SchedulerError
+
+if TYPE_CHECKING:
+    from rmqspec.reference.default_mq_push_consumer_impl import DefaultMQPushConsumerImpl, PullRequest
+    from rmqspec.reference.mq_client_instance import MQClientInstance
+
+log = logging.getLogger(__name__)
+
+REBALANCE_WAIT_INTERVAL: Final = 20_000  # rocketmq.client.rebalance.waitInterval (R4.2)
+
+CONSUME_FROM_LAST_OFFSET: Final = "CONSUME_FROM_LAST_OFFSET"
+CONSUME_FROM_FIRST_OFFSET: Final = "CONSUME_FROM_FIRST_OFFSET"
+CONSUME_FROM_TIMESTAMP: Final = "CONSUME_FROM_TIMESTAMP"
+CONSUME_FROM_LAST_LIKE: Final = (
+    CONSUME_FROM_LAST_OFFSET,
+    "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
+    "CONSUME_FROM_MIN_OFFSET",
+    "CONSUME_FROM_MAX_OFFSET",
+)
+
+
+class RebalanceImpl:
+    """The shared part of ``RebalanceImpl`` (push flavour only is used here)."""
+
+    def __init__(
+        self,
+        consumer_group: str,
+        message_model: str,
+        strategy: AllocateMessageQueueStrategy,
+        mq_client_factory: MQClientInstance,
+        ids: IdSequence,
+    ) -> None:
+        self.consumer_group = consumer_group
+        self.message_model = message_model
+        self.allocate_message_queue_strategy = strategy
+        self.mq_client_factory = mq_client_factory
+        self.ids = ids
+        self.process_queue_table: dict[MessageQueue, ProcessQueue] = {}
+        self.topic_subscribe_info_table: dict[str, set[MessageQueue]] = {}
+        self.subscription_inner: dict[str, SubscriptionData] = {}
+        self.balanced_cid_all: list[str] | None = None
+
+    # hooks of the subclasses
+    def remove_unnecessary_message_queue(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
+        raise NotImplementedError
+
+    def remove_dirty_offset(self, mq: MessageQueue) -> None:
+        raise NotImplementedError
+
+    def compute_pull_from_where_with_exception(self, mq: MessageQueue) -> int:
+        raise NotImplementedError
+
+    def dispatch_pull_request(self, pull_requests: list[PullRequest]) -> None:
+        raise NotImplementedError
+
+    def message_queue_changed(self, topic: str, mq_all: set[MessageQueue], mq_divided: set[MessageQueue]) -> None:
+        raise NotImplementedError
+
+    def consume_passively(self) -> bool:
+        raise NotImplementedError
+
+    def pull_expiry_enabled(self) -> bool:
+        raise NotImplementedError
+
+    def new_pull_request(self, mq: MessageQueue, pq: ProcessQueue, next_offset: int) -> PullRequest:
+        raise NotImplementedError
+
+    def now(self) -> int:
+        return self.mq_client_factory.clock.now()
+
+    # --- R9.1 ---------------------------------------------------------------------------------------
+
+    def do_rebalance(self, is_order: bool) -> None:
+        outcomes: list[tuple[list[str], bool] | None] = []
+        for topic in list(self.subscription_inner):
+            try:
+                outcomes.append(self.rebalance_by_topic(topic, is_order))
+            except Exception as e:  # caught per topic (R9.1)
+                if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                    log.warning("rebalanceByTopic exception %s", e)
+                outcomes.append(None)
+        self.truncate_message_queue_not_my_topic()
+        self._record_balance(outcomes)
+
+    def _record_balance(self, outcomes: list[tuple[list[str], bool] | None]) -> None:
+        if self.message_model != "CLUSTERING" or all(o is None for o in outcomes):
+            return
+        if any(o is None or not o[1] for o in outcomes):
+            self.balanced_cid_all = None
+            return
+        cid_all = outcomes[-1]
+        assert cid_all is not None
+        self.balanced_cid_all = cid_all[0]
+
+    def rebalance_by_topic(self, topic: str, is_order: bool) -> tuple[list[str], bool] | None:
+        """R9.2/R9.3. Returns (sorted cidAll, every allocated queue has a pq) or None when the topic was
+        left alone (CLUSTERING only; BROADCASTING has no consumer list)."""
+        mq_set = self.topic_subscribe_info_table.get(topic)
+        if self.message_model == "BROADCASTING":
+            if mq_set is None:
+                log.warning("doRebalance, %s, but the topic[%s] not exist.", self.consumer_group, topic)
+                return None
+            if self.update_process_queue_table_in_rebalance(topic, mq_set, is_order):
+                self.message_queue_changed(topic, mq_set, mq_set)
+            return None
+        cid_all = self.mq_client_factory.find_consumer_id_list(topic, self.consumer_group)
+        if mq_set is None or cid_all is None:
+            log.warning("doRebalance, %s %s, get consumer id list failed", self.consumer_group, topic)
+            return None
+        mq_all = sorted(mq_set)
+        cid_all = sorted(cid_all)
+        if not cid_all:  # only in compat mode: the model allocates over an empty consumer list
+            allocate_result: list[MessageQueue] = []
+        else:
+            try:
+                allocate_result = self.allocate_message_queue_strategy.allocate(
+                    self.consumer_group, self.mq_client_factory.client_id, mq_all, cid_all
+                )
+            except Exception as e:
+                log.error("AllocateMessageQueueStrategy.allocate Exception. %s", e)
+                return None
+        allocated = set(allocate_result or [])
+        if self.update_process_queue_table_in_rebalance(topic, allocated, is_order):
+            self.message_queue_changed(topic, mq_set, allocated)
+        return cid_all, all(mq in self.process_queue_table for mq in allocated)
+
+    def truncate_message_queue_not_my_topic(self) -> None:
+        """R9.1 step 2: pqs of unsubscribed topics go, without persist or removeOffset."""
+        for mq in [mq for mq in self.process_queue_table if mq.topic not in self.subscription_inner]:
+            self.process_queue_table.pop(mq).dropped = True
+
+    def update_process_queue_table_in_rebalance(self, topic: str, mq_set: set[MessageQueue], is_order: bool) -> bool:
+        """R9.4 (concurrent push consumer)."""
+        changed = False
+        for mq in sorted(mq for mq in self.process_queue_table if mq.topic == topic):  # Phase A
+            pq = self.process_queue_table[mq]
+            # Not allocated any more; or (push only) not pulled for 120 s, so it is re-created below.
+            expired = self.pull_expiry_enabled() and pq.is_pull_expired(self.now()) and self.consume_passively()
+            if mq not in mq_set or expired:
+                pq.dropped = True
+                if self.remove_unnecessary_message_queue(mq, pq):
+                    del self.process_queue_table[mq]
+                    changed = True
+        pull_requests: list[PullRequest] = []
+        for mq in sorted(mq_set):  # Phase B
+            if mq in self.process_queue_table:
+                continue
+            self.remove_dirty_offset(mq)
+            try:
+                next_offset = self.compute_pull_from_where_with_exception(mq)
+            except MQClientException as e:
+                log.info("doRebalance, %s, compute offset failed, %s: %s", self.consumer_group, mq, e)
+                continue
+            if next_offset < 0:
+                log.warning("doRebalance, %s, add new mq failed, %s", self.consumer_group, mq)
+                continue
+            # Java builds the ProcessQueue before computing the offset; building it after keeps its
+            # identity for queues that are actually added (no behavioural difference).
+            pq = ProcessQueue(self.ids.next_id(), self.now())
+            pq.locked = True
+            self.process_queue_table[mq] = pq
+            pull_requests.append(self.new_pull_request(mq, pq, next_offset))
+            changed = True
+        self.dispatch_pull_request(pull_requests)
+        return changed
+
+    def destroy(self) -> None:
+        """R4.4 step 5: every pq is dropped and the table cleared."""
+        for pq in self.process_queue_table.values():
+            pq.dropped = True
+        self.process_queue_table.clear()
+
+
+class RebalancePushImpl(RebalanceImpl):
+    """``RebalancePushImpl`` for a concurrent push consumer."""
+
+    def __init__(
+        self,
+        consumer_impl: DefaultMQPushConsumerImpl,
+        strategy: AllocateMessageQueueStrategy,
+        mq_client_factory: MQClientInstance,
+        ids: IdSequence,
+    ) -> None:
+        config = consumer_impl.default_mq_push_consumer
+        super().__init__(config.consumer_group, config.message_model, strategy, mq_client_factory, ids)
+        self.consumer_impl = consumer_impl
+
+    def consume_passively(self) -> bool:
+        return True
+
+    def pull_expiry_enabled(self) -> bool:
+        return not self.mq_client_factory.compat.no_pull_expiry
+
+    def remove_unnecessary_message_queue(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
+        """R9.5 (not orderly): persist oneway, then forget the memory entry."""
+        store = self.consumer_impl.offset_store
+        store.persist(mq)
+        store.remove_offset(mq)
+        return True
+
+    def remove_dirty_offset(self, mq: MessageQueue) -> None:
+        self.consumer_impl.offset_store.remove_offset(mq)
+
+    def compute_pull_from_where_with_exception(self, mq: MessageQueue) -> int:
+        """R10.1 (4.9.8): the stored offset if there is one, else by consumeFromWhere; -1 when the store
+        could not be read (-2). ``MQClientException`` from maxOffset/searchOffset propagates."""
+        config = self.consumer_impl.default_mq_push_consumer
+        cfw = config.consume_from_where
+        last_offset = self.consumer_impl.offset_store.read_offset(mq, ReadOffsetType.READ_FROM_STORE)
+        is_retry = mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+        admin = self.mq_client_factory.mq_admin_impl
+        if last_offset >= 0:
+            return last_offset
+        if last_offset != -1:
+            return -1
+        if cfw in CONSUME_FROM_LAST_LIKE:
+            return 0 if is_retry else admin.max_offset(mq)
+        if cfw == CONSUME_FROM_FIRST_OFFSET:
+            return 0
+        if cfw == CONSUME_FROM_TIMESTAMP:
+            return admin.max_offset(mq) if is_retry else admin.search_offset(mq, config.consume_timestamp)
+        return -1
+
+    def dispatch_pull_request(self, pull_requests: list[PullRequest]) -> None:
+        for pull_request in pull_requests:
+            self.consumer_impl.execute_pull_request_immediately(pull_request)
+
+    def new_pull_request(self, mq: MessageQueue, pq: ProcessQueue, next_offset: int) -> PullRequest:
+        from rmqspec.reference.default_mq_push_consumer_impl import PullRequest
+
+        return PullRequest(self.consumer_group, mq, pq, next_offset)
+
+    def message_queue_changed(self, topic: str, mq_all: set[MessageQueue], mq_divided: set[MessageQueue]) -> None:
+        """R9.6: a new subVersion, then a heartbeat so the broker learns it (thresholds per topic are
+        off by default)."""
+        if self.mq_client_factory.compat.no_heartbeat_on_rebalance_change:
+            return
+        subscription_data = self.subscription_inner.get(topic)
+        if subscription_data is not None:
+            subscription_data.sub_version = self.now()
+        self.mq_client_factory.send_heartbeat_to_all_broker_with_lock()
+
+
+class RebalanceService:
+    """``RebalanceService``: a ``ServiceThread`` that waits ``waitInterval`` or until woken (R4.2)."""
+
+    def __init__(self, mq_client_factory: MQClientInstance) -> None:
+        self.mq_client_factory = mq_client_factory
+        self.has_notified = False  # ServiceThread#hasNotified
+        self.wait_deadline = 0
+        self.stopped = True
+
+    def start(self) -> None:
+        self.stopped = False
+        self.wait_deadline = self.mq_client_factory.clock.now() + REBALANCE_WAIT_INTERVAL
+
+    def wakeup(self) -> None:
+        if not self.stopped:
+            self.has_notified = True
+
+    def is_due(self) -> bool:
+        return not self.stopped and (self.has_notified or self.wait_deadline <= self.mq_client_factory.clock.now())
+
+    def run_once(self) -> None:
+        """``waitForRunning`` returns (woken or timed out), then ``doRebalance``; the next wait starts."""
+        if not self.is_due():
+            raise SchedulerError("the rebalance service is neither woken nor past its wait")
+        self.has_notified = False
+        self.wait_deadline = self.mq_client_factory.clock.now() + REBALANCE_WAIT_INTERVAL
+        self.mq_client_factory.do_rebalance()
+
+    def shutdown(self) -> None:
+        self.stopped = True
+        self.has_notified = False

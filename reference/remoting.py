@@ -1,0 +1,187 @@
+"""The consumer's connection to the broker: a FIFO wire for oneway and async requests, direct sync calls.
+
+Mirrors the parts of ``NettyRemotingClient`` / ``NettyRemotingAbstract`` that offset management
+depends on:
+
+- ``invoke_oneway`` (UPDATE_CONSUMER_OFFSET, R2.5/R2.6) and ``invoke_async`` (PULL_MESSAGE, R5.2) put
+  the request on the connection's outbound FIFO; the broker reads it later (one request per step).
+  A oneway request has no reply; an async one gets a :class:`ResponseFuture` whose callback runs
+  when the reply is taken (the callback executor).
+- ``invoke_sync`` (queries, send-back, heartbeat, ...) is answered at once, out of band of the FIFO.
+- When the broker process dies, the connection breaks: queued requests are lost silently (oneway
+  loss, R2.5) and every reply not yet taken turns into a ``RemotingException``, so the pull callback
+  sees an exception and retries after 3 s (R5.7).
+
+:class:`ClientConnection` is the wire, owned by the network (it outlives a consumer process: requests
+already sent still arrive after the client crashed). :class:`NettyRemotingClient` is the process's end
+of it with its response table, lost with the process.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from rmqspec.reference.protocol import RemotingCommand
+
+NOT_YET_RECEIVED = -1  # request still on the wire
+LOST_ON_THE_WIRE = -2  # the connection broke before the broker read it
+
+
+class RemotingException(Exception):
+    """``RemotingException``: the request could not be sent or its reply never came."""
+
+
+class RemotingConnectException(RemotingException):
+    """``RemotingConnectException``: no connection to the broker (it is down)."""
+
+
+class RemotingSendRequestException(RemotingException):
+    """``RemotingSendRequestException``: the connection broke while the request was in flight."""
+
+
+class BrokerEndpoint(Protocol):
+    """What the wire needs from the broker machine at the other end."""
+
+    def is_up(self) -> bool: ...
+
+    @property
+    def incarnation(self) -> int: ...
+
+    def process_sync(self, connection: ClientConnection, request: RemotingCommand) -> RemotingCommand: ...
+
+    def wake_up_held_request(self, connection: ClientConnection, request: RemotingCommand) -> RemotingCommand: ...
+
+
+class ClientRequestProcessor(Protocol):
+    """The client's ``ClientRemotingProcessor``: requests the broker sends to the client."""
+
+    def process_request(self, request: RemotingCommand) -> None: ...
+
+
+class RPCHook(Protocol):
+    """``RPCHook#doBeforeRequest``: sees (and may annotate) each request before it is sent."""
+
+    def do_before_request(self, remote_addr: str, request: RemotingCommand) -> None: ...
+
+
+@dataclass
+class PendingReply:
+    """The broker's side of an async request it has read: ``response`` is None while the broker holds
+    the request (long polling, R5.4); ``incarnation`` is the broker process that accepted it."""
+
+    incarnation: int
+    request: RemotingCommand
+    response: RemotingCommand | None
+
+
+@dataclass(eq=False)
+class ClientConnection:
+    """One TCP connection between a consumer slot and the broker."""
+
+    local_address: str
+    broker: BrokerEndpoint
+    remote_address: str = "broker-a:10911"
+    outbound: deque[RemotingCommand] = field(default_factory=deque)
+    replies: dict[int, PendingReply] = field(default_factory=dict)
+    client_processor: ClientRequestProcessor | None = None
+
+    def is_active(self) -> bool:
+        return self.broker.is_up()
+
+    def break_connection(self) -> None:
+        """The broker process died: what was still on the wire never arrives."""
+        self.outbound.clear()
+
+    def read_request(self) -> RemotingCommand:
+        """The broker reads the oldest request (raises ``IndexError`` when the wire is empty)."""
+        return self.outbound.popleft()
+
+    def request_epoch(self, opaque: int) -> int:
+        """Where request ``opaque`` is: on the wire, accepted by a broker incarnation, or lost."""
+        if any(r.opaque == opaque for r in self.outbound):
+            return NOT_YET_RECEIVED
+        reply = self.replies.get(opaque)
+        return LOST_ON_THE_WIRE if reply is None else reply.incarnation
+
+    def take_reply(self, opaque: int) -> RemotingCommand:
+        """The reply to ``opaque``; a held request is answered now. Raises if the connection broke."""
+        reply = self.replies.pop(opaque, None)
+        if reply is None:
+            raise RemotingSendRequestException(f"request {opaque} was lost: the connection broke")
+        if not self.broker.is_up() or reply.incarnation != self.broker.incarnation:
+            raise RemotingException(f"connection to {self.remote_address} reset before the reply of {opaque}")
+        if reply.response is None:
+            return self.broker.wake_up_held_request(self, reply.request)
+        return reply.response
+
+    def notify_client(self, request: RemotingCommand) -> None:
+        """A oneway request from the broker to the client process, if one is listening."""
+        if self.client_processor is not None:
+            self.client_processor.process_request(request)
+
+
+@dataclass(eq=False)
+class ResponseFuture:
+    """``ResponseFuture`` of an async request; ``invoke_callback`` runs when the reply is taken."""
+
+    opaque: int
+    request: RemotingCommand
+    invoke_callback: Callable[[ResponseFuture], None]
+    response_command: RemotingCommand | None = None
+    cause: Exception | None = None
+
+
+class NettyRemotingClient:
+    """A process's remoting client over its :class:`ClientConnection`.
+
+    ``fault_injector`` lets a test make a request fail as if the network had dropped it: it is asked
+    about every sync request and raises ``RemotingSendRequestException`` when it returns True.
+    """
+
+    def __init__(self, connection: ClientConnection) -> None:
+        self.connection = connection
+        self.response_table: dict[int, ResponseFuture] = {}
+        self.rpc_hooks: list[RPCHook] = []
+        self.fault_injector: Callable[[RemotingCommand], bool] | None = None
+
+    def register_rpc_hook(self, hook: RPCHook) -> None:
+        self.rpc_hooks.append(hook)
+
+    def _before(self, request: RemotingCommand) -> None:
+        if not self.connection.is_active():
+            raise RemotingConnectException(f"connect to {self.connection.remote_address} failed")
+        for hook in self.rpc_hooks:
+            hook.do_before_request(self.connection.remote_address, request)
+
+    def invoke_sync(self, request: RemotingCommand) -> RemotingCommand:
+        self._before(request)
+        if self.fault_injector is not None and self.fault_injector(request):
+            raise RemotingSendRequestException(f"send request {request.code} to {self.connection.remote_address}")
+        return self.connection.broker.process_sync(self.connection, request)
+
+    def invoke_oneway(self, request: RemotingCommand) -> None:
+        self._before(request)
+        self.connection.outbound.append(request)
+
+    def invoke_async(self, request: RemotingCommand, invoke_callback: Callable[[ResponseFuture], None]) -> None:
+        self._before(request)
+        self.response_table[request.opaque] = ResponseFuture(request.opaque, request, invoke_callback)
+        self.connection.outbound.append(request)
+
+    def process_response(self, opaque: int) -> None:
+        """The reply of ``opaque`` arrives (or its failure is noticed); its callback runs now."""
+        future = self.response_table.pop(opaque)
+        try:
+            future.response_command = self.connection.take_reply(opaque)
+        except RemotingException as e:
+            future.cause = e
+        future.invoke_callback(future)
+
+    def shutdown(self) -> None:
+        """The process ends: pending futures are forgotten; the wire keeps what was sent."""
+        self.response_table.clear()
+        if self.connection.client_processor is not None:
+            self.connection.client_processor = None

@@ -1,0 +1,657 @@
+"""``ReferenceSystem``: one broker and N push consumers of the reference, driven by the model's actions.
+
+This is the driver and the abstraction function of the refinement check. ``apply(action)`` performs
+one action of ``rmqspec.spec.actions`` by calling the RocketMQ-shaped classes (never the model's
+rules); ``abstract()`` reads those objects (and the real offset files) back into the model's state
+types. A lockstep test applies every action to both and compares.
+
+How each action maps:
+
+- ``Tick``: refuse if a timer is due (broker flush, a due scheduled message, a client's persist,
+  heartbeat or rebalance wait); else move the virtual clock to the earliest future due time of any
+  executor, delay queue or timer.
+- ``Produce``, ``CoolQueueHead``: a producer's SEND_MESSAGE; the page cache dropping message 0.
+- ``BrokerFlush``: the controller's flush task (``ConsumerOffsetManager.persist``, R3.6).
+  ``DeliverScheduled``: ``ScheduleMessageService.deliver_due_message``. ``BrokerCrash`` /
+  ``BrokerRestart``: ``BrokerHost.crash`` / ``start`` (load from the real ``consumerOffset.json``).
+  ``ExpireChannel``: ``ConsumerManager.do_channel_close_event``. ``BrokerReceive``: the broker reads
+  the oldest request on that client's connection.
+- ``Start``: a new ``MQClientInstance`` + ``DefaultMQPushConsumerImpl``, ``start()``. ``Shutdown``:
+  ``shutdown()``. ``Crash``: the process objects are dropped; its local offset file, its id sequence
+  and its connection (with requests already sent) stay.
+- ``Heartbeat`` / ``PersistOffsets``: the instance's scheduled task. ``Rebalance``:
+  ``RebalanceService.run_once``. ``SendPull``: the pull thread takes that queue's PullRequest.
+  ``ReceivePull``: the reply of that pq's pull is taken and its callback runs.
+- ``StartConsume``: a pool thread takes that ConsumeRequest and runs up to the listener.
+  ``FinishConsume``: the listener returns (status, ackIndex); the injected send-back faults make the
+  chosen CONSUMER_SEND_MSG_BACK calls and their producer fall-backs fail; the thread runs up to
+  ``removeMessage``. ``ApplyConsumeOffset``: the thread runs the dropped check and ``updateOffset``.
+
+Representation choices of the abstraction (where the model records something RocketMQ does not):
+``Commit.cause`` / ``pq_uid`` and a pull's ``pq_uid`` are stamped by an ``RPCHook``; a sent-back
+message's ``sent_back_at`` and the consumed message it came from are trace properties; a dead letter
+is stored with ``reconsumeTimes + 1`` and its own store time (R7.5), the model keeps the consumed
+message's values; BROADCASTING sends ``commitOffset = 0`` (R5.2), the model records -1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from rmqspec.reference.allocate import AllocateMessageQueueConsistentHash, strategy_by_name
+from rmqspec.reference.broker import FLUSH_TASK_NAME, BrokerController, BrokerHost
+from rmqspec.reference.compat import SpecCompat
+from rmqspec.reference.consume_message_concurrently_service import (
+    ConsumeConcurrentlyStatus,
+    ConsumeMessageConcurrentlyService,
+    ConsumeRequest,
+    ConsumeRequestState,
+    ListenerAnswer,
+)
+from rmqspec.reference.consumer_offset_manager import ConsumerOffsetManager
+from rmqspec.reference.default_mq_push_consumer_impl import (
+    DefaultMQPushConsumer,
+    DefaultMQPushConsumerImpl,
+    PullRequest,
+)
+from rmqspec.reference.local_file_offset_store import LocalFileOffsetStore
+from rmqspec.reference.message import (
+    PROPERTY_ORIGIN_MESSAGE_ID,
+    SCHEDULE_TOPIC,
+    TRACE_SENT_BACK_AT,
+    TRACE_SENT_BACK_FROM,
+    MessageExt,
+)
+from rmqspec.reference.message_queue import MessageQueue, dlq_topic, retry_topic
+from rmqspec.reference.mq_client_instance import (
+    HEARTBEAT_TASK_NAME,
+    PERSIST_TASK_NAME,
+    MQClientInstance,
+    PullInvokeCallback,
+    TopicRouteData,
+)
+from rmqspec.reference.protocol import (
+    PullMessageRequestHeader,
+    PullSysFlag,
+    RemotingCommand,
+    RequestCode,
+    UpdateConsumerOffsetRequestHeader,
+)
+from rmqspec.reference.remoting import ClientConnection
+from rmqspec.reference.scheduler import IdSequence, VirtualClock
+from rmqspec.spec import actions as act
+from rmqspec.spec.allocation import client_id
+from rmqspec.spec.config import BROADCASTING, CLUSTERING, Config
+from rmqspec.spec.state import (
+    PULL_IN_FLIGHT,
+    PULL_READY,
+    Broker,
+    BrokerQueue,
+    Client,
+    Commit,
+    Message,
+    OffsetUpdate,
+    PullInFlight,
+    PullRequestMsg,
+    Scheduled,
+)
+from rmqspec.spec.state import (
+    ConsumeRequest as SpecConsumeRequest,
+)
+from rmqspec.spec.state import (
+    ProcessQueue as SpecProcessQueue,
+)
+
+PQ_UID_FIELD = "rmqspecPqUid"
+CAUSE_FIELD = "rmqspecCause"
+BROKER_ADDR = "broker-a:10911"
+
+
+class ReferenceActionError(RuntimeError):
+    """The driver was asked for an action the reference cannot perform in its current state."""
+
+
+class UnsupportedConfigError(ValueError):
+    """The configuration asks for something the reference does not implement (e.g. mutations)."""
+
+
+def message_body(queue_offset: int) -> bytes:
+    """The body the producer sends: 16 + 8 * (offset mod 4) bytes, the lengths the model assumes."""
+    return bytes(16 + (queue_offset % 4) * 8)
+
+
+class ProvenanceHook:
+    """An ``RPCHook`` that stamps each commit and pull with the ProcessQueue it was sent for and the
+    task that sent it, for the abstraction (RocketMQ has no such fields)."""
+
+    def __init__(self, system: ReferenceSystem, index: int) -> None:
+        self.system = system
+        self.index = index
+
+    def do_before_request(self, remote_addr: str, request: RemotingCommand) -> None:
+        header = request.header
+        if not isinstance(header, UpdateConsumerOffsetRequestHeader | PullMessageRequestHeader):
+            return
+        process = self.system.processes[self.index]
+        assert process is not None
+        mq = MessageQueue(header.topic, self.system.config.broker_name, header.queue_id)
+        pq = process.consumer.rebalance_impl.process_queue_table.get(mq)
+        request.ext_fields[PQ_UID_FIELD] = str(pq.uid if pq is not None else -1)
+        if isinstance(header, UpdateConsumerOffsetRequestHeader):
+            request.ext_fields[CAUSE_FIELD] = self.system.current_cause or "unknown"
+
+
+class SendBackFaults:
+    """A fault injector for the remoting client: the planned CONSUMER_SEND_MSG_BACK calls fail, and so
+    does the producer fall-back that follows a failed one (the broker is unreachable for that message)."""
+
+    def __init__(self, plan: list[bool]) -> None:
+        self.plan = list(plan)
+        self.fail_fallback = False
+
+    def __call__(self, request: RemotingCommand) -> bool:
+        if request.code == RequestCode.CONSUMER_SEND_MSG_BACK:
+            fail = self.plan.pop(0) if self.plan else False
+            self.fail_fallback = fail
+            return fail
+        if request.code == RequestCode.SEND_MESSAGE and self.fail_fallback:
+            self.fail_fallback = False
+            return True
+        return False
+
+
+class ClientProcess:
+    """One running consumer process."""
+
+    def __init__(self, instance: MQClientInstance, consumer: DefaultMQPushConsumerImpl) -> None:
+        self.instance = instance
+        self.consumer = consumer
+
+
+class ReferenceSystem:
+    def __init__(self, config: Config, root_dir: Path, compat: SpecCompat | None = None) -> None:
+        if config.mutations:
+            raise UnsupportedConfigError(
+                f"the reference implements RocketMQ 4.9.8 only; planted bugs are model-only: {sorted(config.mutations)}"
+            )
+        if config.version != "4.9.8":
+            raise UnsupportedConfigError(f"version {config.version!r}: the reference implements 4.9.8")
+        self.config = config
+        self.compat = compat if compat is not None else SpecCompat()
+        self.root_dir = Path(root_dir)
+        self.clock = VirtualClock(0)
+        self.clustering = config.mode == CLUSTERING
+        c = config
+        self.topic_mqs = [MessageQueue(c.topic, c.broker_name, q) for q in range(c.queues)]
+        self.retry_mq = MessageQueue(retry_topic(c.group), c.broker_name, 0) if self.clustering else None
+        self.mqs = self.topic_mqs + ([self.retry_mq] if self.retry_mq is not None else [])
+        self.index_of = {mq: k for k, mq in enumerate(self.mqs)}
+        self.cids = [client_id(i) for i in range(c.consumers)]
+        self.route = {c.topic: TopicRouteData(c.broker_name, BROKER_ADDR, c.queues)}
+        if self.clustering:
+            self.route[retry_topic(c.group)] = TopicRouteData(c.broker_name, BROKER_ADDR, 1)
+        self.broker_dir = self.root_dir / "broker"
+        self.offsets_dir = self.root_dir / "offsets"
+        self.host = BrokerHost(
+            self.clock, self.broker_dir, c.broker_name, {c.topic: c.queues, retry_topic(c.group): 1}, self.compat
+        )
+        self.host.start()
+        for q in range(c.queues):
+            for o in range(c.backlog):
+                self.host.produce(c.topic, q, c.tags[o % len(c.tags)], message_body(o))
+            if c.backlog and not c.backlog_head_hot:
+                self.host.message_store.evict_from_page_cache(c.topic, q)
+        self.connections: list[ClientConnection] = [
+            self.host.connect(f"10.0.0.{i + 1}:{50000 + i}") for i in range(c.consumers)
+        ]
+        self.connection_index = {conn: i for i, conn in enumerate(self.connections)}
+        self.ids = [IdSequence() for _ in range(c.consumers)]
+        self.processes: list[ClientProcess | None] = [None] * c.consumers
+        self.current_cause: str | None = None
+        self._handlers: dict[type, Callable[[act.Action], None]] = {
+            act.Tick: lambda a: self._tick(),
+            act.Produce: self._produce,  # type: ignore[dict-item]
+            act.CoolQueueHead: self._cool_queue_head,  # type: ignore[dict-item]
+            act.BrokerFlush: lambda a: self._controller().scheduled_executor_service.run_due(FLUSH_TASK_NAME),
+            act.DeliverScheduled: lambda a: self._deliver_scheduled(),
+            act.BrokerCrash: lambda a: self.host.crash(),
+            act.BrokerRestart: lambda a: self._broker_restart(),
+            act.ExpireChannel: self._expire_channel,  # type: ignore[dict-item]
+            act.BrokerReceive: self._broker_receive,  # type: ignore[dict-item]
+            act.Start: self._start,  # type: ignore[dict-item]
+            act.Shutdown: self._shutdown,  # type: ignore[dict-item]
+            act.Crash: self._crash,  # type: ignore[dict-item]
+            act.Heartbeat: self._heartbeat,  # type: ignore[dict-item]
+            act.PersistOffsets: self._persist_offsets,  # type: ignore[dict-item]
+            act.Rebalance: self._rebalance,  # type: ignore[dict-item]
+            act.SendPull: self._send_pull,  # type: ignore[dict-item]
+            act.ReceivePull: self._receive_pull,  # type: ignore[dict-item]
+            act.StartConsume: self._start_consume,  # type: ignore[dict-item]
+            act.FinishConsume: self._finish_consume,  # type: ignore[dict-item]
+            act.ApplyConsumeOffset: self._apply_consume_offset,  # type: ignore[dict-item]
+        }
+
+    # --- driver ---------------------------------------------------------------------------------------
+
+    def apply(self, action: act.Action) -> None:
+        handler = self._handlers.get(type(action))
+        if handler is None:
+            raise ReferenceActionError(f"not an action of the model: {action!r}")
+        try:
+            handler(action)
+        except ReferenceActionError:
+            raise
+        except Exception as e:
+            raise ReferenceActionError(f"{action!r} failed in the reference: {type(e).__name__}: {e}") from e
+        finally:
+            self.current_cause = None
+
+    def close(self) -> None:
+        """Release the process objects (files stay under ``root_dir`` for inspection)."""
+        self.processes = [None] * len(self.processes)
+
+    def _controller(self) -> BrokerController:
+        if self.host.controller is None:
+            raise ReferenceActionError("the broker is down")
+        return self.host.controller
+
+    def _process(self, i: int) -> ClientProcess:
+        process = self.processes[i]
+        if process is None or process.consumer.service_state != "RUNNING":
+            raise ReferenceActionError(f"client {i} is not running")
+        return process
+
+    def _mq(self, q: int) -> MessageQueue:
+        if not 0 <= q < len(self.mqs):
+            raise ReferenceActionError(f"no queue {q}")
+        return self.mqs[q]
+
+    # time
+    def _timers(self) -> list[tuple[str, int]]:
+        timers: list[tuple[str, int]] = []
+        controller = self.host.controller
+        if controller is not None:
+            due = controller.scheduled_executor_service.due_time(FLUSH_TASK_NAME)
+            if due is not None:
+                timers.append(("broker flush", due))
+            scheduled = self.host.message_store.schedule_message_service.next_deliver_timestamp()
+            if scheduled is not None:
+                timers.append(("scheduled message", scheduled))
+        for process in self.processes:
+            if process is not None:
+                timers.extend(process.instance.timers())
+        return timers
+
+    def _tick(self) -> None:
+        now = self.clock.now()
+        due = [name for name, when in self._timers() if when <= now]
+        if due:
+            raise ReferenceActionError(f"Tick: timers are due and must fire first: {due}")
+        times = [when for _, when in self._timers()]
+        for process in self.processes:
+            if process is not None:
+                times.extend(process.instance.next_deadlines())
+        later = [t for t in times if t > now]
+        if not later:
+            raise ReferenceActionError("Tick: nothing is scheduled")
+        self.clock.advance_to(min(later))
+
+    # environment and broker
+    def _produce(self, a: act.Produce) -> None:
+        c = self.config
+        if not 0 <= a.queue < c.queues or a.tag not in c.tags:
+            raise ReferenceActionError(f"no such queue or tag: {a!r}")
+        offset = self.host.message_store.get_max_offset_in_queue(c.topic, a.queue)
+        self.host.produce(c.topic, a.queue, a.tag, message_body(offset))
+
+    def _cool_queue_head(self, a: act.CoolQueueHead) -> None:
+        self.host.message_store.evict_from_page_cache(self._mq(a.queue).topic, a.queue)
+
+    def _deliver_scheduled(self) -> None:
+        self._controller()
+        self.host.message_store.schedule_message_service.deliver_due_message()
+
+    def _broker_restart(self) -> None:
+        if self.host.is_up():
+            raise ReferenceActionError("the broker is up")
+        self.host.start()
+
+    def _expire_channel(self, a: act.ExpireChannel) -> None:
+        controller = self._controller()
+        if self.processes[a.client] is not None:
+            raise ReferenceActionError(f"client {a.client} is alive: its channel does not expire")
+        controller.consumer_manager.do_channel_close_event(self.connections[a.client])
+
+    def _broker_receive(self, a: act.BrokerReceive) -> None:
+        connection = self.connections[a.client]
+        if not connection.outbound:
+            raise ReferenceActionError(f"nothing on client {a.client}'s wire")
+        self._controller().process_next_request(connection)
+
+    # consumer process
+    def _start(self, a: act.Start) -> None:
+        i = a.client
+        if self.processes[i] is not None:
+            raise ReferenceActionError(f"client {i} is already running")
+        c = self.config
+        instance = MQClientInstance(self.cids[i], self.clock, self.connections[i], dict(self.route), self.compat)
+        instance.remoting_client.register_rpc_hook(ProvenanceHook(self, i))
+        strategy = (
+            AllocateMessageQueueConsistentHash(c.virtual_node_cnt)
+            if c.strategy == "CONSISTENT_HASH"
+            else strategy_by_name(c.strategy)
+        )
+        settings = DefaultMQPushConsumer(
+            consumer_group=c.group,
+            allocate_message_queue_strategy=strategy,
+            subscription={c.topic: "*" if c.subscription is None else " || ".join(c.subscription)},
+            message_model=c.mode,
+            consume_from_where=c.consume_from_where,
+            consume_timestamp=c.consume_timestamp,
+            pull_batch_size=c.pull_batch_size,
+            consume_message_batch_max_size=c.consume_batch_size,
+            pull_threshold_for_queue=c.pull_threshold_for_queue,
+            max_reconsume_times=c.max_reconsume_times,
+            post_subscription_when_pull=self.compat.post_subscription_when_pull,
+        )
+        consumer = DefaultMQPushConsumerImpl(settings, instance, self.ids[i], self.offsets_dir)
+        self.processes[i] = ClientProcess(instance, consumer)
+        consumer.start()
+
+    def _shutdown(self, a: act.Shutdown) -> None:
+        process = self._process(a.client)
+        self.current_cause = "shutdown"
+        process.consumer.shutdown()
+        self.processes[a.client] = None
+
+    def _crash(self, a: act.Crash) -> None:
+        self._process(a.client)
+        self.connections[a.client].client_processor = None  # nobody listens any more
+        self.processes[a.client] = None
+
+    def _heartbeat(self, a: act.Heartbeat) -> None:
+        self._process(a.client).instance.scheduled_executor_service.run_due(HEARTBEAT_TASK_NAME)
+
+    def _persist_offsets(self, a: act.PersistOffsets) -> None:
+        process = self._process(a.client)
+        self.current_cause = "persist-timer"
+        process.instance.scheduled_executor_service.run_due(PERSIST_TASK_NAME)
+
+    def _rebalance(self, a: act.Rebalance) -> None:
+        process = self._process(a.client)
+        self.current_cause = "rebalance-removal"
+        process.instance.rebalance_service.run_once()
+
+    def _send_pull(self, a: act.SendPull) -> None:
+        process = self._process(a.client)
+        pq = process.consumer.rebalance_impl.process_queue_table.get(self._mq(a.queue))
+        request = next((r for r in process.instance.pull_message_service.pending() if r.process_queue is pq), None)
+        if pq is None or request is None:
+            raise ReferenceActionError(f"client {a.client} has no queued pull request for queue {a.queue}")
+        process.instance.pull_message_service.run_pull_request(request)
+
+    def _receive_pull(self, a: act.ReceivePull) -> None:
+        process = self._process(a.client)
+        remoting = process.instance.remoting_client
+        for opaque, future in remoting.response_table.items():
+            callback = future.invoke_callback
+            if (
+                isinstance(callback, PullInvokeCallback)
+                and callback.pull_callback.pull_request.process_queue.uid == a.pq_uid
+                and remoting.connection.request_epoch(opaque) != -1
+            ):
+                remoting.process_response(opaque)
+                return
+        raise ReferenceActionError(f"client {a.client} has no processed pull for pq {a.pq_uid}")
+
+    def _consume_service(self, i: int) -> ConsumeMessageConcurrentlyService:
+        return self._process(i).consumer.consume_message_service
+
+    def _start_consume(self, a: act.StartConsume) -> None:
+        service = self._consume_service(a.client)
+        executor = service.consume_executor
+        request = next((r for r, _ in executor.queue.items() if r.rid == a.rid), None)
+        if request is None:
+            raise ReferenceActionError(f"client {a.client} has no submitted consume request {a.rid}")
+        executor.start_thread(request, self.clock.now())
+
+    def _running(self, i: int, rid: int, state: ConsumeRequestState) -> ConsumeRequest:
+        executor = self._consume_service(i).consume_executor
+        request = next((r for r in executor.running if r.rid == rid and r.state is state), None)
+        if request is None:
+            raise ReferenceActionError(f"client {i}: no consume thread {rid} in state {state.value}")
+        return request
+
+    def _finish_consume(self, a: act.FinishConsume) -> None:
+        request = self._running(a.client, a.rid, ConsumeRequestState.LISTENING)
+        n = len(request.msgs)
+        if a.status == act.CONSUME_SUCCESS and -1 <= a.ack_index <= n - 1:
+            answer = ListenerAnswer(ConsumeConcurrentlyStatus.CONSUME_SUCCESS, a.ack_index)
+            failed = n - 1 - a.ack_index
+        elif a.status == act.RECONSUME_LATER and a.ack_index == -1:
+            answer = ListenerAnswer(ConsumeConcurrentlyStatus.RECONSUME_LATER)
+            failed = n
+        else:
+            raise ReferenceActionError(f"not a listener answer: {a!r}")
+        if a.send_back_fails < 0 or a.send_back_fails >> failed:
+            raise ReferenceActionError(f"send-back faults {a.send_back_fails:b} name messages that did not fail")
+        remoting = self._process(a.client).instance.remoting_client
+        remoting.fault_injector = SendBackFaults([bool(a.send_back_fails >> j & 1) for j in range(failed)])
+        try:
+            self._consume_service(a.client).consume_executor.resume(request, answer)
+        finally:
+            remoting.fault_injector = None
+
+    def _apply_consume_offset(self, a: act.ApplyConsumeOffset) -> None:
+        request = self._running(a.client, a.rid, ConsumeRequestState.UPDATING_OFFSET)
+        self._consume_service(a.client).consume_executor.resume(request, None)
+
+    # --- abstraction ----------------------------------------------------------------------------------
+
+    def abstract(self) -> tuple[int, Broker, tuple[Client, ...]]:
+        """The model's (now, broker, clients), read from the reference objects and files."""
+        return self.clock.now(), self._abstract_broker(), tuple(self._abstract_client(i) for i in range(len(self.cids)))
+
+    def _flushed_table(self) -> ConsumerOffsetManager:
+        manager = ConsumerOffsetManager(self.broker_dir)
+        if not manager.load():
+            raise ReferenceActionError("consumerOffset.json and its .bak are unreadable")
+        return manager
+
+    def _abstract_broker(self) -> Broker:
+        c = self.config
+        store = self.host.message_store
+        controller = self.host.controller
+        flushed_manager = self._flushed_table()
+        live_manager = controller.consumer_offset_manager if controller is not None else flushed_manager
+        queues = []
+        for mq in self.mqs:
+            cq = store.find_consume_queue(mq.topic, mq.queue_id)
+            if cq is None:
+                queues.append(BrokerQueue((), False))
+                continue
+            messages = tuple(self._abstract_message(store.commit_log[u.commit_log_offset]) for u in cq.units)
+            queues.append(BrokerQueue(messages, cq.head_in_page_cache, cq.min_logic_offset))
+
+        def offsets(manager: ConsumerOffsetManager) -> tuple[int | None, ...]:
+            values = (manager.query_offset(c.group, mq.topic, mq.queue_id) for mq in self.mqs)
+            return tuple(None if v < 0 else v for v in values)
+
+        registered: frozenset[int] = frozenset()
+        next_flush = None
+        scheduled: tuple[Scheduled, ...] = ()
+        if controller is not None:
+            next_flush = controller.scheduled_executor_service.due_time(FLUSH_TASK_NAME)
+            group_info = controller.consumer_manager.get_consumer_group_info(c.group)
+            if group_info is not None:
+                registered = frozenset(self.connection_index[ch] for ch in group_info.get_all_channel())
+        scheduled = tuple(
+            Scheduled(due, self._abstract_message(msg)) for due, msg in store.schedule_message_service.pending()
+        )
+        dlq_cq = store.find_consume_queue(dlq_topic(c.group), 0)
+        dlq = (
+            ()
+            if dlq_cq is None
+            else tuple(self._abstract_message(store.commit_log[u.commit_log_offset]) for u in dlq_cq.units)
+        )
+        return Broker(
+            up=controller is not None,
+            queues=tuple(queues),
+            offsets=offsets(live_manager),
+            flushed=offsets(flushed_manager),
+            next_flush=next_flush,
+            registered=registered,
+            scheduled=scheduled,
+            dlq=dlq,
+            epoch=self.host.incarnation,
+        )
+
+    def _abstract_message(self, msg: MessageExt) -> Message:
+        """A stored message as the model sees it (see the module docstring for sent-back messages)."""
+        store = self.host.message_store
+        origin_id = msg.get_property(PROPERTY_ORIGIN_MESSAGE_ID)
+        if origin_id is None:
+            return Message((msg.queue_id, msg.queue_offset), msg.tags or "", msg.store_timestamp, msg.reconsume_times)
+        original = store.look_message_by_id(origin_id)
+        assert original is not None
+        origin = (original.queue_id, original.queue_offset)
+        sent_back_at = int(msg.properties[TRACE_SENT_BACK_AT])
+        source = store.commit_log[int(msg.properties[TRACE_SENT_BACK_FROM])]
+        if msg.topic == SCHEDULE_TOPIC:  # not yet delivered: the model keeps the consumed message's time
+            return Message(origin, msg.tags or "", source.store_timestamp, msg.reconsume_times, sent_back_at)
+        if msg.topic == dlq_topic(self.config.group):  # R7.5 stores reconsumeTimes + 1 in the dead letter
+            return Message(origin, msg.tags or "", source.store_timestamp, msg.reconsume_times - 1, sent_back_at)
+        return Message(origin, msg.tags or "", msg.store_timestamp, msg.reconsume_times, sent_back_at)
+
+    def _abstract_client(self, i: int) -> Client:
+        c = self.config
+        none_q: tuple[int | None, ...] = (None,) * len(self.mqs)
+        file = none_q
+        if c.mode == BROADCASTING:
+            table = LocalFileOffsetStore(self.cids[i], c.group, self.offsets_dir).read_local_offset() or {}
+            file = tuple(table.get(mq) for mq in self.mqs)
+        channel = tuple(self._abstract_wire_request(r) for r in self.connections[i].outbound)
+        process = self.processes[i]
+        if process is None:
+            return Client(
+                running=False,
+                mem=none_q,
+                file=file,
+                pqs=(None,) * len(self.mqs),
+                pulls=(),
+                requests=(),
+                consuming=(),
+                offset_updates=(),
+                channel=channel,
+                next_persist=None,
+                next_rebalance=None,
+                next_heartbeat=None,
+                rebalance_requested=False,
+                view=None,
+                seq=self.ids[i].value,
+            )
+        instance, consumer = process.instance, process.consumer
+        mem = consumer.offset_store.clone_offset_table(None)
+        pulls, in_flight = self._abstract_pulls(i, instance)
+        queued = {r.process_queue.uid: r for r in instance.pull_message_service.pending()}
+        pqs: list[SpecProcessQueue | None] = []
+        for mq in self.mqs:
+            owned = consumer.rebalance_impl.process_queue_table.get(mq)
+            if owned is None:
+                pqs.append(None)
+                continue
+            if owned.uid in queued:  # one PullRequest circulates per pq: queued, or on its way
+                pull_request, state = queued[owned.uid], PULL_READY
+            elif owned.uid in in_flight:
+                pull_request, state = in_flight[owned.uid], PULL_IN_FLIGHT
+            else:
+                raise AssertionError(f"client {i}: the pull request of pq {owned.uid} is lost")
+            pqs.append(
+                SpecProcessQueue(
+                    owned.uid,
+                    sum(1 << o for o in owned.msg_tree_map),
+                    owned.msg_count,
+                    owned.msg_size,
+                    owned.queue_offset_max,
+                    pull_request.next_offset,
+                    state,
+                    pull_request.ready_at,
+                )
+            )
+        executor = consumer.consume_message_service.consume_executor
+        requests = tuple(self._abstract_consume_request(r, when) for r, when in executor.queue.items())
+        consuming = tuple(
+            self._abstract_consume_request(r, r.ready_at)
+            for r in executor.running
+            if r.state is ConsumeRequestState.LISTENING
+        )
+        updates = tuple(
+            OffsetUpdate(r.rid, self.index_of[r.message_queue], r.process_queue.uid, r.remove_result)
+            for r in executor.running
+            if r.state is ConsumeRequestState.UPDATING_OFFSET
+        )
+        scheduler = instance.scheduled_executor_service
+        view = consumer.rebalance_impl.balanced_cid_all
+        return Client(
+            running=True,
+            mem=tuple(mem.get(mq) for mq in self.mqs),
+            file=file,
+            pqs=tuple(pqs),
+            pulls=pulls,
+            requests=requests,
+            consuming=consuming,
+            offset_updates=updates,
+            channel=channel,
+            next_persist=scheduler.due_time(PERSIST_TASK_NAME),
+            next_rebalance=instance.rebalance_service.wait_deadline,
+            next_heartbeat=scheduler.due_time(HEARTBEAT_TASK_NAME),
+            rebalance_requested=instance.rebalance_service.has_notified,
+            view=None if view is None else tuple(self.cids.index(cid) for cid in view),
+            seq=self.ids[i].value,
+        )
+
+    def _abstract_pulls(
+        self, i: int, instance: MQClientInstance
+    ) -> tuple[tuple[PullInFlight, ...], dict[int, PullRequest]]:
+        """The pulls whose reply the process still awaits, in send order, and their PullRequests."""
+        in_flight: dict[int, PullRequest] = {}
+        pulls: list[PullInFlight] = []
+        for opaque, future in instance.remoting_client.response_table.items():
+            callback = future.invoke_callback
+            if not isinstance(callback, PullInvokeCallback):
+                continue
+            pull_request = callback.pull_callback.pull_request
+            pq = pull_request.process_queue
+            header = future.request.header
+            assert isinstance(header, PullMessageRequestHeader)
+            in_flight[pq.uid] = pull_request
+            pulls.append(
+                PullInFlight(
+                    self.index_of[pull_request.message_queue],
+                    pq.uid,
+                    header.queue_offset,
+                    self.connections[i].request_epoch(opaque),
+                    (pq.msg_count == 0) if pq.dropped else None,
+                )
+            )
+        return tuple(pulls), in_flight
+
+    def _abstract_consume_request(self, request: ConsumeRequest, ready_at: int) -> SpecConsumeRequest:
+        msgs = tuple((m.queue_offset, m.reconsume_times) for m in request.msgs)
+        return SpecConsumeRequest(
+            request.rid, self.index_of[request.message_queue], request.process_queue.uid, msgs, ready_at
+        )
+
+    def _abstract_wire_request(self, request: RemotingCommand) -> Commit | PullRequestMsg:
+        header = request.header
+        uid = int(request.ext_fields.get(PQ_UID_FIELD, "-1"))
+        if isinstance(header, UpdateConsumerOffsetRequestHeader):
+            mq = MessageQueue(header.topic, self.config.broker_name, header.queue_id)
+            return Commit(self.index_of[mq], header.commit_offset, uid, request.ext_fields.get(CAUSE_FIELD, ""))
+        assert isinstance(header, PullMessageRequestHeader)
+        mq = MessageQueue(header.topic, self.config.broker_name, header.queue_id)
+        flag = PullSysFlag.has_commit_offset_flag(header.sys_flag)
+        # BROADCASTING sends commitOffset 0 (R5.2); the model records -1. Inert: the flag is clear.
+        commit_offset = header.commit_offset if self.clustering else -1
+        return PullRequestMsg(self.index_of[mq], uid, header.queue_offset, flag, commit_offset)
