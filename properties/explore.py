@@ -132,36 +132,45 @@ def replay(config: Config, actions: list[Action]) -> tuple[State, list[Violation
     return state, []
 
 
+def _replay_skipping(config: Config, actions: list[Action]) -> tuple[list[Action], list[Violation]]:
+    """Like ``replay``, but an action not enabled where it comes is skipped instead of failing.
+    Returns the actions actually taken and the violations of the last one."""
+    model = Model(config)
+    state = model.initial()
+    taken: list[Action] = []
+    for action in actions:
+        try:
+            after = model.step(state, action)
+        except ActionNotEnabled:
+            continue
+        taken.append(action)
+        violations = check_step(model, state, action, after) + check_state(model, after)
+        state = after
+        if violations:
+            return taken, violations
+    return taken, []
+
+
 def shrink(found: Counterexample) -> Counterexample:
     """A shorter run that still violates one of the same properties (delta debugging).
 
-    Chunks of actions are deleted, largest first, as long as the rest still replays (every
-    action enabled where it comes) and still fails the same way; the result is 1-minimal:
-    deleting any single action loses the failure. Deterministic, and cheap because a replay
-    costs only its own steps.
+    Chunks of actions are deleted, largest first; the rest is replayed with actions that are no
+    longer enabled skipped, and kept if it still fails the same way. The result is 1-minimal:
+    deleting any single action loses the failure. Deterministic, and cheap because a replay costs
+    only its own steps.
     """
     target = {v.id for v in found.violations}
-
-    def fails(candidate: list[Action]) -> list[Violation] | None:
-        try:
-            _, violations = replay(found.config, candidate)
-        except ActionNotEnabled:
-            return None
-        return violations if {v.id for v in violations} & target else None
-
     actions = list(found.actions)
     violations = found.violations
     chunk = max(1, len(actions) // 2)
     while chunk >= 1:
         start, removed = 0, False
         while start < len(actions):
-            candidate = actions[:start] + actions[start + chunk :]
-            result = fails(candidate)
-            if result is not None:
-                actions, violations, removed = candidate, result, True
+            taken, result = _replay_skipping(found.config, actions[:start] + actions[start + chunk :])
+            if {v.id for v in result} & target:
+                actions, violations, removed = taken, result, True
             else:
                 start += chunk
         if not removed:
             chunk //= 2
-    _, violations = replay(found.config, actions)
     return Counterexample(found.config, found.seed, actions, violations)

@@ -7,9 +7,9 @@ without running a transition: the QUERY_CONSUMER_OFFSET answer (R3.5), the pull 
 
 from __future__ import annotations
 
-from typing import Final, NamedTuple
+from typing import Final
 
-from rmqspec.spec.state import BrokerQueue, Message
+from rmqspec.spec.state import BrokerQueue, Message, PullResult
 
 # messageDelayLevel "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h" in ms (R7.7).
 DELAY_LEVELS_MS: Final = (
@@ -17,12 +17,16 @@ DELAY_LEVELS_MS: Final = (
     360_000, 420_000, 480_000, 540_000, 600_000, 1_200_000, 1_800_000, 3_600_000, 7_200_000,
 )  # fmt: skip
 
+# maxTransferCountOnMessageInMemory: a pull returns at most this many messages (R5.5).
+MAX_TRANSFER_COUNT_ON_MESSAGE_IN_MEMORY: Final = 32
+
 QUERY_NOT_FOUND: Final = None  # QUERY_CONSUMER_OFFSET answered code 22
 
 FOUND: Final = "FOUND"
 NO_NEW_MSG: Final = "NO_NEW_MSG"
 NO_MATCHED_MSG: Final = "NO_MATCHED_MSG"
 OFFSET_ILLEGAL: Final = "OFFSET_ILLEGAL"
+PULL_ERROR: Final = "ERROR"  # an error response code (e.g. SUBSCRIPTION_NOT_EXIST): onException
 
 
 def retry_delay_ms(reconsume_times: int) -> int:
@@ -49,12 +53,6 @@ def query_consumer_offset(offset: int | None, queue: BrokerQueue, answers_minus_
     if queue.min_offset <= 0 and not in_disk:
         return 0
     return QUERY_NOT_FOUND
-
-
-class PullResult(NamedTuple):
-    status: str
-    found: tuple[int, ...]  # offsets handed to the client, in order
-    next_begin: int
 
 
 def pull_result(queue: BrokerQueue, offset: int, batch: int, subscription: tuple[str, ...] | None) -> PullResult:

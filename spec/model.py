@@ -68,6 +68,7 @@ from rmqspec.spec.state import (
     ProcessQueue,
     PullInFlight,
     PullRequestMsg,
+    PullResult,
     Scheduled,
     State,
     pq_key,
@@ -419,12 +420,28 @@ class Model:
         s = s._replace(clients=_put(s.clients, a.client, cl._replace(channel=rest)))
         if isinstance(item, Commit):
             return self._land_commit(s, a.client, item.queue, item.offset, item.pq_uid, item.cause)
-        if item.commit_flag:
-            s = self._land_commit(s, a.client, item.queue, item.commit_offset, item.pq_uid, "piggyback")
-        cl = s.clients[a.client]
+        result: PullResult | None
+        if not s.broker.registered:
+            # No consumer of the group registered (a restarted broker before any heartbeat):
+            # SUBSCRIPTION_NOT_EXIST, an early rejection that skips the commit (R5.4).
+            result = PullResult(br.PULL_ERROR, (), item.offset)
+        else:
+            if item.commit_flag:
+                s = self._land_commit(s, a.client, item.queue, item.commit_offset, item.pq_uid, "piggyback")
+            result = self._pull_result(s, item.queue, item.offset)
+            if result.status == br.NO_NEW_MSG:
+                result = None  # held for long polling: answered when the client takes the reply
         epoch = s.broker.epoch
-        pulls = tuple(p._replace(epoch=epoch) if p.pq_uid == item.pq_uid and p.epoch == -1 else p for p in cl.pulls)
+        cl = s.clients[a.client]
+        pulls = tuple(
+            p._replace(epoch=epoch, result=result) if p.pq_uid == item.pq_uid and p.epoch == -1 else p for p in cl.pulls
+        )
         return s._replace(clients=_put(s.clients, a.client, cl._replace(pulls=pulls)))
+
+    def _pull_result(self, s: State, q: int, offset: int) -> PullResult:
+        sub = None if q == self.retry_queue else self.config.subscription
+        batch = min(self.config.pull_batch_size, br.MAX_TRANSFER_COUNT_ON_MESSAGE_IN_MEMORY)
+        return br.pull_result(s.broker.queues[q], offset, batch, sub)
 
     def _land_commit(self, s: State, client: int, q: int, offset: int, uid: int, cause: str) -> State:
         b, g = s.broker, s.ghost
@@ -488,7 +505,7 @@ class Model:
             budget=s.budget._replace(client_shutdowns=s.budget.client_shutdowns - 1),
         )
         s = self._persist_all(s, i, "shutdown")
-        if s.broker.up and i in s.broker.registered:
+        if s.broker.up and s.broker.registered:  # the group exists: CHANGE goes out (R9.7)
             s = self._notify(s._replace(broker=s.broker._replace(registered=s.broker.registered - {i})))
         return s._replace(clients=_put(s.clients, i, self._stop_process(s.clients[i])))
 
@@ -597,9 +614,11 @@ class Model:
             clients=_put(s.clients, i, cl._replace(next_rebalance=s.now + REBALANCE_WAIT, rebalance_requested=False))
         )
         if not self.clustering:
-            s, _ = self._update_process_queue_table(s, i, self.topic_queues, set(self.topic_queues))
+            s, _ = self._rebalance_topic(s, i, self.topic_queues, set(self.topic_queues))
             return s
-        if not s.broker.up:  # findConsumerIdList fails: existing pqs are kept (R9.3 step 3)
+        if not s.broker.up or not s.broker.registered:
+            # findConsumerIdList gets an error (no broker, or no consumer registered: SYSTEM_ERROR)
+            # and answers null: existing pqs are kept (R9.3 steps 2-3).
             return s
         members = tuple(sorted(s.broker.registered, key=lambda j: self.cids[j]))
         cid_all = tuple(self.cids[j] for j in members)
@@ -609,16 +628,25 @@ class Model:
             self.topic_queues[j]
             for j in allocate(cfg.strategy, me, self.mq_texts, cid_all, cfg.virtual_node_cnt, self.m_avg_overlap)
         }
-        s, complete = self._update_process_queue_table(s, i, self.topic_queues, mine)
+        s, complete = self._rebalance_topic(s, i, self.topic_queues, mine)
         if self.retry_queue is not None:
             retry_mine = {
                 self.retry_queue
                 for _ in allocate(cfg.strategy, me, self.retry_texts, cid_all, cfg.virtual_node_cnt, self.m_avg_overlap)
             }
-            s, retry_complete = self._update_process_queue_table(s, i, (self.retry_queue,), retry_mine)
+            s, retry_complete = self._rebalance_topic(s, i, (self.retry_queue,), retry_mine)
             complete = complete and retry_complete
         cl = s.clients[i]
         return s._replace(clients=_put(s.clients, i, cl._replace(view=members if complete else None)))
+
+    def _rebalance_topic(self, s: State, i: int, topic_queues: tuple[int, ...], mine: set[int]) -> tuple[State, bool]:
+        """rebalanceByTopic's tail: update the pq table and, if it changed, messageQueueChanged,
+        whose heartbeat registers the consumer with the broker (R9.6 step 3, R9.7)."""
+        before = s.clients[i].pqs
+        s, complete = self._update_process_queue_table(s, i, topic_queues, mine)
+        if s.clients[i].pqs != before:
+            s = self._register(s, i)
+        return s, complete
 
     def _update_process_queue_table(
         self, s: State, i: int, topic_queues: tuple[int, ...], mine: set[int]
@@ -719,7 +747,7 @@ class Model:
         if not s.broker.up:
             pq = pq._replace(pull_ready_at=s.now + PULL_DELAY_WHEN_EXCEPTION)
             return s._replace(clients=_put(s.clients, i, cl._replace(pqs=_put(cl.pqs, q, pq))))
-        commit_value = -1
+        commit_value = 0  # R5.2: only CLUSTERING reads the store (READ_FROM_MEMORY, -1 if absent)
         if self.clustering:
             mem = cl.mem[q]
             commit_value = mem if mem is not None else -1
@@ -728,7 +756,7 @@ class Model:
         request = PullRequestMsg(q, pq.uid, pq.next_offset, commit_value > 0, commit_value)
         cl = cl._replace(
             pqs=_put(cl.pqs, q, pq._replace(pull_state=PULL_IN_FLIGHT)),
-            pulls=(*cl.pulls, PullInFlight(q, pq.uid, pq.next_offset, -1, None)),
+            pulls=(*cl.pulls, PullInFlight(q, pq.uid, pq.next_offset, -1, None, None)),
             channel=(*cl.channel, request),
         )
         return s._replace(clients=_put(s.clients, i, cl))
@@ -740,7 +768,8 @@ class Model:
         FOUND: putMessage, submit consume requests in batches of consumeMessageBatchMaxSize,
         nextOffset := nextBeginOffset. NO_NEW_MSG / NO_MATCHED_MSG: nextOffset := nextBeginOffset,
         then correctTagsOffset: if the pq holds nothing, updateOffset(nextOffset, increaseOnly).
-        A broken connection (broker crashed meanwhile) is an exception: pull again after 3 s.
+        A broken connection (broker crashed meanwhile) or an error code is an exception: pull again
+        after 3 s.
         A reply for a dropped pq changes nothing, except correctTagsOffset (R6.7)."""
         i = a.client
         cl = s.clients[i]
@@ -753,22 +782,26 @@ class Model:
         q = pull.queue
         pq = cl.pqs[q]
         live = pq is not None and pq.uid == pull.pq_uid
-        failed = not s.broker.up or pull.epoch != s.broker.epoch
+        failed = (
+            not s.broker.up
+            or pull.epoch != s.broker.epoch
+            or (pull.result is not None and pull.result.status == br.PULL_ERROR)
+        )
         if failed:
             if live and pq is not None:
                 pq = pq._replace(pull_state=PULL_READY, pull_ready_at=s.now + PULL_DELAY_WHEN_EXCEPTION)
                 s = s._replace(clients=_put(s.clients, i, cl._replace(pqs=_put(cl.pqs, q, pq))))
             return s
-        sub = None if q == self.retry_queue else self.config.subscription
         queue = s.broker.queues[q]
-        result = br.pull_result(queue, pull.offset, self.config.pull_batch_size, sub)
+        result = pull.result if pull.result is not None else self._pull_result(s, q, pull.offset)
         if result.status == br.OFFSET_ILLEGAL:
             raise AssertionError("OFFSET_ILLEGAL is outside this model's scope: no retention moves minOffset")
         if not live or pq is None:
-            if result.status != br.FOUND and pull.dropped_empty:
+            if result.status == br.FOUND:  # no dropped check here: requests are submitted (R5.7)
+                cl = self._submit_consume_requests(cl, q, pull.pq_uid, result.found, queue, s.now)
+            elif pull.dropped_empty:
                 cl = cl._replace(mem=_put(cl.mem, q, self._updated(cl.mem[q], result.next_begin, True)))
-                s = s._replace(clients=_put(s.clients, i, cl))
-            return s
+            return s._replace(clients=_put(s.clients, i, cl))
         if result.status == br.FOUND:
             tree, count, size, qmax = pq.tree, pq.msg_count, pq.msg_size, pq.queue_offset_max
             for o in result.found:  # ProcessQueue.putMessage (R6.2)
@@ -778,19 +811,25 @@ class Model:
                     size += br.body_size(queue.messages[o])
                     qmax = o
             pq = pq._replace(tree=tree, msg_count=count, msg_size=size, queue_offset_max=qmax)
-            requests = list(cl.requests)
-            seq = cl.seq
-            batch = self.config.consume_batch_size
-            for k in range(0, len(result.found), batch):
-                msgs = tuple((o, queue.messages[o].reconsume_times) for o in result.found[k : k + batch])
-                requests.append(ConsumeRequest(seq, q, pq.uid, msgs, s.now))
-                seq += 1
-            cl = cl._replace(requests=tuple(requests), seq=seq)
+            cl = self._submit_consume_requests(cl, q, pq.uid, result.found, queue, s.now)
         elif pq.msg_count == 0:  # correctTagsOffset
             cl = cl._replace(mem=_put(cl.mem, q, self._updated(cl.mem[q], result.next_begin, True)))
         pq = pq._replace(next_offset=result.next_begin, pull_state=PULL_READY, pull_ready_at=s.now)
         cl = cl._replace(pqs=_put(cl.pqs, q, pq))
         return s._replace(clients=_put(s.clients, i, cl))
+
+    def _submit_consume_requests(
+        self, cl: Client, q: int, uid: int, found: tuple[int, ...], queue: BrokerQueue, now: int
+    ) -> Client:
+        """submitConsumeRequest: consecutive chunks of consumeMessageBatchMaxSize (R7.1)."""
+        requests = list(cl.requests)
+        seq = cl.seq
+        batch = self.config.consume_batch_size
+        for k in range(0, len(found), batch):
+            msgs = tuple((o, queue.messages[o].reconsume_times) for o in found[k : k + batch])
+            requests.append(ConsumeRequest(seq, q, uid, msgs, now))
+            seq += 1
+        return cl._replace(requests=tuple(requests), seq=seq)
 
     def _updated(self, old: int | None, value: int, increase_only: bool) -> int:
         """OffsetStore.updateOffset (R1.5): a new entry takes the value; increaseOnly keeps the max."""
@@ -944,9 +983,9 @@ class Model:
         reconsumeTimes + 1 (R7.7)."""
         times = original.reconsume_times
         at_max = times > self.max_reconsume if self.m_dlq_late else times >= self.max_reconsume
+        msg = original._replace(reconsume_times=times + 1, store_time=now, sent_back_at=now)  # R7.5 step 7
         if at_max:
-            return b._replace(dlq=(*b.dlq, original._replace(reconsume_times=times, sent_back_at=now)))
-        msg = original._replace(reconsume_times=times + 1, sent_back_at=now)
+            return b._replace(dlq=(*b.dlq, msg))
         entry = Scheduled(now + br.retry_delay_ms(times), msg)
         scheduled = tuple(sorted((*b.scheduled, entry), key=lambda e: e.due))
         return b._replace(scheduled=scheduled)

@@ -82,6 +82,14 @@ class ProcessQueue(NamedTuple):
     pull_ready_at: int  # when the executor runs the next pullMessage (R5.7 delays)
 
 
+class PullResult(NamedTuple):
+    """What the broker answers a pull (R5.5), as the client sees it (R5.7)."""
+
+    status: str
+    found: tuple[int, ...]  # offsets handed to the client, in order
+    next_begin: int
+
+
 class PullInFlight(NamedTuple):
     """A pull that left the client. ``epoch`` is -1 while the request is on the wire, then the
     broker epoch that accepted it (-2: the connection broke first, so its reply is an exception).
@@ -93,6 +101,7 @@ class PullInFlight(NamedTuple):
     offset: int
     epoch: int
     dropped_empty: bool | None
+    result: PullResult | None  # fixed when the broker answers at once; None while held (R5.4)
 
 
 class ConsumeRequest(NamedTuple):

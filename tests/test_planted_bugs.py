@@ -68,7 +68,7 @@ def test_shrunk_counterexample_is_one_minimal_and_still_fails() -> None:
     config = Config(**{**BASE, "mutations": frozenset({"watermark_highest_consumed"})})  # type: ignore[arg-type]
     found = explore(config, WALKS, STEPS).counterexamples[0]
     small = shrink(found)
-    assert len(small.actions) < len(found.actions) // 2
+    assert len(small.actions) <= 20 < len(found.actions)  # 245 steps shrink to 15
     assert {v.id for v in small.violations} == {"INV-2"}
     assert replay(config, small.actions)[1] == small.violations
     for k in range(len(small.actions)):  # deleting any one action loses the failure
