@@ -117,7 +117,7 @@ class SpecMachine(RuleBasedStateMachine):
         before = self.state
         after = self.model.step(before, action)
         event(f"action {type(action).__name__}")
-        for outcome in outcomes(before, after):
+        for outcome in outcomes(self.model, before, after):
             event(f"reached: {outcome}")
         violations = check_step(self.model, before, action, after)
         assert not violations, "; ".join(f"{v.id} {v.name}: {v.detail}" for v in violations)
@@ -147,7 +147,7 @@ class SpecMachine(RuleBasedStateMachine):
         assert not violations, "; ".join(f"{v.id} {v.name}: {v.detail}" for v in violations)
 
 
-def outcomes(before: State, after: State) -> list[str]:
+def outcomes(model: Model, before: State, after: State) -> list[str]:
     """Interesting things a step made happen, for the statistics that show what a budget reaches."""
     out = []
     if len(after.broker.dlq) > len(before.broker.dlq):
@@ -162,9 +162,15 @@ def outcomes(before: State, after: State) -> list[str]:
         if old is not None and new is not None and new < old:
             out.append("broker offset decreased")
             break
-    retry = len(after.broker.queues) - 1
-    if after.ghost.delivered[-1] != before.ghost.delivered[-1] and retry >= 0 and before.broker.queues[retry].messages:
+    retry = model.retry_queue
+    if retry is not None and after.ghost.delivered[retry] != before.ghost.delivered[retry]:
         out.append("retry-topic message consumed")
+    if model.clustering and any(a is not b for a, b in zip(before.clients, after.clients, strict=True)):
+        members = tuple(i for i, cl in enumerate(after.clients) if cl.running)
+        if members and all(after.clients[i].view == members for i in members) and not all(
+            before.clients[i].view == members for i in members
+        ):
+            out.append("consumers' views agreed")
     return out
 
 

@@ -24,6 +24,10 @@ TestClustering.settings = scaled(0.5)
 TestBroadcasting = machine_for(configs(mode=BROADCASTING)).TestCase
 TestBroadcasting.settings = scaled(0.25)
 
+# Few queues and maxReconsumeTimes 1, so that failures go round the retry topic into the DLQ.
+TestRetries = machine_for(configs(mode=CLUSTERING, consumers=1, queues=1, max_reconsume_times=1)).TestCase
+TestRetries.settings = scaled(0.25)
+
 
 def test_machine_refutes_and_shrinks_a_planted_watermark_bug() -> None:
     # One consumer and one queue, no faults: the bug needs nothing more, and a fixed config keeps
