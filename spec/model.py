@@ -620,24 +620,26 @@ class Model:
             # findConsumerIdList gets an error (no broker, or no consumer registered: SYSTEM_ERROR)
             # and answers null: existing pqs are kept (R9.3 steps 2-3).
             return s
-        members = tuple(sorted(s.broker.registered, key=lambda j: self.cids[j]))
-        cid_all = tuple(self.cids[j] for j in members)
-        me = self.cids[i]
         cfg = self.config
-        mine = {
-            self.topic_queues[j]
-            for j in allocate(cfg.strategy, me, self.mq_texts, cid_all, cfg.virtual_node_cnt, self.m_avg_overlap)
-        }
-        s, complete = self._rebalance_topic(s, i, self.topic_queues, mine)
+        me = self.cids[i]
+        topics = [(self.topic_queues, self.mq_texts)]
         if self.retry_queue is not None:
-            retry_mine = {
-                self.retry_queue
-                for _ in allocate(cfg.strategy, me, self.retry_texts, cid_all, cfg.virtual_node_cnt, self.m_avg_overlap)
+            topics.append(((self.retry_queue,), self.retry_texts))
+        lists, complete = set(), True
+        for queues, texts in topics:
+            # findConsumerIdList per topic: the heartbeat of an earlier topic's change may have
+            # registered this consumer in between (R9.3, R9.6).
+            members = tuple(sorted(s.broker.registered, key=lambda j: self.cids[j]))
+            cid_all = tuple(self.cids[j] for j in members)
+            mine = {
+                queues[j] for j in allocate(cfg.strategy, me, texts, cid_all, cfg.virtual_node_cnt, self.m_avg_overlap)
             }
-            s, retry_complete = self._rebalance_topic(s, i, (self.retry_queue,), retry_mine)
-            complete = complete and retry_complete
+            s, placed = self._rebalance_topic(s, i, queues, mine)
+            lists.add(members)
+            complete = complete and placed
+        view = lists.pop() if complete and len(lists) == 1 else None
         cl = s.clients[i]
-        return s._replace(clients=_put(s.clients, i, cl._replace(view=members if complete else None)))
+        return s._replace(clients=_put(s.clients, i, cl._replace(view=view)))
 
     def _rebalance_topic(self, s: State, i: int, topic_queues: tuple[int, ...], mine: set[int]) -> tuple[State, bool]:
         """rebalanceByTopic's tail: update the pq table and, if it changed, messageQueueChanged,

@@ -62,7 +62,7 @@ class Broker(NamedTuple):
     registered: frozenset[int]  # consumer channels of the group, by client index (R9.7)
     scheduled: tuple[Scheduled, ...]  # in due order
     dlq: tuple[Message, ...]  # %DLQ%<group>
-    epoch: int = 0  # counts restarts: a pull the broker accepted in an older epoch fails
+    epoch: int = 0  # counts crashes: a pull the broker accepted in an older epoch fails
 
 
 class ProcessQueue(NamedTuple):

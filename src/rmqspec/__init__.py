@@ -6,3 +6,9 @@ settings profiles). ``rmqspec.cli`` is the ``rmqspec`` command.
 """
 
 __version__ = "0.1.0"
+
+import logging as _logging
+
+# A library stays silent unless the application configures logging (the reference implementation
+# logs RocketMQ's warnings, e.g. failed sends while the broker is down).
+_logging.getLogger("rmqspec").addHandler(_logging.NullHandler())

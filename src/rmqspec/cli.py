@@ -28,7 +28,7 @@ from rmqspec.spec.config import (
     ConfigError,
 )
 
-EXIT_OK, EXIT_VIOLATION, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_OK, EXIT_VIOLATION, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_NONDETERMINISM = 0, 1, 2, 3, 4
 
 # The default model run: each mode, strategy and start position, with faults on.
 DEFAULT_CONFIGS: dict[str, Config] = {
@@ -168,6 +168,75 @@ def _bar_chart_svg(counts: Counter[str], title: str) -> str:
     return "\n".join(parts)
 
 
+def _cmd_campaign(args: argparse.Namespace) -> int:
+    from rmqspec.campaign.report import summarize, write_report
+    from rmqspec.campaign.runner import (
+        CampaignError,
+        CampaignOptions,
+        DeterminismError,
+        run_campaign,
+        save_failures,
+    )
+    from rmqspec.spec.config import MUTATIONS
+
+    unknown = sorted(set(args.mutation or ()) - set(MUTATIONS))
+    if unknown:
+        raise CliError(f"--mutation: unknown {unknown}; accepted: {sorted(MUTATIONS)}")
+    if args.runs is None and args.duration is None:
+        args.duration = 120.0
+    out = Path(args.out)
+    store = Path(args.store) if args.store else out / "failures"
+    interactive = sys.stderr.isatty()
+
+    def progress(line: str) -> None:
+        print(("\r" if interactive else "") + line, end="" if interactive else "\n", file=sys.stderr, flush=True)
+
+    options = CampaignOptions(
+        out=out,
+        master=args.master,
+        runs=args.runs,
+        duration=args.duration,
+        steps=args.steps,
+        seed=args.seed,
+        batch_size=args.batch_size,
+        resume=args.resume,
+        lockstep=not args.no_lockstep,
+        mutations=frozenset(args.mutation or ()),
+        progress=progress,
+    )
+    try:
+        result = run_campaign(options)
+    except CampaignError as err:
+        raise CliError(str(err)) from None
+    except DeterminismError as err:
+        print(f"\nrmqspec: NONDETERMINISM: {err}", file=sys.stderr)
+        return EXIT_NONDETERMINISM
+    if interactive:
+        print(file=sys.stderr)
+    saved = save_failures(result.failures, store)
+    summary = summarize(result, args.master)
+    report = write_report(result, summary, out, store)
+    print(
+        f"rmqspec campaign on {args.master} (parallelism {summary['parallelism']}): {summary['runs']} runs, "
+        f"{summary['steps']} steps in {summary['seconds']} s ({summary['steps_per_second']} steps/s)"
+    )
+    print(
+        f"distinct abstract states: {summary['distinct_abstract_states']}; property checks: "
+        f"{summary['invariant_checks']}; determinism self-check: {summary['determinism_checks']} runs repeated"
+    )
+    print("rules fired: " + ", ".join(f"{k} {v}" for k, v in summary["rules"].items()))
+    if result.failures:
+        print(f"violations: {len(result.failures)} distinct (saved to {store}):")
+        for f in summary["failures"]:
+            print(f"  {f['signature']} {f['name']}: {f['detail']} ({f['shrunk_steps']} steps)")
+    else:
+        print("violations: none")
+    print(f"report: {report}  (runs: {out / 'runs.parquet'}, summary: {out / 'summary.json'})")
+    if saved:
+        print(f"failure store: {len(saved)} file(s) in {store}")
+    return EXIT_OK if result.valid else EXIT_VIOLATION
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     from rmqspec.bench import run_bench
 
@@ -188,6 +257,20 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--mutation", action="append", help="plant a known bug (repeatable); see spec/config.py")
     run.add_argument("--out", default="rmqspec-out", help="where to write run-summary.json (default rmqspec-out)")
     run.set_defaults(func=_cmd_run)
+    camp = sub.add_parser("campaign", help="a randomized campaign on Spark (the main job)")
+    camp.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
+    bound = camp.add_mutually_exclusive_group()
+    bound.add_argument("--runs", type=_positive, help="number of runs")
+    bound.add_argument("--duration", type=float, help="seconds to keep starting batches (default 120)")
+    camp.add_argument("--steps", type=_positive, default=300, help="steps per run (default 300)")
+    camp.add_argument("--seed", type=int, default=0, help="campaign seed: unit k uses seed+k (default 0)")
+    camp.add_argument("--batch-size", type=_positive, default=32, help="runs per Spark job (default 32)")
+    camp.add_argument("--out", default="rmqspec-out/campaign", help="output directory")
+    camp.add_argument("--store", help="failure store directory (default <out>/failures)")
+    camp.add_argument("--resume", action="store_true", help="continue the campaign in --out")
+    camp.add_argument("--no-lockstep", action="store_true", help="model only, without the reference")
+    camp.add_argument("--mutation", action="append", help="plant a known bug (repeatable)")
+    camp.set_defaults(func=_cmd_campaign)
     bench = sub.add_parser("bench", help="print spec and reference steps per second")
     bench.add_argument("--steps", type=_positive, default=20_000, help="spec steps to time (default 20000)")
     bench.add_argument("--reference-steps", type=_positive, default=5_000, help="reference steps (default 5000)")

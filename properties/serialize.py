@@ -1,0 +1,62 @@
+"""Actions and configurations as plain JSON values, so runs can be stored, shipped and replayed.
+
+An action is ``{"action": "<ClassName>", <field>: <value>, ...}``; a configuration is the object of
+its fields (frozensets as sorted lists). Decoding validates names and fields and raises
+``ValueError`` naming what was wrong.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from rmqspec.spec import actions as act
+from rmqspec.spec.config import Config
+
+ACTION_TYPES: dict[str, type] = {
+    cls.__name__: cls
+    for cls in vars(act).values()
+    if isinstance(cls, type) and dataclasses.is_dataclass(cls) and cls.__module__ == act.__name__
+}
+
+
+def action_to_json(action: act.Action) -> dict[str, Any]:
+    return {"action": type(action).__name__, **dataclasses.asdict(action)}  # type: ignore[call-overload]
+
+
+def action_from_json(value: Any, where: str = "action") -> act.Action:
+    if not isinstance(value, dict) or not isinstance(value.get("action"), str):
+        raise ValueError(f"{where}: expected an object with an 'action' name, got {value!r}")
+    name = value["action"]
+    cls = ACTION_TYPES.get(name)
+    if cls is None:
+        raise ValueError(f"{where}: unknown action {name!r}; known: {', '.join(sorted(ACTION_TYPES))}")
+    names = {f.name for f in dataclasses.fields(cls)}
+    given = set(value) - {"action"}
+    if given != names:
+        raise ValueError(f"{where}: {name} takes fields {sorted(names)}, got {sorted(given)}")
+    args = {k: value[k] for k in names}
+    for f in dataclasses.fields(cls):
+        expected = int if f.type in ("int", int) else str
+        if not isinstance(args[f.name], expected) or isinstance(args[f.name], bool):
+            raise ValueError(f"{where}: {name}.{f.name} must be {expected.__name__}, got {args[f.name]!r}")
+    action: act.Action = cls(**args)
+    return action
+
+
+def config_to_json(config: Config) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if isinstance(value, frozenset):
+            value = sorted(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        out[f.name] = value
+    return out
+
+
+def config_from_json(value: Any, where: str = "config") -> Config:
+    if not isinstance(value, dict):
+        raise ValueError(f"{where}: expected an object of Config fields, got {type(value).__name__}")
+    return Config.from_mapping(value, where)

@@ -1,0 +1,303 @@
+"""The unit of work of a campaign: one run, a pure function of (seed, swarm profile, config sample).
+
+A run draws a configuration from the seed, walks the model with the actions its swarm profile
+allows, drives the reference implementation in lockstep (the refinement check), checks every
+invariant and action property at every step, and returns a flat, JSON-friendly result. Given the
+same inputs and code version it returns the same result, trace hash included; that is what lets
+Spark retry a lost task and what the campaign's determinism self-check verifies.
+
+Swarm profiles follow swarm testing: each switches whole action families on or off and sets the
+perturbation budgets (crashes, shutdowns, broker crashes, send-back failures); healing actions
+(restart, channel expiry, timers, network delivery) are always on and never budgeted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import shutil
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from rmqspec.properties.explore import Counterexample, shrink
+from rmqspec.properties.serialize import action_to_json, config_to_json
+from rmqspec.spec import actions as act
+from rmqspec.spec.config import (
+    AVG,
+    AVG_BY_CIRCLE,
+    BROADCASTING,
+    CLUSTERING,
+    CONSISTENT_HASH,
+    CONSUME_FROM_WHERE,
+    Config,
+)
+from rmqspec.spec.invariants import ACTION_PROPERTIES, INVARIANTS, Violation, check_state, check_step
+from rmqspec.spec.model import Model
+from rmqspec.spec.state import State
+
+# Action families a profile can switch off. Healing and progress families are always on.
+PERTURBING_FAMILIES: dict[str, tuple[type, ...]] = {
+    "client_crashes": (act.Crash,),
+    "client_shutdowns": (act.Shutdown,),
+    "broker_crashes": (act.BrokerCrash,),
+    "produce": (act.Produce, act.CoolQueueHead),
+}
+_FAMILY_OF: dict[type, str] = {
+    act.Tick: "tick",
+    act.Produce: "produce",
+    act.CoolQueueHead: "produce",
+    act.BrokerFlush: "broker_timer",
+    act.DeliverScheduled: "broker_timer",
+    act.BrokerCrash: "broker_crash",
+    act.BrokerRestart: "broker_heal",
+    act.ExpireChannel: "broker_heal",
+    act.BrokerReceive: "network",
+    act.Start: "client_start",
+    act.Shutdown: "client_stop",
+    act.Crash: "client_stop",
+    act.Heartbeat: "client_timer",
+    act.PersistOffsets: "client_timer",
+    act.Rebalance: "rebalance",
+    act.SendPull: "pull",
+    act.ReceivePull: "pull",
+    act.StartConsume: "consume",
+    act.FinishConsume: "consume",
+    act.ApplyConsumeOffset: "consume",
+}
+
+
+@dataclass(frozen=True)
+class SwarmProfile:
+    """Which perturbations a run may use, and how many of each (healing stays free)."""
+
+    name: str
+    client_crashes: int
+    client_shutdowns: int
+    broker_crashes: int
+    send_back_failures: int
+    failing_listener: bool  # may the listener answer RECONSUME_LATER / partial acks?
+
+    def apply(self, config: Config) -> Config:
+        return replace(
+            config,
+            client_crashes=self.client_crashes,
+            client_shutdowns=self.client_shutdowns,
+            broker_crashes=self.broker_crashes,
+            send_back_failures=self.send_back_failures,
+        )
+
+
+PROFILES: tuple[SwarmProfile, ...] = (
+    SwarmProfile("calm", 0, 0, 0, 0, False),
+    SwarmProfile("churn", 0, 3, 0, 0, False),
+    SwarmProfile("crashes", 3, 0, 0, 0, True),
+    SwarmProfile("broker-failover", 0, 0, 2, 0, True),
+    SwarmProfile("retries", 0, 0, 0, 3, True),
+    SwarmProfile("everything", 2, 2, 1, 2, True),
+)
+PROFILE_BY_NAME = {p.name: p for p in PROFILES}
+
+
+def sample_config(rng: random.Random, mutations: frozenset[str] = frozenset()) -> Config:
+    """A small configuration; every field a campaign varies is drawn from ``rng``."""
+    messages = rng.randint(1, 5)
+    tags: tuple[str, ...] = ("A",)
+    subscription: tuple[str, ...] | None = None
+    if rng.random() < 0.25:
+        tags, subscription = ("A", "B"), rng.choice((None, ("A",)))
+    return Config(
+        consumers=rng.randint(1, 4),
+        queues=rng.randint(1, 6),
+        messages_per_queue=messages,
+        backlog=rng.randint(0, messages),
+        backlog_head_hot=rng.random() < 0.5,
+        mode=CLUSTERING if rng.random() < 0.75 else BROADCASTING,
+        strategy=rng.choice((AVG, AVG_BY_CIRCLE, CONSISTENT_HASH)),
+        consume_from_where=rng.choice(CONSUME_FROM_WHERE),
+        consume_timestamp=rng.choice((0, 15_000, 60_000)),
+        pull_batch_size=rng.randint(1, 4),
+        consume_batch_size=rng.randint(1, 2),
+        pull_threshold_for_queue=rng.randint(1, 6),
+        max_reconsume_times=rng.randint(1, 3),
+        tags=tags,
+        subscription=subscription,
+        mutations=mutations,
+    )
+
+
+@dataclass
+class RunResult:
+    """One run, flat: what a DataFrame row holds (``as_row``)."""
+
+    unit: int
+    seed: int
+    profile: str
+    config: Config
+    steps: int = 0
+    rules: Counter[str] = field(default_factory=Counter)
+    abstract_states: list[int] = field(default_factory=list)
+    invariant_checks: int = 0
+    deliveries: int = 0
+    redeliveries: int = 0
+    violations: list[dict[str, Any]] = field(default_factory=list)
+    trace_hash: str = ""
+    seconds: float = 0.0
+
+    def as_row(self) -> dict[str, Any]:
+        return {
+            "unit": self.unit,
+            "seed": self.seed,
+            "profile": self.profile,
+            "config": json.dumps(config_to_json(self.config), sort_keys=True),
+            "steps": self.steps,
+            "rules": dict(self.rules),
+            "distinct_abstract_states": len(set(self.abstract_states)),
+            "abstract_states": sorted(set(self.abstract_states)),
+            "invariant_checks": self.invariant_checks,
+            "deliveries": self.deliveries,
+            "redeliveries": self.redeliveries,
+            "violation_count": len(self.violations),
+            "violations": [json.dumps(v, sort_keys=True) for v in self.violations],
+            "trace_hash": self.trace_hash,
+            "seconds": self.seconds,
+        }
+
+
+def abstract_signature(state: State) -> int:
+    """A coarse abstraction of a state for coverage: what is owned, committed and held, without
+    the clock, minted ids or ghost data. 64-bit so that per-run sets stay small."""
+    clients = tuple(
+        (
+            cl.running,
+            cl.mem,
+            tuple(None if pq is None else (pq.msg_count, pq.next_offset, pq.pull_state) for pq in cl.pqs),
+            len(cl.requests) + len(cl.consuming),
+            len(cl.channel),
+        )
+        for cl in state.clients
+    )
+    b = state.broker
+    key = (b.up, b.offsets, b.flushed, tuple(q.max_offset for q in b.queues), len(b.scheduled), len(b.dlq), clients)
+    return int.from_bytes(hashlib.blake2b(repr(key).encode(), digest_size=8).digest(), "big")
+
+
+def run_unit(
+    unit: int,
+    seed: int,
+    profile_name: str,
+    steps: int,
+    mutations: frozenset[str] = frozenset(),
+    lockstep: bool = True,
+) -> RunResult:
+    """Execute one run. Deterministic in its arguments (and the code version)."""
+    import time
+
+    started = time.perf_counter()
+    rng = random.Random(seed)
+    profile = PROFILE_BY_NAME[profile_name]
+    config = profile.apply(sample_config(rng, mutations))
+    model = Model(config)
+    result = RunResult(unit, seed, profile_name, config)
+    tmp: Path | None = None
+    reference: Any = None
+    if lockstep and not config.mutations:
+        from rmqspec.reference.system import ReferenceSystem
+
+        tmp = Path(tempfile.mkdtemp(prefix="rmqspec-run-"))
+        reference = ReferenceSystem(config, tmp)
+    trace = hashlib.sha256()
+    state = model.initial()
+    taken: list[act.Action] = []
+    checks = len(INVARIANTS) + len(ACTION_PROPERTIES)
+    try:
+        for _ in range(steps):
+            action = _choose(rng, model, state, profile)
+            if action is None:
+                break
+            after = model.step(state, action)
+            taken.append(action)
+            trace.update(repr(action).encode())
+            result.steps += 1
+            result.rules[type(action).__name__] += 1
+            result.invariant_checks += checks
+            violations = check_step(model, state, action, after) + check_state(model, after)
+            if reference is not None and not violations:
+                reference.apply(action)
+                if reference.abstract() != (after.now, after.broker, after.clients):
+                    violations = [Violation("REFINEMENT", "reference_refines_model", f"after {action!r}")]
+            state = after
+            result.abstract_states.append(abstract_signature(state))
+            if violations:
+                _record_violations(result, Counterexample(config, seed, taken, violations))
+                break
+    finally:
+        if reference is not None:
+            reference.close()
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    result.deliveries, result.redeliveries = state.ghost.deliveries, state.ghost.redeliveries
+    trace.update(repr(state[:5]).encode())  # the final state without its (ghost) history
+    result.trace_hash = trace.hexdigest()
+    result.seconds = round(time.perf_counter() - started, 4)
+    return result
+
+
+def _choose(rng: random.Random, model: Model, state: State, profile: SwarmProfile) -> act.Action | None:
+    """Pick an enabled action the profile allows: a family first, then one of its actions, so that
+    rare families are as likely as busy ones."""
+    by_family: dict[str, list[act.Action]] = {}
+    for a in model.enabled(state):
+        if isinstance(a, act.FinishConsume) and not profile.failing_listener and not _full_success(state, a):
+            continue
+        by_family.setdefault(_FAMILY_OF[type(a)], []).append(a)
+    if not by_family:
+        return None
+    family = sorted(by_family)[rng.randrange(len(by_family))]
+    options = by_family[family]
+    return options[rng.randrange(len(options))]
+
+
+def _full_success(state: State, a: act.FinishConsume) -> bool:
+    request = next(r for r in state.clients[a.client].consuming if r.rid == a.rid)
+    return a.status == act.CONSUME_SUCCESS and a.ack_index == len(request.msgs) - 1 and a.send_back_fails == 0
+
+
+def _record_violations(result: RunResult, found: Counterexample) -> None:
+    # A refinement failure cannot be re-checked by replaying the model alone, so it is kept whole.
+    small = found if any(v.id == "REFINEMENT" for v in found.violations) else shrink(found)
+    for v in small.violations:
+        result.violations.append(
+            {
+                "id": v.id,
+                "name": v.name,
+                "detail": v.detail,
+                "signature": signature(v.id, small.actions),
+                "shrunk_steps": len(small.actions),
+                "original_steps": len(found.actions),
+                "actions": [action_to_json(a) for a in small.actions],
+            }
+        )
+
+
+# Kinds that say how a failure came about; plumbing (ticks, pulls, deliveries on the wire,
+# heartbeats, produces) varies between runs of the same bug and is left out of the signature.
+_DISTINGUISHING = {"Crash", "Shutdown", "BrokerCrash", "ExpireChannel", "PersistOffsets", "DeliverScheduled"}
+
+
+def signature(prop_id: str, actions: list[act.Action]) -> str:
+    """Deduplication key: the property, the kind of the step that broke it, and the shape of the
+    shrunk run: which perturbations, timers and listener answers it needed."""
+    shape = set()
+    for a in actions:
+        name = type(a).__name__
+        if isinstance(a, act.FinishConsume):
+            shape.add(f"{name}:{a.status}{':send-back-failed' if a.send_back_fails else ''}")
+        elif name in _DISTINGUISHING:
+            shape.add(name)
+    last = type(actions[-1]).__name__ if actions else "-"
+    key = f"{prop_id}|{last}|{','.join(sorted(shape))}"
+    return f"{prop_id}:{hashlib.sha256(key.encode()).hexdigest()[:10]}"

@@ -1,0 +1,36 @@
+"""Every failure a campaign stored in ``failures/`` is re-checked on every test run.
+
+A record whose configuration plants a bug (``mutations``) must still be refuted by the same
+property: the checker has not lost its teeth. A record found on the real model (no mutations) is a
+RocketMQ-model bug to fix: its test fails while the failure still reproduces.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rmqspec.properties.explore import replay
+from rmqspec.properties.serialize import action_from_json, config_from_json
+
+STORE = Path(__file__).resolve().parent.parent / "failures"
+RECORDS = sorted(STORE.glob("*.json"))
+
+
+def test_the_store_holds_failures() -> None:
+    assert RECORDS, f"{STORE} is empty: commit at least one campaign failure so replay is exercised"
+
+
+@pytest.mark.parametrize("path", RECORDS, ids=[p.stem for p in RECORDS])
+def test_stored_failure_replays_as_recorded(path: Path) -> None:
+    record = json.loads(path.read_text(encoding="utf-8"))
+    config = config_from_json(record["config"], where=f"{path.name}: config")
+    actions = [action_from_json(a, where=f"{path.name}: action {n}") for n, a in enumerate(record["actions"], 1)]
+    _, violations = replay(config, actions)
+    reproduced = record["id"] in {v.id for v in violations}
+    if config.mutations:
+        assert reproduced, f"{path.name}: planted bug {sorted(config.mutations)} no longer refuted by {record['id']}"
+    else:
+        assert not reproduced, f"{path.name}: still fails: {record['id']} {record['detail']}"
