@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/rmqspec run
+	$(BIN)/rmqspec campaign
 
 test: $(STAMP) lint typecheck pytest
 

@@ -184,6 +184,10 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
         raise CliError(f"--mutation: unknown {unknown}; accepted: {sorted(MUTATIONS)}")
     if args.runs is None and args.duration is None:
         args.duration = 120.0
+    if args.out is None:
+        if args.resume:
+            raise CliError("--resume needs --out DIR: the campaign directory to continue")
+        args.out = time.strftime("rmqspec-out/campaign-%Y%m%d-%H%M%S")  # a fresh campaign each time
     out = Path(args.out)
     store = Path(args.store) if args.store else out / "failures"
     interactive = sys.stderr.isatty()
@@ -265,7 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
     camp.add_argument("--steps", type=_positive, default=300, help="steps per run (default 300)")
     camp.add_argument("--seed", type=int, default=0, help="campaign seed: unit k uses seed+k (default 0)")
     camp.add_argument("--batch-size", type=_positive, default=32, help="runs per Spark job (default 32)")
-    camp.add_argument("--out", default="rmqspec-out/campaign", help="output directory")
+    camp.add_argument("--out", help="output directory (default rmqspec-out/campaign-<time>)")
     camp.add_argument("--store", help="failure store directory (default <out>/failures)")
     camp.add_argument("--resume", action="store_true", help="continue the campaign in --out")
     camp.add_argument("--no-lockstep", action="store_true", help="model only, without the reference")

@@ -1,0 +1,95 @@
+"""Campaigns on Spark ``local[2]``: results, resume without loss or repetition, the determinism
+self-check, the failure store, and one-line errors for bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rmqspec.campaign.runner import (
+    CampaignError,
+    CampaignOptions,
+    DeterminismError,
+    _check_determinism,
+    deduplicate,
+    run_campaign,
+    save_failures,
+)
+from rmqspec.campaign.units import PROFILES, run_unit
+from rmqspec.cli import main
+
+
+def test_a_run_is_a_pure_function_of_its_inputs() -> None:
+    first = run_unit(3, 1003, "everything", 120).as_row()
+    again = run_unit(3, 1003, "everything", 120).as_row()
+    first.pop("seconds"), again.pop("seconds")
+    assert first == again and first["steps"] > 0
+
+
+def test_swarm_profiles_switch_perturbations_off() -> None:
+    calm = run_unit(0, 7, "calm", 200, lockstep=False)
+    assert calm.rules["Crash"] == calm.rules["Shutdown"] == calm.rules["BrokerCrash"] == 0
+    assert all(p.name for p in PROFILES)
+
+
+def test_campaign_writes_rows_parquet_summary_and_report(tmp_path: Path) -> None:
+    options = CampaignOptions(out=tmp_path, master="local[2]", runs=12, steps=80, batch_size=6)
+    result = run_campaign(options)
+    assert [r["unit"] for r in result.rows] == list(range(12))
+    assert result.valid and result.determinism_checks == 1  # unit 0 of every 16 runs twice
+    assert (tmp_path / "runs.parquet" / "_SUCCESS").exists()
+    assert len(list((tmp_path / "batches").glob("batch-*.jsonl"))) == 2
+
+
+def test_resume_runs_only_the_missing_batches(tmp_path: Path) -> None:
+    options = CampaignOptions(out=tmp_path, master="local[2]", runs=12, steps=60, batch_size=4, lockstep=False)
+    complete = run_campaign(options)
+    kept = tmp_path / "batches" / "batch-000000.jsonl"
+    before = kept.read_text()
+    (tmp_path / "batches" / "batch-000002.jsonl").unlink()  # as if interrupted before the last batch
+    resumed = run_campaign(CampaignOptions(**{**options.__dict__, "resume": True}))
+    assert kept.read_text() == before
+    assert [r["unit"] for r in resumed.rows] == list(range(12))
+    assert [r["trace_hash"] for r in resumed.rows] == [r["trace_hash"] for r in complete.rows]
+
+
+def test_resume_refuses_different_settings(tmp_path: Path) -> None:
+    options = CampaignOptions(out=tmp_path, master="local[1]", runs=2, steps=10, batch_size=2, lockstep=False)
+    run_campaign(options)
+    with pytest.raises(CampaignError, match="different settings: seed"):
+        run_campaign(CampaignOptions(**{**options.__dict__, "resume": True, "seed": 9}))
+
+
+def test_determinism_check_fails_loudly_on_different_traces() -> None:
+    row = {"unit": 16, "seed": 16, "profile": "calm", "trace_hash": "a" * 64}
+    with pytest.raises(DeterminismError, match="unit 16"):
+        _check_determinism([row], [{**row, "trace_hash": "b" * 64}])
+
+
+def test_planted_bug_is_found_deduplicated_and_stored(tmp_path: Path) -> None:
+    options = CampaignOptions(
+        out=tmp_path,
+        master="local[2]",
+        runs=24,
+        steps=200,
+        batch_size=12,
+        lockstep=False,
+        mutations=frozenset({"watermark_highest_consumed"}),
+    )
+    result = run_campaign(options)
+    assert not result.valid
+    assert {f["id"] for f in result.failures.values()} == {"INV-2"}
+    assert len(result.failures) <= sum(r["violation_count"] for r in result.rows)
+    paths = save_failures(result.failures, tmp_path / "store")
+    record = json.loads(paths[0].read_text())
+    assert record["config"]["mutations"] == ["watermark_highest_consumed"] and record["actions"]
+    assert deduplicate(result.rows).keys() == result.failures.keys()
+
+
+def test_cli_campaign_reports_bad_input_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["campaign", "--runs", "1", "--out", str(tmp_path), "--resume"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "nothing to resume" in err[0]
+    assert main(["campaign", "--runs", "1", "--mutation", "nope", "--out", str(tmp_path)]) == 2
