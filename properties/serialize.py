@@ -21,7 +21,7 @@ ACTION_TYPES: dict[str, type] = {
 
 
 def action_to_json(action: act.Action) -> dict[str, Any]:
-    return {"action": type(action).__name__, **dataclasses.asdict(action)}  # type: ignore[call-overload]
+    return {"action": type(action).__name__, **dataclasses.asdict(action)}
 
 
 def action_from_json(value: Any, where: str = "action") -> act.Action:
