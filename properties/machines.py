@@ -167,8 +167,10 @@ def outcomes(model: Model, before: State, after: State) -> list[str]:
         out.append("retry-topic message consumed")
     if model.clustering and any(a is not b for a, b in zip(before.clients, after.clients, strict=True)):
         members = tuple(i for i, cl in enumerate(after.clients) if cl.running)
-        if members and all(after.clients[i].view == members for i in members) and not all(
-            before.clients[i].view == members for i in members
+        if (
+            members
+            and all(after.clients[i].view == members for i in members)
+            and not all(before.clients[i].view == members for i in members)
         ):
             out.append("consumers' views agreed")
     return out

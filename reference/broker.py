@@ -44,7 +44,6 @@ from rmqspec.reference.message import (
     PROPERTY_TAGS,
     SCHEDULE_TOPIC,
     TRACE_SENT_BACK_AT,
-    TRACE_SENT_BACK_FROM,
     MessageExt,
     MessageExtBrokerInner,
     create_message_id,
@@ -186,7 +185,7 @@ class DefaultMessageStore:
         clock: VirtualClock,
         store_host: str,
         message_delay_level: str = MESSAGE_DELAY_LEVEL,
-        max_transfer_count_on_message_in_memory: int | None = MAX_TRANSFER_COUNT_ON_MESSAGE_IN_MEMORY,
+        max_transfer_count_on_message_in_memory: int = MAX_TRANSFER_COUNT_ON_MESSAGE_IN_MEMORY,
     ) -> None:
         self.clock = clock
         self.store_host = store_host
@@ -352,8 +351,7 @@ class DefaultMessageStore:
         at 8, which no batch of one unit reaches)."""
         if message_total == 0:
             return False
-        cap = self.max_transfer_count_on_message_in_memory
-        return max_msg_nums <= message_total or (cap is not None and message_total > cap - 1)
+        return max_msg_nums <= message_total or message_total > self.max_transfer_count_on_message_in_memory - 1
 
 
 class ScheduleMessageService:
@@ -558,10 +556,10 @@ class ConsumerManager:
         group_info = self.consumer_table.get(group)
         if group_info is None:
             return
-        removed = group_info.unregister_channel(info)
+        group_info.unregister_channel(info)
         if not group_info.channel_info_table:
             del self.consumer_table[group]
-        if notify_enabled and (removed or not self.controller.compat.unregister_notifies_only_if_listed):
+        if notify_enabled:  # whether or not this channel was listed
             self.controller.broker2client.consumer_ids_changed(group, group_info.get_all_channel())
 
     def do_channel_close_event(self, channel: ClientConnection) -> None:
@@ -678,7 +676,7 @@ class PullMessageProcessor:
                 return RemotingCommand.create_response_command(
                     ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's subscription not exist"
                 )
-            if found.sub_version < h.sub_version:
+            if found.sub_version < h.sub_version and not c.compat.pull_ignores_sub_version:
                 return RemotingCommand.create_response_command(
                     ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest"
                 )
@@ -699,7 +697,7 @@ class PullMessageProcessor:
             PullMessageResponseBody(result.message_list) if code == ResponseCode.SUCCESS else None,
         )
         may_hold = broker_allow_suspend and PullSysFlag.has_suspend_flag(h.sys_flag)
-        if may_hold and (code == ResponseCode.PULL_NOT_FOUND or c.compat.pull_result_at_reply):
+        if may_hold and code == ResponseCode.PULL_NOT_FOUND:
             response = None  # PullRequestHoldService: answered when woken (message arrival or timeout)
         if broker_allow_suspend and PullSysFlag.has_commit_offset_flag(h.sys_flag):
             c.consumer_offset_manager.commit_offset(
@@ -776,7 +774,6 @@ class SendMessageProcessor:
         origin = msg_ext.get_property(PROPERTY_ORIGIN_MESSAGE_ID)
         inner.put_property(PROPERTY_ORIGIN_MESSAGE_ID, origin if origin else msg_ext.msg_id)
         inner.put_property(TRACE_SENT_BACK_AT, str(c.now()))
-        inner.put_property(TRACE_SENT_BACK_FROM, str(h.offset))
         c.message_store.put_message(inner)
         return RemotingCommand.create_response_command(ResponseCode.SUCCESS)
 
@@ -957,13 +954,7 @@ class BrokerHost:
         self.root_dir = root_dir
         self.broker_name = broker_name
         self.compat = compat
-        self.message_store = DefaultMessageStore(
-            clock,
-            store_host,
-            max_transfer_count_on_message_in_memory=None
-            if compat.pull_batch_not_capped
-            else MAX_TRANSFER_COUNT_ON_MESSAGE_IN_MEMORY,
-        )
+        self.message_store = DefaultMessageStore(clock, store_host)
         self.durable = BrokerDurableConfig({t: TopicConfig(t, n, n) for t, n in topics.items()})
         self.controller: BrokerController | None = None
         self.connections: list[ClientConnection] = []

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Final
 
 from rmqspec.reference.allocate import AllocateMessageQueueStrategy
-from rmqspec.reference.compat import SpecCompat
 from rmqspec.reference.consume_message_concurrently_service import ConsumeMessageConcurrentlyService
 from rmqspec.reference.exceptions import MQClientException
 from rmqspec.reference.local_file_offset_store import LocalFileOffsetStore
@@ -214,9 +213,7 @@ class PullCallback:
             pull_request.message_queue, pull_result, self.subscription_data
         )
         status = pull_result.pull_status
-        if status is PullStatus.FOUND:
-            if pq.dropped and consumer.compat.ignore_found_for_dropped_pq:
-                return  # the model ignores it; 4.9.8 runs on (its requests return at once, R7.2)
+        if status is PullStatus.FOUND:  # no dropped check: its requests return at once (R7.2)
             pull_request.next_offset = pull_result.next_begin_offset
             if not pull_result.msg_found_list:
                 consumer.execute_pull_request_immediately(pull_request)
@@ -259,7 +256,6 @@ class DefaultMQPushConsumerImpl:
     ) -> None:
         self.default_mq_push_consumer = default_mq_push_consumer
         self.mq_client_factory = mq_client_factory
-        self.compat: SpecCompat = mq_client_factory.compat
         self.ids = ids
         self.local_offset_store_dir = local_offset_store_dir
         self.rebalance_impl = RebalancePushImpl(

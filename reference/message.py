@@ -27,11 +27,9 @@ PROPERTY_CONSUME_START_TIMESTAMP: Final = "CONSUME_START_TIME"
 PROPERTY_MIN_OFFSET: Final = "MIN_OFFSET"
 PROPERTY_MAX_OFFSET: Final = "MAX_OFFSET"
 
-# Not RocketMQ: provenance the refinement abstraction reads to rebuild the model's ghost fields of a
-# sent-back message (``Message.sent_back_at`` and the consumed message it came from). Nothing in the
-# reference's behaviour reads them.
+# Not RocketMQ: provenance the refinement abstraction reads to rebuild the model's ghost field of a
+# sent-back message (``Message.sent_back_at``). Nothing in the reference's behaviour reads it.
 TRACE_SENT_BACK_AT: Final = "__rmqspec_sentBackAt"
-TRACE_SENT_BACK_FROM: Final = "__rmqspec_sentBackFromCommitLogOffset"
 
 SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"  # TopicValidator.RMQ_SYS_SCHEDULE_TOPIC
 

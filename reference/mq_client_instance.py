@@ -403,17 +403,14 @@ class MQClientInstance:
                 log.info("send heart beat to broker[%s] exception: %s", route.broker_addr, e)
 
     def find_consumer_id_list(self, topic: str, group: str) -> list[str] | None:
-        """R9.3 step 2: any error gives None. (In compat mode, the broker's "no consumer for this
-        group" gives an empty list, which the model then allocates over.)"""
+        """R9.3 step 2: any error gives None, including the broker's SYSTEM_ERROR "no consumer for
+        this group" (R11.0): the rebalance then keeps every pq of the topic."""
         addr = self.find_broker_addr_by_topic(topic)
         if addr is None:
             return None
         try:
             return self.mq_client_api_impl.get_consumer_id_list_by_group(addr, group)
-        except MQBrokerException as e:
-            log.warning("getConsumerIdListByGroup exception, %s %s", addr, e)
-            return [] if self.compat.empty_consumer_list_drops_queues else None
-        except RemotingException as e:
+        except (MQBrokerException, RemotingException) as e:
             log.warning("getConsumerIdListByGroup exception, %s %s", addr, e)
             return None
 

@@ -17,7 +17,9 @@ Java walks hash maps and sets; here queues are walked in ``MessageQueue`` order 
 subscription order (the user's topic, then the retry topic), so runs are reproducible.
 
 ``balanced_cid_all`` is not in 4.9.8 (5.2.0 has a ``balanced`` flag): the sorted consumer list of the
-last rebalance in which every topic was allocated and every allocated queue got a pq, else None.
+last rebalance in which every topic was allocated over that same list (each topic asks the broker
+afresh, and a heartbeat sent for an earlier topic's change can add this consumer in between) and
+every allocated queue got a pq, else None.
 """
 
 from __future__ import annotations
@@ -118,12 +120,11 @@ class RebalanceImpl:
     def _record_balance(self, outcomes: list[tuple[list[str], bool] | None]) -> None:
         if self.message_model != "CLUSTERING" or all(o is None for o in outcomes):
             return
-        if any(o is None or not o[1] for o in outcomes):
+        lists = {tuple(o[0]) for o in outcomes if o is not None}
+        if any(o is None or not o[1] for o in outcomes) or len(lists) != 1:
             self.balanced_cid_all = None
             return
-        cid_all = outcomes[-1]
-        assert cid_all is not None
-        self.balanced_cid_all = cid_all[0]
+        self.balanced_cid_all = list(lists.pop())
 
     def rebalance_by_topic(self, topic: str, is_order: bool) -> tuple[list[str], bool] | None:
         """R9.2/R9.3. Returns (sorted cidAll, every allocated queue has a pq) or None when the topic was
@@ -142,16 +143,13 @@ class RebalanceImpl:
             return None
         mq_all = sorted(mq_set)
         cid_all = sorted(cid_all)
-        if not cid_all:  # only in compat mode: the model allocates over an empty consumer list
-            allocate_result: list[MessageQueue] = []
-        else:
-            try:
-                allocate_result = self.allocate_message_queue_strategy.allocate(
-                    self.consumer_group, self.mq_client_factory.client_id, mq_all, cid_all
-                )
-            except Exception as e:
-                log.error("AllocateMessageQueueStrategy.allocate Exception. %s", e)
-                return None
+        try:
+            allocate_result = self.allocate_message_queue_strategy.allocate(
+                self.consumer_group, self.mq_client_factory.client_id, mq_all, cid_all
+            )
+        except Exception as e:
+            log.error("AllocateMessageQueueStrategy.allocate Exception. %s", e)
+            return None
         allocated = set(allocate_result or [])
         if self.update_process_queue_table_in_rebalance(topic, allocated, is_order):
             self.message_queue_changed(topic, mq_set, allocated)
@@ -266,8 +264,6 @@ class RebalancePushImpl(RebalanceImpl):
     def message_queue_changed(self, topic: str, mq_all: set[MessageQueue], mq_divided: set[MessageQueue]) -> None:
         """R9.6: a new subVersion, then a heartbeat so the broker learns it (thresholds per topic are
         off by default)."""
-        if self.mq_client_factory.compat.no_heartbeat_on_rebalance_change:
-            return
         subscription_data = self.subscription_inner.get(topic)
         if subscription_data is not None:
             subscription_data.sub_version = self.now()

@@ -29,9 +29,12 @@ How each action maps:
 
 Representation choices of the abstraction (where the model records something RocketMQ does not):
 ``Commit.cause`` / ``pq_uid`` and a pull's ``pq_uid`` are stamped by an ``RPCHook``; a sent-back
-message's ``sent_back_at`` and the consumed message it came from are trace properties; a dead letter
-is stored with ``reconsumeTimes + 1`` and its own store time (R7.5), the model keeps the consumed
-message's values; BROADCASTING sends ``commitOffset = 0`` (R5.2), the model records -1.
+message's ``sent_back_at`` is a trace property (its store time and reconsumeTimes are the stored
+message's own, R7.5 step 7). A pull's ``result`` is the broker's answer as the client will map it
+(R5.5, R5.7): None while the request is on the wire, lost, or held (PULL_NOT_FOUND, long polling);
+SUCCESS gives FOUND with the offsets in the body, PULL_RETRY_IMMEDIATELY NO_MATCHED_MSG,
+PULL_OFFSET_MOVED OFFSET_ILLEGAL, any other code (e.g. SUBSCRIPTION_NOT_EXIST) an error at the
+requested offset.
 """
 
 from __future__ import annotations
@@ -58,9 +61,7 @@ from rmqspec.reference.default_mq_push_consumer_impl import (
 from rmqspec.reference.local_file_offset_store import LocalFileOffsetStore
 from rmqspec.reference.message import (
     PROPERTY_ORIGIN_MESSAGE_ID,
-    SCHEDULE_TOPIC,
     TRACE_SENT_BACK_AT,
-    TRACE_SENT_BACK_FROM,
     MessageExt,
 )
 from rmqspec.reference.message_queue import MessageQueue, dlq_topic, retry_topic
@@ -73,14 +74,18 @@ from rmqspec.reference.mq_client_instance import (
 )
 from rmqspec.reference.protocol import (
     PullMessageRequestHeader,
+    PullMessageResponseBody,
+    PullMessageResponseHeader,
     PullSysFlag,
     RemotingCommand,
     RequestCode,
+    ResponseCode,
     UpdateConsumerOffsetRequestHeader,
 )
 from rmqspec.reference.remoting import ClientConnection
 from rmqspec.reference.scheduler import IdSequence, VirtualClock
 from rmqspec.spec import actions as act
+from rmqspec.spec import broker_rules as br
 from rmqspec.spec.allocation import client_id
 from rmqspec.spec.config import BROADCASTING, CLUSTERING, Config
 from rmqspec.spec.state import (
@@ -101,6 +106,9 @@ from rmqspec.spec.state import (
 )
 from rmqspec.spec.state import (
     ProcessQueue as SpecProcessQueue,
+)
+from rmqspec.spec.state import (
+    PullResult as SpecPullResult,
 )
 
 PQ_UID_FIELD = "rmqspecPqUid"
@@ -353,7 +361,6 @@ class ReferenceSystem:
             consume_message_batch_max_size=c.consume_batch_size,
             pull_threshold_for_queue=c.pull_threshold_for_queue,
             max_reconsume_times=c.max_reconsume_times,
-            post_subscription_when_pull=self.compat.post_subscription_when_pull,
         )
         consumer = DefaultMQPushConsumerImpl(settings, instance, self.ids[i], self.offsets_dir)
         self.processes[i] = ClientProcess(instance, consumer)
@@ -508,20 +515,15 @@ class ReferenceSystem:
         )
 
     def _abstract_message(self, msg: MessageExt) -> Message:
-        """A stored message as the model sees it (see the module docstring for sent-back messages)."""
-        store = self.host.message_store
+        """A stored message as the model sees it: its own store time and reconsumeTimes; a sent-back
+        one (scheduled, retry or dead letter) is named by the message first produced."""
         origin_id = msg.get_property(PROPERTY_ORIGIN_MESSAGE_ID)
         if origin_id is None:
             return Message((msg.queue_id, msg.queue_offset), msg.tags or "", msg.store_timestamp, msg.reconsume_times)
-        original = store.look_message_by_id(origin_id)
+        original = self.host.message_store.look_message_by_id(origin_id)
         assert original is not None
         origin = (original.queue_id, original.queue_offset)
         sent_back_at = int(msg.properties[TRACE_SENT_BACK_AT])
-        source = store.commit_log[int(msg.properties[TRACE_SENT_BACK_FROM])]
-        if msg.topic == SCHEDULE_TOPIC:  # not yet delivered: the model keeps the consumed message's time
-            return Message(origin, msg.tags or "", source.store_timestamp, msg.reconsume_times, sent_back_at)
-        if msg.topic == dlq_topic(self.config.group):  # R7.5 stores reconsumeTimes + 1 in the dead letter
-            return Message(origin, msg.tags or "", source.store_timestamp, msg.reconsume_times - 1, sent_back_at)
         return Message(origin, msg.tags or "", msg.store_timestamp, msg.reconsume_times, sent_back_at)
 
     def _abstract_client(self, i: int) -> Client:
@@ -626,16 +628,41 @@ class ReferenceSystem:
             header = future.request.header
             assert isinstance(header, PullMessageRequestHeader)
             in_flight[pq.uid] = pull_request
+            connection = self.connections[i]
+            epoch = connection.request_epoch(opaque)
+            reply = connection.replies.get(opaque) if epoch >= 0 else None
             pulls.append(
                 PullInFlight(
                     self.index_of[pull_request.message_queue],
                     pq.uid,
                     header.queue_offset,
-                    self.connections[i].request_epoch(opaque),
+                    epoch,
                     (pq.msg_count == 0) if pq.dropped else None,
+                    None if reply is None else self._abstract_pull_response(reply.response, header),
                 )
             )
         return tuple(pulls), in_flight
+
+    @staticmethod
+    def _abstract_pull_response(
+        response: RemotingCommand | None, request: PullMessageRequestHeader
+    ) -> SpecPullResult | None:
+        """The broker's answer to a pull as the client will map it (R5.5, R5.7); None while held."""
+        if response is None:
+            return None
+        status = {
+            ResponseCode.SUCCESS: br.FOUND,
+            ResponseCode.PULL_NOT_FOUND: br.NO_NEW_MSG,
+            ResponseCode.PULL_RETRY_IMMEDIATELY: br.NO_MATCHED_MSG,
+            ResponseCode.PULL_OFFSET_MOVED: br.OFFSET_ILLEGAL,
+        }.get(response.code)
+        if status is None:  # an error code: the callback's onException
+            return SpecPullResult(br.PULL_ERROR, (), request.queue_offset)
+        header = response.header
+        assert isinstance(header, PullMessageResponseHeader)
+        body = response.body
+        found = tuple(m.queue_offset for m in body.messages) if isinstance(body, PullMessageResponseBody) else ()
+        return SpecPullResult(status, found, header.next_begin_offset)
 
     def _abstract_consume_request(self, request: ConsumeRequest, ready_at: int) -> SpecConsumeRequest:
         msgs = tuple((m.queue_offset, m.reconsume_times) for m in request.msgs)
@@ -652,6 +679,4 @@ class ReferenceSystem:
         assert isinstance(header, PullMessageRequestHeader)
         mq = MessageQueue(header.topic, self.config.broker_name, header.queue_id)
         flag = PullSysFlag.has_commit_offset_flag(header.sys_flag)
-        # BROADCASTING sends commitOffset 0 (R5.2); the model records -1. Inert: the flag is clear.
-        commit_offset = header.commit_offset if self.clustering else -1
-        return PullRequestMsg(self.index_of[mq], uid, header.queue_offset, flag, commit_offset)
+        return PullRequestMsg(self.index_of[mq], uid, header.queue_offset, flag, header.commit_offset)
