@@ -2,9 +2,12 @@
 
 ``rmqspec run`` explores the model on a set of configurations and prints a readable summary
 (steps, actions fired, distinct states, invariants checked, violations); ``rmqspec bench`` prints
-throughput figures. Exit codes: 0 all properties held, 1 a property was violated, 2 bad input
-(a configuration file that cannot be read or holds a bad value), 3 an internal error. Every error
-is one line on stderr that names what was wrong; no command prints a bare traceback.
+throughput figures; ``rmqspec check-trace`` checks an implementation's trace against the model, and
+``rmqspec check-history`` checks a black-box history of what a group's users saw (docs/oracle.md).
+Exit codes: 0 all properties held (the trace conforms), 1 a property was violated (or the trace
+diverges), 2 bad input (a configuration file or trace that cannot be read or holds a bad value),
+3 an internal error. Every error is one line on stderr that names what was wrong; no command prints
+a bare traceback.
 """
 
 from __future__ import annotations
@@ -249,6 +252,230 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# --- trace conformance (docs/oracle.md, "Trace conformance") ------------------------------------
+CHECK_TRACE_EPILOG = """\
+A trace is JSON Lines: a header line {"format": "rmqspec-trace", "version": 1, "config": {...},
+"producer": "..."} and one event per line {"step": n, "action": {...}, "observed": {...}}
+(docs/trace.schema.json). The trace is replayed through the model; the first event whose action the
+model does not enable, or after which an observed value differs from the model's state, is the
+divergence. Every invariant is checked on every replayed step.
+
+exit codes: 0 the trace conforms and no invariant failed; 1 a divergence or an invariant violation;
+2 the trace cannot be read (the error names the line and the field); 3 an internal error."""
+
+
+def _cmd_check_trace(args: argparse.Namespace) -> int:
+    from rmqspec.properties.trace import TraceFormatError, check_trace
+
+    try:
+        report = check_trace(args.file, invariants=not args.no_invariants, max_violations=args.max_violations)
+    except OSError as err:
+        raise CliError(f"{args.file}: cannot read: {err.strerror or err}") from None
+    except TraceFormatError as err:
+        if args.json:
+            error = {"line": err.line, "field": err.field, "message": err.message}
+            print(json.dumps({"valid": False, "file": args.file, "error": error}))
+        raise CliError(f"{args.file}: {err}") from None
+    if args.json:
+        print(json.dumps({"file": args.file, **report.to_json()}, indent=2))
+    else:
+        print(f"{args.file}: {report.describe()}")
+    return EXIT_OK if report.valid else EXIT_VIOLATION
+
+
+def _cmd_record_trace(args: argparse.Namespace) -> int:
+    from rmqspec.properties.trace import explorer_actions, write_trace
+
+    config = load_config(args.config) if args.config else Config()
+    observe_with = None
+    if args.plant:
+        try:
+            observe_with = replace(config, mutations=config.mutations | frozenset(args.plant))
+        except ConfigError as err:
+            raise CliError(f"--plant: {err}") from None
+    actions = explorer_actions(observe_with or config, args.seed, args.steps)
+    producer = args.producer or (
+        f"rmqspec {__version__} model, explorer seed {args.seed}"
+        + (f", planted {', '.join(sorted(args.plant))}" if args.plant else "")
+    )
+    try:
+        events = write_trace(config, actions, args.out, producer=producer, observe_with=observe_with)
+    except OSError as err:
+        raise CliError(f"{args.out}: cannot write: {err.strerror or err}") from None
+    print(f"wrote {events} events to {args.out}")
+    return EXIT_OK
+
+
+def _cmd_bench_trace(args: argparse.Namespace) -> int:
+    from rmqspec.bench_trace import run_bench_trace
+
+    for line in run_bench_trace(tuple(args.events), args.max_seconds):
+        print(line, flush=True)
+    return EXIT_OK
+
+
+def _add_trace_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    check = sub.add_parser(
+        "check-trace",
+        help="check an implementation's trace against the model (exit 0 conforms, 1 diverges, 2 unreadable)",
+        description="Check a trace (JSON Lines) written by an implementation against the model.",
+        epilog=CHECK_TRACE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    check.add_argument("file", help="the trace: JSON Lines, header first")
+    check.add_argument("--json", action="store_true", help="print the report as JSON")
+    check.add_argument("--no-invariants", action="store_true", help="check conformance only (faster)")
+    check.add_argument(
+        "--max-violations", type=_positive, default=50, help="violations listed (all are counted; default 50)"
+    )
+    check.set_defaults(func=_cmd_check_trace)
+    record = sub.add_parser(
+        "record-trace",
+        help="write the explorer's seeded walk of the model as a trace",
+        description="Write the explorer's walk with this seed (the walk `rmqspec run --config` takes) as a trace "
+        "with full observations; like the explorer's, it stops after the first invariant violation. "
+        "With --plant, the walk and the observations come from the model with that planted bug while "
+        "the header names the configuration without it: the trace of a faulty implementation.",
+    )
+    record.add_argument("--config", help="a JSON file of Config fields (default: Config())")
+    record.add_argument("--seed", type=int, default=0, help="explorer seed (default 0)")
+    record.add_argument("--steps", type=_positive, default=100, help="at most this many events (default 100)")
+    record.add_argument("--plant", action="append", help="observe with a planted bug (repeatable)")
+    record.add_argument("--producer", help="the header's producer text")
+    record.add_argument("--out", required=True, help="where to write the trace")
+    record.set_defaults(func=_cmd_record_trace)
+    bench = sub.add_parser("bench-trace", help="print check-trace events per second against JSON parsing")
+    bench.add_argument(
+        "--events",
+        type=_positive,
+        nargs="+",
+        default=[10_000, 100_000, 1_000_000],
+        help="trace sizes (default 10000 100000 1000000)",
+    )
+    bench.add_argument(
+        "--max-seconds",
+        type=float,
+        default=60.0,
+        help="skip a size whose full check is predicted to take longer (default 60)",
+    )
+    bench.set_defaults(func=_cmd_bench_trace)
+
+
+def _cmd_bench_campaign(args: argparse.Namespace) -> int:
+    from rmqspec.campaign.bench import BenchOptions, run_campaign_bench
+    from rmqspec.campaign.runner import CampaignError
+    from rmqspec.spec.config import MUTATIONS
+
+    unknown = sorted(set(args.mutation or ()) - set(MUTATIONS))
+    if unknown:
+        raise CliError(f"--mutation: unknown {unknown}; accepted: {sorted(MUTATIONS)}")
+    if args.budget <= 0 or args.detect_budget <= 0:
+        raise CliError("--budget and --detect-budget must be positive numbers of seconds")
+    options = BenchOptions(
+        budget=args.budget,
+        steps=args.steps,
+        batch_size=args.batch_size,
+        lockstep=not args.no_lockstep,
+        detect_budget=args.detect_budget,
+        detect_seeds=args.detect_seeds,
+        mutations=tuple(args.mutation or MUTATIONS),
+        standalone=args.standalone,
+        tmpdir=args.tmpdir,
+        say=lambda line: print(f"... {line}", file=sys.stderr, flush=True),
+    )
+    command = "rmqspec bench-campaign " + " ".join(
+        [
+            f"--budget {args.budget:g}",
+            f"--steps {args.steps}",
+            f"--batch-size {args.batch_size}",
+            f"--detect-budget {args.detect_budget:g}",
+            f"--detect-seeds {args.detect_seeds}",
+            *(["--no-lockstep"] if args.no_lockstep else []),
+            *(["--standalone"] if args.standalone else []),
+            *([f"--tmpdir {args.tmpdir}"] if args.tmpdir else []),
+            *(f"--mutation {m}" for m in args.mutation or ()),
+        ]
+    )
+    try:
+        lines = run_campaign_bench(options, command)
+    except CampaignError as err:
+        raise CliError(str(err)) from None
+    for line in lines:
+        print(line, flush=True)
+    return EXIT_OK
+
+
+# --- history checking (docs/oracle.md, "History checking") --------------------------------------
+CHECK_HISTORY_EPILOG = """\
+A history is JSON Lines (docs/history.schema.json): a header line {"format": "rmqspec-history",
+"version": 1, "mode": "CLUSTERING"|"BROADCASTING", "consumption": "concurrent"|"orderly", "rocketmq":
+"4.9.8"|"5.x", "group": "G"}, then one event per line with a nondecreasing "time" and a "type":
+produce, deliver, commit, skip, join, leave, view or own. With --spark, a Parquet history (one row per
+line, with a seq column) is read too. The report lists lost, duplicated, unexpected,
+commit_decreased, commit_beyond_max, commit_negative, double_owned, unowned and skipped entries,
+counts per queue, and which anomalies the mode's allow-list tolerates and why (docs/oracle.md).
+
+exit codes: 0 valid (every anomaly found is tolerated); 1 an anomaly the mode does not tolerate;
+2 the history cannot be read (the error names the line and the field); 3 an internal error."""
+
+
+def _cmd_check_history(args: argparse.Namespace) -> int:
+    from rmqspec.properties.history import HistoryError, check_history, describe
+
+    try:
+        if args.spark:
+            from rmqspec.history_spark import check_history_spark
+
+            report = check_history_spark(args.file, master=args.master)
+        else:
+            report = check_history(args.file)
+    except OSError as err:
+        raise CliError(f"{args.file}: cannot read: {err.strerror or err}") from None
+    except HistoryError as err:
+        if args.json:
+            error = {"line": err.line, "field": err.field, "message": err.message}
+            print(json.dumps({"valid": False, "file": args.file, "error": error}))
+        raise CliError(f"{args.file}: {err}") from None
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(f"{args.file}: {describe(report, limit=args.limit)}")
+    return EXIT_OK if report["valid"] else EXIT_VIOLATION
+
+
+def _cmd_bench_history(args: argparse.Namespace) -> int:
+    from rmqspec.bench_history import run_bench_history
+
+    for line in run_bench_history(tuple(args.events)):
+        print(line, flush=True)
+    return EXIT_OK
+
+
+def _add_history_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    check = sub.add_parser(
+        "check-history",
+        help="check a black-box history for lost, duplicated, ... messages (exit 0 valid, 1 anomalies, 2 unreadable)",
+        description="Check a history of what users of a consumer group saw, in Jepsen's anomaly vocabulary.",
+        epilog=CHECK_HISTORY_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    check.add_argument("file", help="the history: JSON Lines, header first (Parquet with --spark)")
+    check.add_argument("--json", action="store_true", help="print the full report as JSON")
+    check.add_argument("--spark", action="store_true", help="read and analyse with PySpark (JSON Lines or Parquet)")
+    check.add_argument("--master", default="local[*]", help="Spark master URL with --spark (default local[*])")
+    check.add_argument("--limit", type=_positive, default=5, help="entries shown per anomaly class (default 5)")
+    check.set_defaults(func=_cmd_check_history)
+    bench = sub.add_parser("bench-history", help="print check-history events per second against JSON parsing")
+    bench.add_argument(
+        "--events",
+        type=_positive,
+        nargs="+",
+        default=[10_000, 100_000, 1_000_000],
+        help="history sizes (default 10000 100000 1000000)",
+    )
+    bench.set_defaults(func=_cmd_bench_history)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rmqspec", description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--version", action="version", version=f"rmqspec {__version__}")
@@ -279,6 +506,25 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--steps", type=_positive, default=20_000, help="spec steps to time (default 20000)")
     bench.add_argument("--reference-steps", type=_positive, default=5_000, help="reference steps (default 5000)")
     bench.set_defaults(func=_cmd_bench)
+    bc = sub.add_parser(
+        "bench-campaign",
+        help="campaign throughput on local[1] vs local[2], against a single-process loop, time to detect "
+        "planted bugs, Spark overheads",
+    )
+    bc.add_argument("--budget", type=float, default=45.0, help="seconds per throughput measurement (default 45)")
+    bc.add_argument("--steps", type=_positive, default=300, help="steps per run (default 300)")
+    bc.add_argument("--batch-size", type=_positive, default=32, help="runs per Spark job (default 32)")
+    bc.add_argument("--detect-budget", type=float, default=20.0, help="seconds per planted bug and side (default 20)")
+    bc.add_argument("--detect-seeds", type=_positive, default=3, help="campaign seeds per planted bug (default 3)")
+    bc.add_argument("--mutation", action="append", help="only these planted bugs in (c) (repeatable; default all)")
+    bc.add_argument("--no-lockstep", action="store_true", help="model-only runs for (a), (b) and (d) too")
+    bc.add_argument(
+        "--standalone", action="store_true", help="also time a 2-worker standalone cluster on 127.0.0.1 in (a)"
+    )
+    bc.add_argument("--tmpdir", help="TMPDIR for the reference's scratch files, e.g. /dev/shm (default: unchanged)")
+    bc.set_defaults(func=_cmd_bench_campaign)
+    _add_trace_commands(sub)
+    _add_history_commands(sub)
     return parser
 
 

@@ -1,0 +1,1723 @@
+"""Black-box history checking: what a user of a RocketMQ consumer group can see, checked for anomalies.
+
+Some implementations can only log what their users see: messages produced (with the queue offset
+the broker assigned), messages delivered to a listener, the broker's committed offset, consumers
+joining and leaving, each consumer's rebalance result and its queue assignment. This module checks
+such a history, in the vocabulary of Jepsen's ``total-queue`` and Kafka checkers extended for
+RocketMQ (docs/oracle.md, "History checking"; docs/history.schema.json):
+
+``lost``
+    produced, below the final committed offset of its ledger (the group in CLUSTERING, each
+    consumer in BROADCASTING), not declared skipped, and never consumed: no delivery succeeded and
+    no copy was forwarded to a retry or dead-letter topic. Class ``lost`` when it was never
+    delivered at all, ``lost:failed_delivery`` when every delivery failed (RMQ-03's symptom).
+``duplicated``
+    delivered more than once (BROADCASTING: more than once to the same consumer), with the count and
+    the window between the first and the last delivery, and whether a membership change (join, leave,
+    view), an ownership change of the queue or a commit decrease falls inside it.
+``unexpected``
+    delivered but never produced.
+``commit_decreased``
+    a committed offset went down. Classes: ``:declared`` (the commit names a cause: reset,
+    offset_illegal, orderly, slave_sync, failover), ``:other_writer`` (the value lowered was written
+    by another consumer: a stale owner's late commit, last writer wins, R3.2), ``:stale_incarnation``
+    (the same consumer, which had dropped the queue or left before: a commit of an earlier
+    ProcessQueue still in flight, INV-8), ``:after_offset_illegal`` (lowering an OFFSET_ILLEGAL
+    correction, S9), and plain ``commit_decreased`` (none of these: a bug).
+``commit_beyond_max`` / ``commit_negative``
+    a committed offset above the queue's highest produced offset + 1, or below 0 (INV-16, INV-7).
+``double_owned`` / ``unowned`` (CLUSTERING)
+    a stretch of time in which a queue had two or more owners, or none, with class ``:views_differ``
+    when the live consumers' views never all agreed during it, and no suffix when they did (INV-13).
+``skipped``
+    offsets owed by the committed position but never consumed that a declared skip excuses:
+    consumeFromWhere positioning of a ledger with no committed offset (R10.4), a filtered tag, a
+    BROADCASTING failure drop, retention, a forward reset (INV-9's declared skips).
+
+``allowed_anomalies`` says, per mode (CLUSTERING or BROADCASTING x concurrent or orderly x 4.9.8 or
+5.x), which classes at-least-once delivery tolerates and why, like Jepsen's ``allowed-error-types``; the
+report lists every anomaly, counts them per class, and says which were tolerated and why. It is
+``valid`` when none is left untolerated.
+
+Work is partitioned by (topic, queue) of the group (P-compositionality): one streaming pass reads
+and validates each line once and appends a tuple to its queue's bucket; ``analyze_queue`` then
+analyses each bucket in one pass, O(events) per queue, plus a bisection per reported entry into the
+group's membership timeline (``Timeline``, built once from join/leave/view events). The Spark path
+(``rmqspec.history_spark``) runs the same ``validate_event`` on every line and the same
+``analyze_queue`` on every group of the same records, so both give the same report.
+
+Everything here is pure apart from reading the file (and pausing the garbage collector while the
+buckets are built and analysed). ``history_from_model_run`` turns a seeded
+walk of the model into a history, so the checker can be tested on real model behaviour.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import math
+import random
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from json.scanner import make_scanner
+from pathlib import Path
+from typing import Any, Final
+
+FORMAT: Final = "rmqspec-history"
+VERSION: Final = 1
+MODES: Final = ("CLUSTERING", "BROADCASTING")
+CONSUMPTIONS: Final = ("concurrent", "orderly")
+ROCKETMQ_VERSIONS: Final = ("4.9.8", "5.x")
+EVENT_TYPES: Final = ("produce", "deliver", "commit", "skip", "join", "leave", "view", "own")
+COMMIT_CAUSES: Final = ("reset", "offset_illegal", "orderly", "slave_sync", "failover")
+SKIP_CAUSES: Final = (
+    "consume_from_last",
+    "consume_from_timestamp",
+    "filtered",
+    "broadcast_failure",
+    "retention",
+    "reset",
+)
+RESULTS: Final = ("success", "failure")
+# A consumeFromWhere skip is legitimate only while the ledger has no committed offset (S1, R10.4).
+POSITIONING_CAUSES: Final = frozenset({"consume_from_last", "consume_from_timestamp"})
+# Commits whose forward jump is itself a declared skip (INV-9: an explicit forward reset; an
+# OFFSET_ILLEGAL jump over data the store no longer has).
+SKIPPING_COMMIT_CAUSES: Final = frozenset({"reset", "offset_illegal"})
+
+ANOMALIES: Final = (
+    "lost",
+    "duplicated",
+    "unexpected",
+    "commit_decreased",
+    "commit_beyond_max",
+    "commit_negative",
+    "double_owned",
+    "unowned",
+    "skipped",
+)
+CLASSES: Final = (
+    "lost",
+    "lost:failed_delivery",
+    "duplicated",
+    "unexpected",
+    "commit_decreased",
+    "commit_decreased:declared",
+    "commit_decreased:other_writer",
+    "commit_decreased:stale_incarnation",
+    "commit_decreased:after_offset_illegal",
+    "commit_beyond_max",
+    "commit_negative",
+    "double_owned",
+    "double_owned:views_differ",
+    "unowned",
+    "unowned:views_differ",
+    "skipped",
+)
+
+# Record kinds in a queue's bucket. A record is (line, time, kind, consumer, offset, aux).
+PRODUCE, DELIVER, COMMIT, OWN, SKIP, FORWARD = range(6)
+# Membership kinds; a membership record is (line, time, kind, consumer, members).
+JOIN, LEAVE, VIEW = range(3)
+_MEMBERSHIP_KIND = {"join": JOIN, "leave": LEAVE, "view": VIEW}
+INF: Final = math.inf
+
+
+# --- the allow-list ----------------------------------------------------------------------------
+def allowed_anomalies(mode: str, consumption: str, rocketmq: str) -> dict[str, str]:
+    """The anomaly classes at-least-once delivery tolerates in this mode, each with its reason.
+
+    The reasons come from semantics.md (S-, R- and INV- numbers) and, where the model has the same
+    tolerance, from the model's own ``spec.invariants.ALLOWED_ANOMALIES``.
+    """
+    from rmqspec.spec.invariants import ALLOWED_ANOMALIES as MODEL
+
+    out: dict[str, str] = {}
+    clustering = mode == "CLUSTERING"
+    orderly = consumption == "orderly"
+    out["duplicated"] = (
+        ("" if clustering else "At-least-once delivery (S4): redelivery is never an error. ")
+        + MODEL[mode]["duplicate-delivery"]
+        + (
+            " Orderly consumption adds local retries of a suspended queue (R8.6) and lock hand-overs (R8.8)."
+            if orderly
+            else ""
+        )
+    )
+    out["skipped"] = (
+        "Declared skips are not owed (INV-9): consumeFromWhere positioning of a ledger with no committed "
+        "offset (R10.4, S1), filtered tags, BROADCASTING failure drops, retention and forward resets. "
+        + MODEL[mode]["positioning-skip"]
+    )
+    out["commit_decreased:declared"] = (
+        "Offsets can go backwards for a named cause (S5, INV-8): an admin reset (R3.10a), the OFFSET_ILLEGAL "
+        "correction (R5.7), orderly commits with increaseOnly=false (R8.6), slave sync (R3.8) and failover to "
+        "the last flushed file (R3.6, R3.7)."
+    )
+    if clustering:
+        out["commit_decreased:stale_incarnation"] = (
+            "Commits are oneway and asynchronous (R2.5, R2.6): a commit sent by the consumer's previous "
+            "ProcessQueue of this queue (before it dropped the queue or left) may land after the new one's. "
+            "INV-8 allows a decrease written by a different pq."
+        )
+        out["commit_decreased:other_writer"] = MODEL["CLUSTERING"]["broker-offset-decrease-by-another-owner"]
+        out["unowned:views_differ"] = (
+            "While the consumers' views of the group differ, allocations need not cover every queue (S7, "
+            "RMQ-11); a queue may be orphaned until the views agree. Coverage is required once they do (INV-13)."
+        )
+        if orderly:
+            pass  # double ownership is never tolerated for orderly consumers: see allow_list_notes()
+        else:
+            out["double_owned:views_differ"] = MODEL["CLUSTERING"]["double-ownership-while-views-differ"]
+    else:
+        if not orderly:
+            out["lost:failed_delivery"] = MODEL["BROADCASTING"]["failure-dropped"]
+    if rocketmq == "4.9.8":
+        out["commit_decreased:after_offset_illegal"] = (
+            "4.9.8 applies the OFFSET_ILLEGAL correction 10 s later as a plain overwrite, and consume results "
+            "that finish meanwhile can lower it again (S9, R5.7, apache/rocketmq#7634). 5.2.0 freezes the "
+            "corrected entry, so 5.x does not tolerate this."
+        )
+    return out
+
+
+def allow_list_notes(mode: str, consumption: str, rocketmq: str) -> dict[str, str]:
+    """Why the classes that are *not* tolerated in this mode are not (for the docs and reports)."""
+    allowed = allowed_anomalies(mode, consumption, rocketmq)
+    notes = {
+        "lost": "At-least-once: every message below a committed offset was consumed or forwarded (INV-9).",
+        "lost:failed_delivery": "A failed message is sent back to %RETRY% (CLUSTERING, R7.3-R7.5) or retried "
+        "locally (orderly, R8.6-R8.7); committing past it without either is RMQ-03.",
+        "unexpected": "A delivered message was produced (no phantom reads).",
+        "commit_decreased": "A consumer never lowers its own committed offset without a cause (R1.5 increaseOnly).",
+        "commit_decreased:other_writer": "BROADCASTING offsets are per consumer; only that consumer writes them.",
+        "commit_decreased:stale_incarnation": "BROADCASTING offsets are written synchronously to the consumer's "
+        "local file (R1.12, R1.13): nothing of an earlier process or ProcessQueue lands later, and the file keeps "
+        "its entries (INV-6b, RMQ-21).",
+        "commit_decreased:after_offset_illegal": "5.2.0+ freezes an OFFSET_ILLEGAL correction until the queue is "
+        "re-created (R5.7, 5.x).",
+        "commit_beyond_max": "A committed offset never exceeds maxOffset (INV-16; the broker validates nothing).",
+        "commit_negative": "A committed offset is never negative (INV-7, INV-16): -1 is the client's 'no offset' "
+        "sentinel, and a broker that stores it sends consumers to OFFSET_ILLEGAL (RMQ-14).",
+        "double_owned": "Once all live consumers' views agree, allocations are disjoint (INV-13a).",
+        "double_owned:views_differ": "Orderly consumers lock a queue at the broker before creating its pq (R8.1, "
+        "R8.4): two consumers never consume one queue at once, even while views differ (INV-11, INV-12, RMQ-09).",
+        "unowned": "Once all live consumers' views agree, every queue has an owner (INV-13b, RMQ-11).",
+    }
+    return {c: notes[c] for c in CLASSES if c not in allowed and c in notes}
+
+
+def allow_list_markdown() -> str:
+    """The allow-list as a Markdown table (docs/oracle.md includes exactly this text)."""
+    modes = [(m, c, v) for m in MODES for c in CONSUMPTIONS for v in ROCKETMQ_VERSIONS]
+    short = {"CLUSTERING": "CL", "BROADCASTING": "BC", "concurrent": "conc", "orderly": "ord"}
+    head = "| class | " + " | ".join(f"{short[m]} {short[c]} {v}" for m, c, v in modes) + " |"
+    rows = [head, "|---" * (len(modes) + 1) + "|"]
+    for cls in CLASSES:
+        cells = []
+        for m, c, v in modes:
+            if m == "BROADCASTING" and cls.startswith(("double_owned", "unowned", "commit_decreased:other_writer")):
+                cells.append("n/a")
+            else:
+                cells.append("tolerated" if cls in allowed_anomalies(m, c, v) else "**bad**")
+        rows.append(f"| `{cls}` | " + " | ".join(cells) + " |")
+    return "\n".join(rows) + "\n"
+
+
+# --- errors and the header ---------------------------------------------------------------------
+class HistoryError(Exception):
+    """Unreadable input. ``line`` and ``field`` say where; ``str()`` is one line naming both."""
+
+    def __init__(self, line: int | None, field: str | None, message: str, unit: str = "line") -> None:
+        super().__init__(message)
+        self.line = line
+        self.field = field
+        self.message = message
+        self.unit = unit
+
+    def __str__(self) -> str:
+        where = f"{self.unit} {self.line}: " if self.line is not None else ""
+        what = f'field "{self.field}": ' if self.field else ""
+        return f"{where}{what}{self.message}"
+
+
+@dataclass(frozen=True)
+class Header:
+    mode: str
+    consumption: str
+    rocketmq: str
+    group: str
+
+    @property
+    def clustering(self) -> bool:
+        return self.mode == "CLUSTERING"
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value, allow_nan=True) if not isinstance(value, str) else json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number"
+    )
+
+
+def parse_header(obj: Any, line: int = 1) -> Header:
+    """The header of a history (its first line); raises HistoryError naming the bad field."""
+    if not isinstance(obj, dict):
+        raise HistoryError(line, None, f'expected the header object {{"format": "{FORMAT}", ...}}, got {_kind(obj)}')
+    if obj.get("format") != FORMAT:
+        raise HistoryError(line, "format", f'expected "{FORMAT}", got {_show(obj.get("format"))}')
+    if obj.get("version") != VERSION or type(obj.get("version")) is not int:
+        raise HistoryError(line, "version", f"expected {VERSION}, got {_show(obj.get('version'))}")
+    for name, accepted in (("mode", MODES), ("consumption", CONSUMPTIONS), ("rocketmq", ROCKETMQ_VERSIONS)):
+        if obj.get(name) not in accepted:
+            raise HistoryError(line, name, f"expected one of {', '.join(accepted)}, got {_show(obj.get(name))}")
+    group = obj.get("group")
+    if type(group) is not str or not group:
+        raise HistoryError(line, "group", f"expected a non-empty string, got {_show(group)}")
+    return Header(obj["mode"], obj["consumption"], obj["rocketmq"], group)
+
+
+# --- one event ---------------------------------------------------------------------------------
+# Required fields per event type (besides "time" and "type"), as the schema states them.
+REQUIRED: Final[dict[str, tuple[str, ...]]] = {
+    "produce": ("topic", "queue", "offset"),
+    "deliver": ("consumer", "topic", "queue", "offset"),
+    "commit": ("consumer", "topic", "queue", "offset"),
+    "skip": ("topic", "queue", "from", "to", "cause"),
+    "join": ("consumer",),
+    "leave": ("consumer",),
+    "view": ("consumer", "members"),
+    "own": ("consumer", "topic", "queue", "owned"),
+}
+_FIELD_RULES: Final[dict[str, str]] = {
+    "consumer": "str",
+    "topic": "str",
+    "queue": "nat",
+    "offset": "nat",
+    "from": "nat",
+    "to": "nat",
+}
+
+
+def _field_error(obj: dict[str, Any], line: int, names: Iterable[str]) -> HistoryError:
+    """The first of ``names`` that is missing or has the wrong type, as an error."""
+    for name in names:
+        if name not in obj or obj[name] is None:
+            return HistoryError(line, name, f"missing (required for a {obj.get('type')} event)")
+        value = obj[name]
+        rule = _FIELD_RULES[name]
+        if rule == "str" and (type(value) is not str or not value):
+            return HistoryError(line, name, f"expected a non-empty string, got {_show(value)}")
+        if rule == "nat" and (type(value) is not int or value < 0):
+            return HistoryError(line, name, f"expected a non-negative integer, got {_show(value)}")
+    return HistoryError(line, None, "invalid event")  # pragma: no cover - callers check first
+
+
+def validate_event(obj: Any, line: int) -> tuple[Any, ...]:
+    """Check one event and turn it into records: ``(time, key, record, forward_key, forward_record)``.
+
+    ``key`` is the (topic, queue) bucket of ``record``; for join/leave/view it is None and
+    ``record`` is a membership record. A produce with an ``origin`` also yields a FORWARD record
+    for the origin's bucket. Raises HistoryError naming the line and the field.
+
+    The three most common events, when plainly valid, take a fast path of subscripts and type
+    tests; anything else (other types, optional fields, every error) goes to
+    ``validate_event_carefully``, which gives the same result for every valid event (a property
+    test checks that the two agree).
+    """
+    if type(obj) is dict:
+        try:
+            t = obj["time"]
+            kind = obj["type"]
+            if type(t) is int or (type(t) is float and math.isfinite(t)):
+                if kind == "deliver":
+                    consumer, topic, queue, offset = obj["consumer"], obj["topic"], obj["queue"], obj["offset"]
+                    if (
+                        type(consumer) is str
+                        and consumer
+                        and type(topic) is str
+                        and topic
+                        and type(queue) is int
+                        and queue >= 0
+                        and type(offset) is int
+                        and offset >= 0
+                    ):
+                        result = obj.get("result")
+                        if result is None or result == "success":
+                            return t, (topic, queue), (line, t, DELIVER, consumer, offset, True), None, None
+                        if result == "failure":
+                            return t, (topic, queue), (line, t, DELIVER, consumer, offset, False), None, None
+                elif kind == "produce":
+                    topic, queue, offset = obj["topic"], obj["queue"], obj["offset"]
+                    if (
+                        type(topic) is str
+                        and topic
+                        and type(queue) is int
+                        and queue >= 0
+                        and type(offset) is int
+                        and offset >= 0
+                        and obj.get("origin") is None
+                    ):
+                        return t, (topic, queue), (line, t, PRODUCE, None, offset, None), None, None
+                elif kind == "commit":
+                    consumer, topic, queue, offset = obj["consumer"], obj["topic"], obj["queue"], obj["offset"]
+                    cause = obj.get("cause")
+                    if (
+                        type(consumer) is str
+                        and consumer
+                        and type(topic) is str
+                        and topic
+                        and type(queue) is int
+                        and queue >= 0
+                        and type(offset) is int
+                        and (cause is None or (type(cause) is str and cause in COMMIT_CAUSES))
+                    ):
+                        return t, (topic, queue), (line, t, COMMIT, consumer, offset, cause), None, None
+        except KeyError:
+            pass
+    return validate_event_carefully(obj, line)
+
+
+def validate_event_carefully(obj: Any, line: int) -> tuple[Any, ...]:
+    """``validate_event`` for every event, field by field, with an error naming the bad field."""
+    if type(obj) is not dict:
+        raise HistoryError(line, None, f"expected an event object, got {_kind(obj)}")
+    t = obj.get("time")
+    if type(t) is not int and (type(t) is not float or not math.isfinite(t)):
+        if t is None:
+            raise HistoryError(line, "time", "missing (every event has a time)")
+        raise HistoryError(line, "time", f"expected a finite number, got {_show(t)}")
+    kind = obj.get("type")
+    get = obj.get
+    if kind == "deliver":
+        consumer, topic, queue, offset = get("consumer"), get("topic"), get("queue"), get("offset")
+        if not (
+            type(consumer) is str
+            and consumer
+            and type(topic) is str
+            and topic
+            and type(queue) is int
+            and queue >= 0
+            and type(offset) is int
+            and offset >= 0
+        ):
+            raise _field_error(obj, line, REQUIRED["deliver"])
+        result = get("result")
+        if result is None or result == "success":
+            ok = True
+        elif result == "failure":
+            ok = False
+        else:
+            raise HistoryError(line, "result", f"expected one of {', '.join(RESULTS)}, got {_show(result)}")
+        return t, (topic, queue), (line, t, DELIVER, consumer, offset, ok), None, None
+    if kind == "produce":
+        topic, queue, offset = get("topic"), get("queue"), get("offset")
+        if not (
+            type(topic) is str and topic and type(queue) is int and queue >= 0 and type(offset) is int and offset >= 0
+        ):
+            raise _field_error(obj, line, REQUIRED["produce"])
+        origin = get("origin")
+        if origin is None:
+            return t, (topic, queue), (line, t, PRODUCE, None, offset, None), None, None
+        if type(origin) is not dict:
+            raise HistoryError(line, "origin", f"expected an object {{topic, queue, offset}}, got {_kind(origin)}")
+        otopic, oqueue, ooffset = origin.get("topic"), origin.get("queue"), origin.get("offset")
+        if not (type(otopic) is str and otopic):
+            raise HistoryError(line, "origin.topic", f"expected a non-empty string, got {_show(otopic)}")
+        if type(oqueue) is not int or oqueue < 0:
+            raise HistoryError(line, "origin.queue", f"expected a non-negative integer, got {_show(oqueue)}")
+        if type(ooffset) is not int or ooffset < 0:
+            raise HistoryError(line, "origin.offset", f"expected a non-negative integer, got {_show(ooffset)}")
+        return (
+            t,
+            (topic, queue),
+            (line, t, PRODUCE, None, offset, None),
+            (otopic, oqueue),
+            (line, t, FORWARD, None, ooffset, (topic, queue, offset)),
+        )
+    if kind == "commit":
+        consumer, topic, queue, offset = get("consumer"), get("topic"), get("queue"), get("offset")
+        if offset is None and "offset" in obj:
+            offset_ok = True  # null: the broker no longer holds an offset (failover to no entry, reset)
+        else:
+            offset_ok = type(offset) is int  # a negative one is an anomaly (commit_negative), not bad input
+        if not (
+            type(consumer) is str and consumer and type(topic) is str and topic and type(queue) is int and queue >= 0
+        ):
+            raise _field_error(obj, line, ("consumer", "topic", "queue"))
+        if not offset_ok:
+            if "offset" not in obj:
+                raise HistoryError(line, "offset", "missing (required for a commit event)")
+            raise HistoryError(line, "offset", f"expected an integer or null, got {_show(offset)}")
+        cause = get("cause")
+        if cause is not None and cause not in COMMIT_CAUSES:
+            raise HistoryError(line, "cause", f"expected one of {', '.join(COMMIT_CAUSES)} or null, got {_show(cause)}")
+        return t, (topic, queue), (line, t, COMMIT, consumer, offset, cause), None, None
+    if kind == "own":
+        consumer, topic, queue, owned = get("consumer"), get("topic"), get("queue"), get("owned")
+        if not (
+            type(consumer) is str and consumer and type(topic) is str and topic and type(queue) is int and queue >= 0
+        ):
+            raise _field_error(obj, line, ("consumer", "topic", "queue"))
+        if type(owned) is not bool:
+            if owned is None:
+                raise HistoryError(line, "owned", "missing (required for a own event)")
+            raise HistoryError(line, "owned", f"expected true or false, got {_show(owned)}")
+        return t, (topic, queue), (line, t, OWN, consumer, None, owned), None, None
+    if type(kind) is not str:
+        if kind is None:
+            raise HistoryError(line, "type", "missing (every event has a type)")
+        raise HistoryError(line, "type", f"expected one of {', '.join(EVENT_TYPES)}, got {_show(kind)}")
+    if kind in _MEMBERSHIP_KIND:
+        consumer = get("consumer")
+        if type(consumer) is not str or not consumer:
+            raise _field_error(obj, line, ("consumer",))
+        members: frozenset[str] | None = None
+        if kind == "view":
+            raw = get("members")
+            if raw is None:
+                if "members" not in obj:
+                    raise HistoryError(line, "members", "missing (required for a view event; null means no view)")
+            elif type(raw) is not list or any(type(m) is not str or not m for m in raw):
+                raise HistoryError(line, "members", f"expected an array of non-empty strings or null, got {_show(raw)}")
+            else:
+                members = frozenset(raw)
+        return t, None, (line, t, _MEMBERSHIP_KIND[kind], consumer, members), None, None
+    if kind == "skip":
+        topic, queue, start, end = get("topic"), get("queue"), get("from"), get("to")
+        if not (
+            type(topic) is str
+            and topic
+            and type(queue) is int
+            and queue >= 0
+            and type(start) is int
+            and start >= 0
+            and type(end) is int
+            and end >= 0
+        ):
+            raise _field_error(obj, line, ("topic", "queue", "from", "to"))
+        if end < start:
+            raise HistoryError(line, "to", f"expected to >= from ({start}), got {end}")
+        cause = get("cause")
+        if cause not in SKIP_CAUSES:
+            if cause is None:
+                raise HistoryError(line, "cause", "missing (required for a skip event)")
+            raise HistoryError(line, "cause", f"expected one of {', '.join(SKIP_CAUSES)}, got {_show(cause)}")
+        consumer = get("consumer")
+        if consumer is not None and (type(consumer) is not str or not consumer):
+            raise HistoryError(line, "consumer", f"expected a non-empty string or null, got {_show(consumer)}")
+        return t, (topic, queue), (line, t, SKIP, consumer, start, (end, cause)), None, None
+    raise HistoryError(line, "type", f"expected one of {', '.join(EVENT_TYPES)}, got {_show(kind)}")
+
+
+# --- reading -----------------------------------------------------------------------------------
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not allowed")
+
+
+# The C scanner json.loads itself uses, called directly: each line is parsed exactly once and
+# the two Python frames of json.loads/JSONDecoder.decode are skipped. NaN and Infinity are refused.
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_SCAN = make_scanner(_DECODER)  # type: ignore[arg-type]
+
+
+_BLANK: Final = object()
+BLANK: Final = _BLANK  # what parse_text returns for a blank line
+
+
+def _parse_line(text: str, line: int) -> Any:
+    """The slow path: a line the fast path could not take. Returns ``_BLANK`` for a blank line."""
+    if not text.strip():
+        return _BLANK
+    try:
+        return _DECODER.decode(text)
+    except json.JSONDecodeError as err:
+        raise HistoryError(line, None, f"not JSON: {err.msg} (column {err.colno})") from None
+    except ValueError as err:
+        raise HistoryError(line, None, f"not JSON: {err}") from None
+    except RecursionError:
+        raise HistoryError(line, None, "not JSON: nested too deeply") from None
+
+
+def parse_text(text: str, line: int) -> Any:
+    """One line of text as a JSON value, exactly as the streaming reader parses it (the C scanner,
+    then the slow path for anything unusual). Returns ``BLANK`` for a blank line."""
+    try:
+        obj, end = _SCAN(text, 0)
+    except Exception:
+        return _parse_line(text, line)
+    if end != len(text) and text[end:].strip():
+        return _parse_line(text, line)
+    return obj
+
+
+@dataclass
+class Bucketed:
+    """A history read and bucketed: what the per-queue analysis needs."""
+
+    header: Header
+    buckets: dict[tuple[str, int], list[tuple[Any, ...]]]
+    membership: list[tuple[Any, ...]]
+    events: int
+    last_time: float | int | None
+    owned_topics: set[str] = field(default_factory=set)
+
+
+def read_lines(lines: Iterable[str], unit: str = "line") -> Bucketed:
+    """Read a history from its lines (header first), validating every line in one pass.
+
+    Raises HistoryError for the first bad line. Blank lines are ignored.
+    """
+    it: Iterator[str] = iter(lines)
+    header_obj = None
+    lineno = 0
+    for text in it:
+        lineno += 1
+        header_obj = _parse_line(text, lineno)
+        break
+    if lineno == 0:
+        raise HistoryError(None, None, "empty file: expected a header line", unit)
+    if header_obj is _BLANK:
+        raise HistoryError(1, None, "expected the header on line 1, got a blank line", unit)
+    header = parse_header(header_obj, 1)
+    buckets: dict[tuple[str, int], list[tuple[Any, ...]]] = {}
+    membership: list[tuple[Any, ...]] = []
+    owned_topics: set[str] = set()
+    last: Any = -INF
+    blanks = 0
+    scan = _SCAN
+    get_bucket = buckets.get
+    causes = COMMIT_CAUSES
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # the buckets are millions of small tuples; no cycles to find among them
+    try:
+        # The hot loop. Plainly valid produce, deliver and commit events with an integer time are
+        # checked inline (the same tests as validate_event's fast path); everything else goes to
+        # validate_event, which is also what names the field of a bad event.
+        for lineno, text in enumerate(it, 2):
+            try:
+                obj, end = scan(text, 0)
+                if end != len(text) - 1 and text[end:].strip():
+                    obj = _parse_line(text, lineno)
+            except HistoryError:
+                raise
+            except Exception:
+                obj = _parse_line(text, lineno)
+                if obj is _BLANK:
+                    blanks += 1
+                    continue
+            rec: Any = None
+            if type(obj) is dict:
+                try:
+                    t = obj["time"]
+                    kind = obj["type"]
+                    if type(t) is int:
+                        if kind == "deliver":
+                            consumer, topic, queue, offset = obj["consumer"], obj["topic"], obj["queue"], obj["offset"]
+                            if (
+                                type(consumer) is str
+                                and consumer
+                                and type(topic) is str
+                                and topic
+                                and type(queue) is int
+                                and queue >= 0
+                                and type(offset) is int
+                                and offset >= 0
+                            ):
+                                result = obj.get("result")
+                                if result is None or result == "success":
+                                    rec = (lineno, t, DELIVER, consumer, offset, True)
+                                elif result == "failure":
+                                    rec = (lineno, t, DELIVER, consumer, offset, False)
+                        elif kind == "produce":
+                            topic, queue, offset = obj["topic"], obj["queue"], obj["offset"]
+                            if (
+                                type(topic) is str
+                                and topic
+                                and type(queue) is int
+                                and queue >= 0
+                                and type(offset) is int
+                                and offset >= 0
+                                and obj.get("origin") is None
+                            ):
+                                rec = (lineno, t, PRODUCE, None, offset, None)
+                        elif kind == "commit":
+                            consumer, topic, queue, offset = obj["consumer"], obj["topic"], obj["queue"], obj["offset"]
+                            cause = obj.get("cause")
+                            if (
+                                type(consumer) is str
+                                and consumer
+                                and type(topic) is str
+                                and topic
+                                and type(queue) is int
+                                and queue >= 0
+                                and type(offset) is int
+                                and (cause is None or (type(cause) is str and cause in causes))
+                            ):
+                                rec = (lineno, t, COMMIT, consumer, offset, cause)
+                except KeyError:
+                    pass
+            if rec is not None:
+                if t < last:
+                    raise HistoryError(lineno, "time", f"{_show(t)} is before the previous event's time {_show(last)}")
+                last = t
+                key = (topic, queue)
+                bucket = get_bucket(key)
+                if bucket is None:
+                    bucket = buckets[key] = []
+                bucket.append(rec)
+                continue
+            t, key, rec, fkey, frec = validate_event_carefully(obj, lineno)
+            if t < last:
+                raise HistoryError(lineno, "time", f"{_show(t)} is before the previous event's time {_show(last)}")
+            last = t
+            if key is None:
+                membership.append(rec)
+                continue
+            bucket = get_bucket(key)
+            if bucket is None:
+                bucket = buckets[key] = []
+            bucket.append(rec)
+            if fkey is not None:
+                bucket = get_bucket(fkey)
+                if bucket is None:
+                    bucket = buckets[fkey] = []
+                bucket.append(frec)
+            elif rec[2] == OWN:
+                owned_topics.add(key[0])
+    except HistoryError as err:
+        err.unit = unit
+        raise
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    events = lineno - 1 - blanks
+    return Bucketed(header, buckets, membership, events, last if events else None, owned_topics)
+
+
+def read_history(path: str | Path) -> Bucketed:
+    """Read a JSON Lines history file. Raises HistoryError (bad content) or OSError (unreadable)."""
+    with open(path, encoding="utf-8", newline=None) as fh:
+        try:
+            return read_lines(fh)
+        except UnicodeDecodeError:
+            pass
+    raise HistoryError(_first_non_utf8_line(path), None, "not UTF-8 text")
+
+
+def _first_non_utf8_line(path: str | Path) -> int:
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError:
+                return lineno
+    return 1  # pragma: no cover - the decoder failed, so some line does
+
+
+# --- the membership timeline ---------------------------------------------------------------------
+@dataclass
+class Timeline:
+    """Group-wide context every queue's analysis shares (small: membership events only).
+
+    ``agree_starts``/``agree_ends`` are the maximal time intervals [start, end) in which every live
+    consumer's latest view equals the set of live consumers (the state at time t is the state after
+    every event stamped t, so events sharing a timestamp count as simultaneous). ``leaves`` maps a
+    consumer to the lines and times of its leave events; ``membership_lines`` lists the lines of
+    all join/leave/view events.
+    """
+
+    header: Header
+    events: int
+    last_time: float | int | None
+    agree_starts: list[float | int]
+    agree_ends: list[float | int]
+    leaves: dict[str, tuple[list[int], list[float | int]]]
+    membership_lines: list[int]
+    owned_topics: frozenset[str]
+    ownership_checked: bool
+    ownership_note: str
+
+
+def build_timeline(
+    header: Header,
+    membership: list[tuple[Any, ...]],
+    events: int,
+    last_time: float | int | None,
+    owned_topics: Iterable[str],
+) -> Timeline:
+    """The membership timeline of a group from its join/leave/view records (in line order)."""
+    membership = sorted(membership)
+    live: set[str] = set()
+    views: dict[str, frozenset[str] | None] = {}
+    starts: list[float | int] = []
+    ends: list[float | int] = []
+    leaves: dict[str, tuple[list[int], list[float | int]]] = {}
+    agree = False
+    i, n = 0, len(membership)
+    while i < n:
+        t = membership[i][1]
+        while i < n and membership[i][1] == t:
+            line, _, kind, consumer, members = membership[i]
+            if kind == JOIN:
+                live.add(consumer)
+                views[consumer] = None
+            elif kind == LEAVE:
+                live.discard(consumer)
+                views.pop(consumer, None)
+                seqs, times = leaves.setdefault(consumer, ([], []))
+                seqs.append(line)
+                times.append(t)
+            elif consumer in live:
+                views[consumer] = members
+            i += 1
+        now = bool(live) and all(views.get(c) == live for c in live)
+        if now and not agree:
+            starts.append(t)
+        elif agree and not now:
+            ends.append(t)
+        agree = now
+    if agree:
+        ends.append(INF)
+    kinds = {r[2] for r in membership}
+    owned = frozenset(owned_topics)
+    if not header.clustering:
+        checked, note = False, "BROADCASTING: every consumer owns every queue"
+    elif JOIN not in kinds or VIEW not in kinds or not owned:
+        checked, note = False, "needs join, view and own events"
+    else:
+        checked, note = True, ""
+    return Timeline(
+        header,
+        events,
+        last_time,
+        starts,
+        ends,
+        leaves,
+        [r[0] for r in membership],
+        owned,
+        checked,
+        note,
+    )
+
+
+def _left_between(tl: Timeline, consumer: str, after_line: int, before_line: int) -> float | int | None:
+    """The time of the consumer's first leave with after_line < line < before_line, or None."""
+    entry = tl.leaves.get(consumer)
+    if entry is None:
+        return None
+    seqs, times = entry
+    k = bisect_right(seqs, after_line)
+    if k < len(seqs) and seqs[k] < before_line:
+        return times[k]
+    return None
+
+
+def _agreement(tl: Timeline, start: float | int, end: float | int) -> float | int | None:
+    """The first time in [start, end) at which the views agree, or None."""
+    k = bisect_right(tl.agree_ends, start)
+    if k < len(tl.agree_starts) and tl.agree_starts[k] < end:
+        return max(start, tl.agree_starts[k])
+    return None
+
+
+# --- the per-queue analysis ----------------------------------------------------------------------
+def _json_time(t: float | int) -> float | int | None:
+    return None if t == INF else t
+
+
+def analyze_queue(topic: str, queue: int, records: list[tuple[Any, ...]], tl: Timeline) -> dict[str, Any]:
+    """Every anomaly of one (topic, queue) of the group: one pass over its records (in line order).
+
+    Returns a partial report: a list per anomaly and one counts row. Pure; used unchanged by the
+    local path and by Spark.
+    """
+    header = tl.header
+    bcast = not header.clustering
+    produced: set[int] = set()
+    forwarded: set[int] = set()
+    first: dict[Any, tuple[Any, ...]] = {}  # delivery key -> its first delivery record
+    dups: dict[Any, list[Any]] = {}  # delivery key -> [count, first, last, consumers, successes]
+    ok: dict[Any, set[int]] = {}  # ledger -> offsets delivered successfully
+    failed: dict[Any, dict[int, int]] = {}  # ledger -> offset -> failed deliveries
+    delivered = failures = commits = 0
+    cstate: dict[Any, list[Any]] = {}  # ledger -> [value, writer, cause]
+    final: dict[Any, int] = {}  # ledger -> last non-null committed offset
+    commit_recs: list[tuple[Any, ...]] = []
+    decreased: list[dict[str, Any]] = []
+    decrease_lines: dict[Any, list[int]] = {}
+    skips: list[list[Any]] = []  # [from, to, cause, line, time, consumer, invalid_for, excused]
+    own_recs: list[tuple[Any, ...]] = []
+    dropped: set[str] = set()
+    keep_first = first.setdefault
+    produced_add = produced.add
+    ok_group_add = ok.setdefault(None, set()).add  # CLUSTERING: one ledger
+    for rec in records:
+        line, t, kind, c, o, aux = rec
+        if kind == DELIVER:
+            delivered += 1
+            key = (c, o) if bcast else o
+            seen = keep_first(key, rec)
+            if seen is not rec:
+                d = dups.get(key)
+                if d is None:
+                    dups[key] = [2, seen, rec, {seen[3], c}, seen[5] + aux]
+                else:
+                    d[0] += 1
+                    d[2] = rec
+                    d[3].add(c)
+                    d[4] += aux
+            if aux:
+                if bcast:
+                    s = ok.get(c)
+                    if s is None:
+                        s = ok[c] = set()
+                    s.add(o)
+                else:
+                    ok_group_add(o)
+            else:
+                failures += 1
+                ledger = c if bcast else None
+                f = failed.get(ledger)
+                if f is None:
+                    f = failed[ledger] = {}
+                f[o] = f.get(o, 0) + 1
+        elif kind == PRODUCE:
+            produced_add(o)
+        elif kind == COMMIT:
+            commits += 1
+            ledger = c if bcast else None
+            if o is not None:
+                commit_recs.append(rec)
+            st = cstate.get(ledger)
+            old = None if st is None else st[0]
+            if old is not None and (o is None or o < old):  # losing the offset altogether is a decrease too
+                if aux is not None:
+                    cls = "commit_decreased:declared"
+                elif st[1] != c:  # type: ignore[index]
+                    cls = "commit_decreased:other_writer"
+                elif st[2] == "offset_illegal":  # type: ignore[index]
+                    cls = "commit_decreased:after_offset_illegal"
+                elif c in dropped or _left_between(tl, c, -1, line) is not None:
+                    cls = "commit_decreased:stale_incarnation"
+                else:
+                    cls = "commit_decreased"
+                decreased.append(
+                    {
+                        "class": cls,
+                        "topic": topic,
+                        "queue": queue,
+                        "consumer": c,
+                        "ledger": ledger,
+                        "from": old,
+                        "to": o,
+                        "previous_writer": st[1],  # type: ignore[index]
+                        "cause": aux,
+                        "time": t,
+                        "line": line,
+                    }
+                )
+                decrease_lines.setdefault(ledger, []).append(line)
+            if aux in SKIPPING_COMMIT_CAUSES and o is not None and (old is None or o > old):
+                skips.append([0 if old is None else old, o, aux, line, t, c, (), 0])
+            if st is None:
+                cstate[ledger] = [o, c, aux]
+            else:
+                st[0], st[1], st[2] = o, c, aux
+            if o is not None:
+                final[ledger] = o
+        elif kind == OWN:
+            own_recs.append(rec)
+            if not aux:
+                dropped.add(c)
+        elif kind == FORWARD:
+            forwarded.add(o)
+        else:  # SKIP
+            end, cause = aux
+            invalid: Any = ()
+            if cause in POSITIONING_CAUSES:
+                if bcast and c is None:
+                    invalid = {lg for lg, st in cstate.items() if st[0] is not None}
+                else:
+                    st = cstate.get(c if bcast else None)
+                    if st is not None and st[0] is not None:
+                        invalid = {c if bcast else None}
+            skips.append([o, end, cause, line, t, c, invalid, 0])
+
+    out: dict[str, Any] = {name: [] for name in ANOMALIES}
+    max_produced = max(produced) if produced else -1
+    # lost and skipped
+    lost_total = 0
+    if final:
+        for ledger in sorted(final, key=lambda x: "" if x is None else x):
+            committed = final[ledger]
+            consumed = ok.get(ledger, set())
+            missing = sorted(o for o in produced - consumed - forwarded if o < committed)
+            if not missing:
+                continue
+            excuse = _skip_index(skips, ledger, bcast)
+            fails = failed.get(ledger, {})
+            for o in missing:
+                k = excuse(o)
+                if k is not None:
+                    skips[k][7] += 1
+                    continue
+                n_failed = fails.get(o, 0)
+                out["lost"].append(
+                    {
+                        "class": "lost:failed_delivery" if n_failed else "lost",
+                        "topic": topic,
+                        "queue": queue,
+                        "offset": o,
+                        "consumer": ledger,
+                        "committed": committed,
+                        "failed_deliveries": n_failed,
+                    }
+                )
+                lost_total += 1
+    skipped_total = 0
+    for sk in skips:
+        if sk[7]:
+            skipped_total += sk[7]
+            out["skipped"].append(
+                {
+                    "class": "skipped",
+                    "topic": topic,
+                    "queue": queue,
+                    "consumer": sk[5],
+                    "from": sk[0],
+                    "to": sk[1],
+                    "cause": sk[2],
+                    "excused": sk[7],
+                    "time": sk[4],
+                    "line": sk[3],
+                }
+            )
+    # unexpected
+    delivered_offsets = {k[1] for k in first} if bcast else set(first)
+    phantom = delivered_offsets - produced
+    if phantom:
+        seen_by: dict[int, list[Any]] = {}
+        for rec in records:
+            if rec[2] == DELIVER and rec[4] in phantom:
+                e = seen_by.get(rec[4])
+                if e is None:
+                    seen_by[rec[4]] = [1, rec[1], rec[0], {rec[3]}]
+                else:
+                    e[0] += 1
+                    e[3].add(rec[3])
+        for o in sorted(phantom):
+            n, t0, line0, who = seen_by[o]
+            out["unexpected"].append(
+                {
+                    "class": "unexpected",
+                    "topic": topic,
+                    "queue": queue,
+                    "offset": o,
+                    "consumers": sorted(who),
+                    "deliveries": n,
+                    "first_time": t0,
+                    "line": line0,
+                }
+            )
+    # duplicated, with its window
+    if dups:
+        own_lines = [r[0] for r in own_recs]
+        mlines = tl.membership_lines
+        for key in sorted(dups, key=lambda k: (k[1], k[0]) if bcast else (k, "")):
+            count, r0, r1, who, successes = dups[key]
+            a, b = r0[0], r1[0]
+            ledger = key[0] if bcast else None
+            dl = decrease_lines.get(ledger, ())
+            out["duplicated"].append(
+                {
+                    "class": "duplicated",
+                    "topic": topic,
+                    "queue": queue,
+                    "offset": key[1] if bcast else key,
+                    "consumer": ledger,
+                    "consumers": sorted(who),
+                    "count": count,
+                    "successes": successes,
+                    "first_time": r0[1],
+                    "last_time": r1[1],
+                    "first_line": a,
+                    "last_line": b,
+                    "after_membership_change": _between(mlines, a, b),
+                    "after_ownership_change": _between(own_lines, a, b),
+                    "after_commit_decrease": _between(dl, a, b),
+                }
+            )
+    # commit beyond max and decreases
+    bound = max_produced + 1
+    for rec in commit_recs:
+        if rec[4] < 0:
+            out["commit_negative"].append(
+                {
+                    "class": "commit_negative",
+                    "topic": topic,
+                    "queue": queue,
+                    "consumer": rec[3],
+                    "offset": rec[4],
+                    "time": rec[1],
+                    "line": rec[0],
+                }
+            )
+        elif rec[4] > bound:
+            out["commit_beyond_max"].append(
+                {
+                    "class": "commit_beyond_max",
+                    "topic": topic,
+                    "queue": queue,
+                    "consumer": rec[3],
+                    "offset": rec[4],
+                    "max_produced": max_produced if produced else None,
+                    "time": rec[1],
+                    "line": rec[0],
+                }
+            )
+    out["commit_decreased"] = decreased
+    # ownership
+    if tl.ownership_checked and topic in tl.owned_topics:
+        _ownership(topic, queue, records[0][1] if records else 0, own_recs, tl, out)
+    finals = list(final.values())
+    out["counts"] = [
+        {
+            "group": header.group,
+            "topic": topic,
+            "queue": queue,
+            "produced": len(produced),
+            "max_produced": max_produced if produced else None,
+            "delivered": delivered,
+            "distinct_delivered": len(delivered_offsets),
+            "failed_deliveries": failures,
+            "commits": commits,
+            "committed": (min(finals) if finals else None),
+            "lost": lost_total,
+            "duplicated": len(dups),
+            "skipped": skipped_total,
+        }
+    ]
+    return out
+
+
+def _between(lines: Any, a: int, b: int) -> bool:
+    """Is some line strictly between a and b in the sorted list ``lines``?"""
+    k = bisect_right(lines, a)
+    return k < len(lines) and lines[k] < b
+
+
+def _skip_index(skips: list[list[Any]], ledger: Any, bcast: bool) -> Any:
+    """A function offset -> index in ``skips`` of a valid declared skip of ``ledger`` covering it."""
+    usable = [
+        (s[0], s[1], k)
+        for k, s in enumerate(skips)
+        if s[1] > s[0] and ledger not in s[6] and (not bcast or s[5] is None or s[5] == ledger)
+    ]
+    usable.sort()
+    starts = [u[0] for u in usable]
+    best_end: list[int] = []
+    best_idx: list[int] = []
+    for start, end, k in usable:
+        del start
+        if best_end and best_end[-1] >= end:
+            best_end.append(best_end[-1])
+            best_idx.append(best_idx[-1])
+        else:
+            best_end.append(end)
+            best_idx.append(k)
+
+    def excuse(o: int) -> int | None:
+        j = bisect_right(starts, o) - 1
+        if j >= 0 and best_end[j] > o:
+            return best_idx[j]
+        return None
+
+    return excuse
+
+
+def _ownership(
+    topic: str, queue: int, first_time: float | int, own_recs: list[tuple[Any, ...]], tl: Timeline, out: dict[str, Any]
+) -> None:
+    """Double and missing ownership of one queue over time, judged against view agreement."""
+    intervals: list[tuple[float | int, float | int, str]] = []
+    current: dict[str, tuple[int, float | int]] = {}
+    for line, t, _, c, _, owned in own_recs:
+        held = current.get(c)
+        if held is not None:
+            left = _left_between(tl, c, held[0], line)
+            if left is not None:  # a leave ended that ownership before this event
+                intervals.append((held[1], left, c))
+                del current[c]
+                held = None
+        if owned and held is None:
+            current[c] = (line, t)
+        elif not owned and held is not None:
+            intervals.append((held[1], t, c))
+            del current[c]
+    for c, (line, t) in current.items():
+        left = _left_between(tl, c, line, 1 << 62)
+        intervals.append((t, INF if left is None else left, c))
+    changes: dict[float | int, list[tuple[int, str]]] = {}
+    for start, end, c in intervals:
+        if end > start:
+            changes.setdefault(start, []).append((1, c))
+            if end != INF:
+                changes.setdefault(end, []).append((-1, c))
+    owners: dict[str, int] = {}
+    times = sorted(changes)
+    points = [first_time] + [t for t in times if t > first_time]
+    # apply the changes at or before first_time
+    for t in times:
+        if t > first_time:
+            break
+        for delta, c in changes[t]:
+            owners[c] = owners.get(c, 0) + delta
+    # Stretches of constant owners: (start, owners), merging changes that leave the owners as they were.
+    stretches: list[tuple[float | int, list[str]]] = []
+    for k, a in enumerate(points):
+        if k > 0:
+            for delta, c in changes[a]:
+                owners[c] = owners.get(c, 0) + delta
+        holders = sorted(c for c, n in owners.items() if n > 0)
+        if not stretches or stretches[-1][1] != holders:
+            stretches.append((a, holders))
+    for k, (a, holders) in enumerate(stretches):
+        b = stretches[k + 1][0] if k + 1 < len(stretches) else INF
+        if len(holders) == 1:
+            continue
+        agreed = _agreement(tl, a, b)
+        name = "double_owned" if holders else "unowned"
+        entry: dict[str, Any] = {
+            "class": name if agreed is not None else name + ":views_differ",
+            "topic": topic,
+            "queue": queue,
+        }
+        if holders:
+            entry["consumers"] = holders
+        entry.update(
+            {
+                "from_time": a,
+                "to_time": _json_time(b),
+                "views_agree": agreed is not None,
+                "agreed_from": agreed,
+            }
+        )
+        out[name].append(entry)
+
+
+# --- the report ----------------------------------------------------------------------------------
+def assemble_report(tl: Timeline, partials: Iterable[tuple[tuple[str, int], dict[str, Any]]]) -> dict[str, Any]:
+    """The flat report from the per-queue partial reports (in any order)."""
+    header = tl.header
+    lists: dict[str, list[dict[str, Any]]] = {name: [] for name in ANOMALIES}
+    counts: list[dict[str, Any]] = []
+    for _, part in sorted(partials, key=lambda kv: kv[0]):
+        for name in ANOMALIES:
+            lists[name].extend(part[name])
+        counts.extend(part["counts"])
+    allowed = allowed_anomalies(header.mode, header.consumption, header.rocketmq)
+    per_class: dict[str, int] = {}
+    for entries in lists.values():
+        for e in entries:
+            per_class[e["class"]] = per_class.get(e["class"], 0) + 1
+    tolerated = {c: {"count": n, "reason": allowed[c]} for c, n in sorted(per_class.items()) if c in allowed}
+    bad = {c: n for c, n in sorted(per_class.items()) if c not in allowed}
+    report: dict[str, Any] = {
+        "valid": not bad,
+        "format": FORMAT + "-report",
+        "version": VERSION,
+        "mode": header.mode,
+        "consumption": header.consumption,
+        "rocketmq": header.rocketmq,
+        "group": header.group,
+        "events": tl.events,
+        "queues": len(counts),
+        "ownership_checked": tl.ownership_checked,
+    }
+    if not tl.ownership_checked:
+        report["ownership_note"] = tl.ownership_note
+    report["anomaly_types"] = sorted(per_class)
+    report["bad_anomaly_types"] = sorted(bad)
+    report["not_tolerated"] = bad
+    report["tolerated"] = tolerated
+    for name in ANOMALIES:
+        report[f"{name}_count"] = len(lists[name])
+    report["totals"] = {
+        k: sum(r[k] for r in counts)
+        for k in ("produced", "delivered", "distinct_delivered", "failed_deliveries", "commits")
+    }
+    for name in ANOMALIES:
+        report[name] = lists[name]
+    report["counts"] = counts
+    report["allowed"] = allowed
+    return report
+
+
+def check_bucketed(history: Bucketed) -> dict[str, Any]:
+    """The report of a history already read (the local path)."""
+    tl = build_timeline(history.header, history.membership, history.events, history.last_time, history.owned_topics)
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # as in read_lines: nothing here makes cycles, and a collection would walk every record
+    try:
+        partials = [(key, analyze_queue(key[0], key[1], recs, tl)) for key, recs in history.buckets.items()]
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return assemble_report(tl, partials)
+
+
+def check_history(path: str | Path) -> dict[str, Any]:
+    """Read and check a JSON Lines history. Raises HistoryError or OSError."""
+    return check_bucketed(read_history(path))
+
+
+def check_lines(lines: Iterable[str]) -> dict[str, Any]:
+    """Check a history given as lines of text (tests, pipes)."""
+    return check_bucketed(read_lines(lines))
+
+
+def describe(report: dict[str, Any], limit: int = 5) -> str:
+    """A short human-readable summary of a report."""
+    lines = [
+        f"{report['mode']} {report['consumption']} {report['rocketmq']}, group {report['group']}: "
+        f"{report['events']} events over {report['queues']} queues "
+        f"({report['totals']['produced']} produced, {report['totals']['delivered']} deliveries, "
+        f"{report['totals']['commits']} commits)",
+    ]
+    if not report["ownership_checked"]:
+        lines.append(f"ownership not checked: {report['ownership_note']}")
+    for name in ANOMALIES:
+        n = report[f"{name}_count"]
+        lines.append(f"  {name:<18}{n:>8}")
+    for cls, n in report["not_tolerated"].items():
+        lines.append(f"NOT TOLERATED {cls}: {n}")
+        shown = [e for name in ANOMALIES for e in report[name] if e["class"] == cls][:limit]
+        lines += [f"    {json.dumps(e, sort_keys=True)}" for e in shown]
+    for cls, info in report["tolerated"].items():
+        lines.append(f"tolerated {cls}: {info['count']} ({info['reason']})")
+    lines.append("valid: " + ("yes" if report["valid"] else "NO"))
+    return "\n".join(lines)
+
+
+# --- the JSON Schema -----------------------------------------------------------------------------
+def history_schema() -> dict[str, Any]:
+    """The JSON Schema of one line of a history (docs/history.schema.json is exactly this)."""
+    nat = {"type": "integer", "minimum": 0}
+    name = {"type": "string", "minLength": 1}
+    common = {"time": {"type": "number", "description": "nondecreasing along the file"}}
+
+    def event(kind: str, props: dict[str, Any], description: str) -> dict[str, Any]:
+        return {
+            "title": kind,
+            "description": description,
+            "type": "object",
+            "required": ["time", "type", *REQUIRED[kind]],
+            "properties": {**common, "type": {"const": kind}, **props},
+        }
+
+    events = [
+        event(
+            "produce",
+            {
+                "topic": name,
+                "queue": nat,
+                "offset": nat,
+                "origin": {
+                    "description": "the message this one was forwarded from (send-back to a retry, schedule "
+                    "or DLQ topic): marks the origin as consumed",
+                    "type": "object",
+                    "required": ["topic", "queue", "offset"],
+                    "properties": {"topic": name, "queue": nat, "offset": nat},
+                },
+            },
+            "A message stored at (topic, queue, offset).",
+        ),
+        event(
+            "deliver",
+            {
+                "consumer": name,
+                "topic": name,
+                "queue": nat,
+                "offset": nat,
+                "result": {
+                    "enum": [*RESULTS, None],
+                    "description": "what the listener returned; absent or null means success",
+                },
+            },
+            "A message handed to a consumer's listener.",
+        ),
+        event(
+            "commit",
+            {
+                "consumer": {**name, "description": 'who wrote it: a consumer, "admin" or "broker"'},
+                "topic": name,
+                "queue": nat,
+                "offset": {
+                    "type": ["integer", "null"],
+                    "description": "the committed offset after the event (BROADCASTING: the consumer's own); "
+                    "null: none is held; a negative value is reported as commit_negative",
+                },
+                "cause": {"enum": [*COMMIT_CAUSES, None], "description": "a declared cause of a decrease"},
+            },
+            "The committed offset of the group (CLUSTERING) or of the consumer (BROADCASTING) changed.",
+        ),
+        event(
+            "skip",
+            {
+                "consumer": {
+                    "type": ["string", "null"],
+                    "minLength": 1,
+                    "description": "whose ledger (BROADCASTING); absent or null: every ledger",
+                },
+                "topic": name,
+                "queue": nat,
+                "from": nat,
+                "to": {**nat, "description": "exclusive; to >= from"},
+                "cause": {"enum": list(SKIP_CAUSES)},
+            },
+            "A declared skip: offsets in [from, to) are not owed (INV-9).",
+        ),
+        event("join", {"consumer": name}, "A consumer started (or restarted)."),
+        event("leave", {"consumer": name}, "A consumer stopped or crashed; it owns nothing afterwards."),
+        event(
+            "view",
+            {
+                "consumer": name,
+                "members": {
+                    "type": ["array", "null"],
+                    "items": name,
+                    "description": "the consumer list this consumer's last complete rebalance allocated "
+                    "from; null: no complete view",
+                },
+            },
+            "A rebalance result; log it after (or at the same time as) that rebalance's own events.",
+        ),
+        event(
+            "own",
+            {"consumer": name, "topic": name, "queue": nat, "owned": {"type": "boolean"}},
+            "A queue was assigned to (owned: true) or removed from (false) a consumer.",
+        ),
+    ]
+    header = {
+        "title": "header",
+        "description": "Line 1.",
+        "type": "object",
+        "required": ["format", "version", "mode", "consumption", "rocketmq", "group"],
+        "properties": {
+            "format": {"const": FORMAT},
+            "version": {"const": VERSION},
+            "mode": {"enum": list(MODES)},
+            "consumption": {"enum": list(CONSUMPTIONS)},
+            "rocketmq": {"enum": list(ROCKETMQ_VERSIONS)},
+            "group": name,
+        },
+    }
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://rmqspec.invalid/history.schema.json",
+        "title": "rmqspec history line",
+        "description": "One line of an rmqspec history (JSON Lines): line 1 is the header, every other "
+        "line one event, in nondecreasing time. Unknown fields are ignored. See docs/oracle.md.",
+        "oneOf": [header, *events],
+    }
+
+
+def schema_text() -> str:
+    return json.dumps(history_schema(), indent=2) + "\n"
+
+
+# --- histories from model runs -------------------------------------------------------------------
+def history_from_model_run(config: Any, seed: int, steps: int) -> list[dict[str, Any]]:
+    """The history a black-box observer would log of the explorer's seeded walk of the model.
+
+    The walk is the one ``properties.explore.walk`` takes with this seed (uniform choice among the
+    enabled actions), but it does not stop at a violation. Deliveries, landed commits and positions
+    come from the model's ghost history; produces, skips, membership, views, ownership, failover
+    and BROADCASTING file commits from the difference between consecutive states. Each delivery's
+    result is what the listener answered (failure for a listener that never finished). A send-back
+    the broker accepted is a produce on SCHEDULE_TOPIC_XXXX or %DLQ% with the sent-back message as
+    origin, and the retry message it later becomes is a produce on %RETRY% with the scheduled one
+    as origin. Returns the header followed by the events, as dicts ready for ``json.dumps``.
+    """
+    return list(_ModelHistory(config, seed, steps).run())
+
+
+class _ModelHistory:
+    def __init__(self, config: Any, seed: int, steps: int) -> None:
+        from rmqspec.spec.model import Model
+
+        self.config = config
+        self.model = Model(config)
+        self.seed = seed
+        self.steps = steps
+        m = self.model
+        self.cids = m.cids
+        self.names = [(config.topic, q) for q in range(config.queues)]
+        if m.retry_queue is not None:
+            self.names.append((config.retry_topic, 0))
+        self.pending: dict[tuple[int, int], list[dict[str, Any]]] = {}
+        self.scheduled_src: dict[Any, list[dict[str, Any]]] = {}
+        self.counters: dict[tuple[str, int], int] = {}
+
+    def run(self) -> Iterator[dict[str, Any]]:
+        from rmqspec.spec.actions import (
+            BrokerCrash,
+            Crash,
+            DeliverScheduled,
+            FinishConsume,
+            Produce,
+            Shutdown,
+            StartConsume,
+        )
+
+        c = self.config
+        m = self.model
+        yield {
+            "format": FORMAT,
+            "version": VERSION,
+            "mode": c.mode,
+            "consumption": "concurrent",
+            "rocketmq": "4.9.8",
+            "group": c.group,
+            "generator": f"rmqspec model walk, seed {self.seed}, {self.steps} steps",
+        }
+        s = m.initial()
+        out: list[dict[str, Any]] = []
+        for q in range(c.queues):
+            for o in range(s.broker.queues[q].max_offset):
+                out.append(self._produce(0, q, o))
+        out += self._skips(None, s, None, 0)
+        rng = random.Random(self.seed)
+        for _ in range(self.steps):
+            enabled = m.enabled(s)
+            if not enabled:
+                break
+            a = enabled[rng.randrange(len(enabled))]
+            try:
+                t = m.step(s, a)
+            except AssertionError:
+                break  # a planted bug drove the model out of its scope (e.g. OFFSET_ILLEGAL): stop here
+            now = t.now
+            # ghost history: deliveries, landed commits, positions (newest first until s's head)
+            new = []
+            node = t.history
+            while node is not None and node is not s.history:
+                new.append(node.event)
+                node = node.previous
+            new.reverse()
+            positions = {}
+            for ev in new:
+                if ev.kind == "deliver":
+                    topic, queue = self.names[ev.queue]
+                    d = {
+                        "time": now,
+                        "type": "deliver",
+                        "consumer": self.cids[ev.client],
+                        "topic": topic,
+                        "queue": queue,
+                        "offset": ev.offset,
+                        "result": "failure",
+                    }
+                    assert isinstance(a, StartConsume)
+                    self.pending.setdefault((a.client, a.rid), []).append(d)
+                    out.append(d)
+                elif ev.kind == "commit-landed" and m.clustering:
+                    out.append(self._commit(now, self.cids[ev.client], ev.queue, ev.offset, None))
+                elif ev.kind == "position":
+                    positions[(ev.client, ev.queue)] = ev.cause
+            if isinstance(a, Produce):
+                out.append(self._produce(now, a.queue, t.broker.queues[a.queue].max_offset - 1))
+            elif isinstance(a, DeliverScheduled):
+                rq = m.retry_queue
+                assert rq is not None
+                key = s.broker.scheduled[0].message
+                origin = self.scheduled_src[key].pop(0)
+                out.append(
+                    {
+                        "time": now,
+                        "type": "produce",
+                        "topic": c.retry_topic,
+                        "queue": 0,
+                        "offset": t.broker.queues[rq].max_offset - 1,
+                        "origin": origin,
+                    }
+                )
+            elif isinstance(a, FinishConsume):
+                out += self._finish(s, t, a, now)
+            elif isinstance(a, (Crash, Shutdown)):
+                self._interrupted(s, a.client)
+            elif isinstance(a, BrokerCrash) and m.clustering:
+                for q, (old, newv) in enumerate(zip(s.broker.offsets, t.broker.offsets, strict=True)):
+                    if old != newv:
+                        out.append(self._commit(now, "broker", q, newv, "failover"))
+            if not m.clustering:
+                for i, (before, after) in enumerate(zip(s.clients, t.clients, strict=True)):
+                    for q, (old, newv) in enumerate(zip(before.file, after.file, strict=True)):
+                        if old != newv:
+                            out.append(self._commit(now, self.cids[i], q, newv, None))
+            out += self._skips(s, t, a, now, positions)
+            out += self._membership(s, t, now)
+            yield from out
+            out = []
+            s = t
+        yield from out
+
+    def _produce(self, now: int, q: int, o: int) -> dict[str, Any]:
+        topic, queue = self.names[q]
+        return {"time": now, "type": "produce", "topic": topic, "queue": queue, "offset": o}
+
+    def _commit(self, now: int, who: str, q: int, offset: int | None, cause: str | None) -> dict[str, Any]:
+        topic, queue = self.names[q]
+        ev: dict[str, Any] = {"time": now, "type": "commit", "consumer": who, "topic": topic, "queue": queue}
+        ev["offset"] = offset
+        if cause is not None:
+            ev["cause"] = cause
+        return ev
+
+    def _skips(
+        self, s: Any, t: Any, a: Any, now: int, positions: dict[tuple[int, int], str] | None = None
+    ) -> list[dict[str, Any]]:
+        """Declared skips: the ghost's skipped ledgers grew."""
+        from rmqspec.spec.actions import FinishConsume, Produce
+
+        m = self.model
+        qn = m.q_count
+        before = s.ghost.skipped if s is not None else (0,) * len(t.ghost.skipped)
+        out: list[dict[str, Any]] = []
+        produce_done: set[int] = set()
+        for idx, (old, newv) in enumerate(zip(before, t.ghost.skipped, strict=True)):
+            bits = newv & ~old
+            if not bits:
+                continue
+            ledger, q = divmod(idx, qn)
+            topic, queue = self.names[q]
+            if a is None or isinstance(a, Produce):
+                if q in produce_done:
+                    continue  # one group-wide skip covers every ledger
+                produce_done.add(q)
+                consumer, cause = None, "filtered"
+            elif isinstance(a, FinishConsume):
+                consumer, cause = self.cids[ledger], "broadcast_failure"
+            else:
+                where = positions or {}
+                who = ledger if not m.clustering else next((i for (i, qq) in where if qq == q), 0)
+                consumer = self.cids[who]
+                cause = where.get((who, q), "consume-from-last").replace("-", "_")
+            for start, end in _runs(bits):
+                ev: dict[str, Any] = {"time": now, "type": "skip", "topic": topic, "queue": queue}
+                if consumer is not None:
+                    ev["consumer"] = consumer
+                ev.update({"from": start, "to": end, "cause": cause})
+                out.append(ev)
+        return out
+
+    def _finish(self, s: Any, t: Any, a: Any, now: int) -> list[dict[str, Any]]:
+        """Listener results, and the send-backs the broker accepted (as forwarded produces)."""
+        c = self.config
+        r = next(r for r in s.clients[a.client].consuming if r.rid == a.rid)
+        delivered = self.pending.pop((a.client, a.rid), [])
+        for k, d in enumerate(delivered):
+            d["result"] = "success" if k <= a.ack_index else "failure"
+        out: list[dict[str, Any]] = []
+        new_dlq = list(t.broker.dlq[len(s.broker.dlq) :])
+        old_sched = list(s.broker.scheduled)
+        new_sched = []
+        for e in t.broker.scheduled:
+            if e in old_sched:
+                old_sched.remove(e)
+            else:
+                new_sched.append(e)
+        topic, queue = self.names[r.queue]
+        for o, _ in r.msgs[a.ack_index + 1 :]:
+            src = {"topic": topic, "queue": queue, "offset": o}
+            original = s.broker.queues[r.queue].messages[o]
+            sent = original._replace(reconsume_times=original.reconsume_times + 1, store_time=now, sent_back_at=now)
+            if sent in new_dlq:
+                new_dlq.remove(sent)
+                out.append(self._forward(now, c.dlq_topic, 0, src))
+                continue
+            match = next((e for e in new_sched if e.message == sent), None)
+            if match is None:
+                continue  # not sent back: send-back failed, BROADCASTING drop, or pq dropped
+            new_sched.remove(match)
+            level = 3 + original.reconsume_times
+            fwd = self._forward(now, "SCHEDULE_TOPIC_XXXX", level - 1, src)
+            out.append(fwd)
+            self.scheduled_src.setdefault(match.message, []).append(
+                {"topic": fwd["topic"], "queue": fwd["queue"], "offset": fwd["offset"]}
+            )
+        return out
+
+    def _forward(self, now: int, topic: str, queue: int, origin: dict[str, Any]) -> dict[str, Any]:
+        key = (topic, queue)
+        offset = self.counters.get(key, 0)
+        self.counters[key] = offset + 1
+        return {"time": now, "type": "produce", "topic": topic, "queue": queue, "offset": offset, "origin": origin}
+
+    def _interrupted(self, s: Any, client: int) -> None:
+        """A crash or shutdown ends the running listeners: their deliveries stay failures."""
+        for r in s.clients[client].consuming:
+            self.pending.pop((client, r.rid), None)
+
+    def _membership(self, s: Any, t: Any, now: int) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for i, (before, after) in enumerate(zip(s.clients, t.clients, strict=True)):
+            cid = self.cids[i]
+            if not before.running and after.running:
+                out.append({"time": now, "type": "join", "consumer": cid})
+            for q, (old, newv) in enumerate(zip(before.pqs, after.pqs, strict=True)):
+                had, has = old is not None, newv is not None
+                if had and has and old.uid != newv.uid:
+                    out.append(self._own(now, cid, q, False))
+                    out.append(self._own(now, cid, q, True))
+                elif had != has:
+                    out.append(self._own(now, cid, q, has))
+            if before.running and not after.running:
+                out.append({"time": now, "type": "leave", "consumer": cid})
+            elif after.running and after.view != before.view and self.model.clustering:
+                members = None if after.view is None else [self.cids[j] for j in after.view]
+                out.append({"time": now, "type": "view", "consumer": cid, "members": members})
+        return out
+
+    def _own(self, now: int, cid: str, q: int, owned: bool) -> dict[str, Any]:
+        topic, queue = self.names[q]
+        return {"time": now, "type": "own", "consumer": cid, "topic": topic, "queue": queue, "owned": owned}
+
+
+def _runs(bits: int) -> list[tuple[int, int]]:
+    """Maximal runs of set bits as [start, end) ranges."""
+    out = []
+    o = 0
+    while bits:
+        if bits & 1:
+            start = o
+            while bits & 1:
+                bits >>= 1
+                o += 1
+            out.append((start, o))
+        else:
+            low = (bits & -bits).bit_length() - 1
+            bits >>= low
+            o += low
+    return out
+
+
+def write_history(events: Iterable[dict[str, Any]], path: str | Path) -> int:
+    """Write a history (header first) as JSON Lines; returns the number of lines."""
+    n = 0
+    with open(path, "w", encoding="utf-8") as fh:
+        for ev in events:
+            fh.write(json.dumps(ev) + "\n")
+            n += 1
+    return n
+
+
+def lines_of(events: Iterable[dict[str, Any]]) -> list[str]:
+    """A history as lines of text (each ending in a newline), for ``check_lines``."""
+    return [json.dumps(ev) + "\n" for ev in events]

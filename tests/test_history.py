@@ -1,0 +1,735 @@
+"""check-history: every anomaly on hand-written histories, the allow-list per mode, the reader's
+errors (fuzzed), the schema, model runs (correct and with a planted bug), the CLI, and one Spark run
+that must give the local report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rmqspec.bench_history import write_synthetic_history
+from rmqspec.cli import main
+from rmqspec.properties.history import (
+    ANOMALIES,
+    CLASSES,
+    COMMIT_CAUSES,
+    EVENT_TYPES,
+    REQUIRED,
+    SKIP_CAUSES,
+    HistoryError,
+    allow_list_markdown,
+    allowed_anomalies,
+    check_history,
+    check_lines,
+    history_from_model_run,
+    history_schema,
+    lines_of,
+    read_lines,
+    schema_text,
+    validate_event,
+    validate_event_carefully,
+    write_history,
+)
+from rmqspec.properties.profiles import scaled
+from rmqspec.spec.config import BROADCASTING, Config
+
+ROOT = Path(__file__).resolve().parent.parent
+A, B, C = "10.0.0.1@c0", "10.0.0.2@c1", "10.0.0.3@c2"
+
+
+# --- tiny history builders ---------------------------------------------------------------------
+def header(mode: str = "CLUSTERING", consumption: str = "concurrent", rocketmq: str = "4.9.8") -> dict[str, Any]:
+    return {
+        "format": "rmqspec-history",
+        "version": 1,
+        "mode": mode,
+        "consumption": consumption,
+        "rocketmq": rocketmq,
+        "group": "G",
+    }
+
+
+def P(t: float, q: int, o: int, topic: str = "T", origin: dict[str, Any] | None = None) -> dict[str, Any]:
+    ev: dict[str, Any] = {"time": t, "type": "produce", "topic": topic, "queue": q, "offset": o}
+    if origin is not None:
+        ev["origin"] = origin
+    return ev
+
+
+def D(t: float, c: str, q: int, o: int, result: str | None = None, topic: str = "T") -> dict[str, Any]:
+    ev: dict[str, Any] = {"time": t, "type": "deliver", "consumer": c, "topic": topic, "queue": q, "offset": o}
+    if result is not None:
+        ev["result"] = result
+    return ev
+
+
+def K(t: float, c: str, q: int, o: int | None, cause: str | None = None) -> dict[str, Any]:
+    ev: dict[str, Any] = {"time": t, "type": "commit", "consumer": c, "topic": "T", "queue": q, "offset": o}
+    if cause is not None:
+        ev["cause"] = cause
+    return ev
+
+
+def J(t: float, c: str) -> dict[str, Any]:
+    return {"time": t, "type": "join", "consumer": c}
+
+
+def L(t: float, c: str) -> dict[str, Any]:
+    return {"time": t, "type": "leave", "consumer": c}
+
+
+def V(t: float, c: str, members: list[str] | None) -> dict[str, Any]:
+    return {"time": t, "type": "view", "consumer": c, "members": members}
+
+
+def O(t: float, c: str, q: int, owned: bool = True) -> dict[str, Any]:  # noqa: E743 - reads like the event
+    return {"time": t, "type": "own", "consumer": c, "topic": "T", "queue": q, "owned": owned}
+
+
+def S(t: float, q: int, start: int, end: int, cause: str, c: str | None = None) -> dict[str, Any]:
+    ev: dict[str, Any] = {"time": t, "type": "skip", "topic": "T", "queue": q, "from": start, "to": end, "cause": cause}
+    if c is not None:
+        ev["consumer"] = c
+    return ev
+
+
+def check(*events: dict[str, Any], **mode: str) -> dict[str, Any]:
+    return check_lines(lines_of([header(**mode), *events]))
+
+
+def classes(report: dict[str, Any], name: str) -> list[str]:
+    return [e["class"] for e in report[name]]
+
+
+# --- lost, skipped -------------------------------------------------------------------------------
+def test_delivery_below_commit_never_made_is_lost() -> None:
+    r = check(P(1, 0, 0), P(1, 0, 1), P(1, 0, 2), D(2, A, 0, 0), D(2, A, 0, 2), K(3, A, 0, 3))
+    assert not r["valid"]
+    assert r["lost"] == [
+        {
+            "class": "lost",
+            "topic": "T",
+            "queue": 0,
+            "offset": 1,
+            "consumer": None,
+            "committed": 3,
+            "failed_deliveries": 0,
+        }
+    ]
+    assert r["not_tolerated"] == {"lost": 1} and r["bad_anomaly_types"] == ["lost"]
+
+
+def test_messages_at_or_above_the_final_commit_are_not_owed() -> None:
+    r = check(P(1, 0, 0), P(1, 0, 1), P(1, 0, 2), D(2, A, 0, 0), K(3, A, 0, 1))
+    assert r["valid"] and r["lost_count"] == 0
+
+
+def test_failed_delivery_committed_past_without_send_back_is_lost() -> None:
+    r = check(P(1, 0, 0), D(2, A, 0, 0, "failure"), K(3, A, 0, 1))
+    assert classes(r, "lost") == ["lost:failed_delivery"] and r["lost"][0]["failed_deliveries"] == 1
+    assert not r["valid"]
+
+
+def test_failed_delivery_forwarded_to_the_retry_topic_is_not_lost() -> None:
+    sent_back = {"topic": "T", "queue": 0, "offset": 0}
+    r = check(P(1, 0, 0), D(2, A, 0, 0, "failure"), P(2, 0, 0, topic="%RETRY%G", origin=sent_back), K(3, A, 0, 1))
+    assert r["valid"] and r["lost_count"] == 0
+
+
+def test_failed_then_successful_redelivery_is_consumed() -> None:
+    r = check(P(1, 0, 0), D(2, A, 0, 0, "failure"), D(7, A, 0, 0, "success"), K(8, A, 0, 1))
+    assert r["valid"] and r["lost_count"] == 0 and r["duplicated"][0]["successes"] == 1
+
+
+def test_broadcasting_failure_drop_is_tolerated_for_concurrent_consumers_only() -> None:
+    events = (P(1, 0, 0), D(2, A, 0, 0, "failure"), K(3, A, 0, 1))
+    concurrent = check(*events, mode="BROADCASTING")
+    assert concurrent["valid"] and "lost:failed_delivery" in concurrent["tolerated"]
+    orderly = check(*events, mode="BROADCASTING", consumption="orderly")
+    assert not orderly["valid"] and orderly["not_tolerated"] == {"lost:failed_delivery": 1}
+
+
+def test_broadcasting_owes_each_consumer_its_own_messages() -> None:
+    r = check(
+        P(1, 0, 0),
+        P(1, 0, 1),
+        D(2, A, 0, 0),
+        D(2, A, 0, 1),
+        D(2, B, 0, 0),
+        K(3, A, 0, 2),
+        K(3, B, 0, 2),
+        mode="BROADCASTING",
+    )
+    assert [(e["consumer"], e["offset"]) for e in r["lost"]] == [(B, 1)]
+
+
+def test_consume_from_last_skip_excuses_offsets_of_a_new_group() -> None:
+    r = check(P(1, 0, 0), P(1, 0, 1), S(2, 0, 0, 2, "consume_from_last", A), P(3, 0, 2), D(4, A, 0, 2), K(5, A, 0, 3))
+    assert r["valid"] and r["lost_count"] == 0
+    assert r["skipped"][0]["excused"] == 2 and r["tolerated"]["skipped"]["count"] == 1
+
+
+def test_consume_from_last_skip_is_no_excuse_once_an_offset_is_committed() -> None:
+    # S1: consumeFromWhere only applies when the broker holds no offset for the group.
+    r = check(
+        P(1, 0, 0), P(1, 0, 1), D(2, A, 0, 0), K(3, A, 0, 1), S(4, 0, 0, 2, "consume_from_last", A), K(5, A, 0, 2)
+    )
+    assert classes(r, "lost") == ["lost"] and r["lost"][0]["offset"] == 1
+
+
+def test_consume_from_last_skip_excuses_again_after_failover_dropped_the_offset() -> None:
+    r = check(
+        P(1, 0, 0), P(1, 0, 1), D(2, A, 0, 0), K(3, A, 0, 1), K(4, "broker", 0, None, "failover"),
+        S(5, 0, 0, 2, "consume_from_last", A), K(6, A, 0, 2),
+    )  # fmt: skip
+    assert r["valid"] and r["skipped_count"] == 1
+
+
+def test_forward_reset_declares_the_offsets_it_jumps_over_skipped() -> None:
+    r = check(P(1, 0, 0), P(1, 0, 1), P(1, 0, 2), D(2, A, 0, 0), K(3, A, 0, 1), K(4, "admin", 0, 3, "reset"))
+    assert r["valid"] and r["skipped"][0]["cause"] == "reset" and r["skipped"][0]["excused"] == 2
+
+
+def test_filtered_skip_without_consumer_applies_to_every_broadcast_consumer() -> None:
+    r = check(
+        P(1, 0, 0), S(1, 0, 0, 1, "filtered"), P(1, 0, 1), D(2, A, 0, 1), D(2, B, 0, 1), K(3, A, 0, 2), K(3, B, 0, 2),
+        mode="BROADCASTING",
+    )  # fmt: skip
+    assert r["valid"] and r["skipped"][0]["excused"] == 2
+
+
+# --- duplicated, unexpected ----------------------------------------------------------------------
+def test_second_delivery_is_duplicated_and_tolerated_in_every_mode() -> None:
+    for mode in ("CLUSTERING", "BROADCASTING"):
+        for consumption in ("concurrent", "orderly"):
+            for version in ("4.9.8", "5.x"):
+                r = check(
+                    P(1, 0, 0), D(2, A, 0, 0), D(3, A, 0, 0), mode=mode, consumption=consumption, rocketmq=version
+                )
+                assert r["valid"] and r["duplicated_count"] == 1 and "S4" in r["tolerated"]["duplicated"]["reason"]
+
+
+def test_duplicate_window_says_what_happened_between_the_deliveries() -> None:
+    r = check(
+        J(0, A), J(0, B), V(0, A, [A, B]), V(0, B, [A, B]), O(0, A, 0),
+        P(1, 0, 0), D(2, A, 0, 0), K(3, A, 0, 1), L(4, A), O(4, B, 0), V(4, B, [B]), K(4, B, 0, 0, "reset"),
+        D(5, B, 0, 0), P(6, 0, 1), D(7, B, 0, 1), D(8, B, 0, 1),
+    )  # fmt: skip
+    first, second = r["duplicated"]
+    assert (first["offset"], first["count"], first["first_time"], first["last_time"]) == (0, 2, 2, 5)
+    assert first["consumers"] == [A, B]
+    assert first["after_membership_change"] and first["after_ownership_change"] and first["after_commit_decrease"]
+    assert not (
+        second["after_membership_change"] or second["after_ownership_change"] or second["after_commit_decrease"]
+    )
+
+
+def test_broadcast_delivery_to_two_consumers_is_not_a_duplicate() -> None:
+    r = check(P(1, 0, 0), D(2, A, 0, 0), D(2, B, 0, 0), D(3, B, 0, 0), mode="BROADCASTING")
+    assert [(e["consumer"], e["count"]) for e in r["duplicated"]] == [(B, 2)]
+    assert r["counts"][0]["distinct_delivered"] == 1
+
+
+def test_delivery_never_produced_is_unexpected() -> None:
+    r = check(P(1, 0, 0), D(2, A, 0, 0), D(3, A, 0, 5), D(4, B, 0, 5), D(4, A, 1, 0))
+    assert [(e["queue"], e["offset"], e["deliveries"], e["consumers"]) for e in r["unexpected"]] == [
+        (0, 5, 2, [A, B]),
+        (1, 0, 1, [A]),
+    ]
+    assert r["not_tolerated"] == {"unexpected": 2}
+
+
+# --- commits -------------------------------------------------------------------------------------
+def test_commit_decrease_by_the_same_consumer_without_cause_is_a_bug() -> None:
+    r = check(P(1, 0, 0), P(1, 0, 1), D(2, A, 0, 0), D(2, A, 0, 1), K(3, A, 0, 2), K(4, A, 0, 1))
+    assert classes(r, "commit_decreased") == ["commit_decreased"]
+    assert r["commit_decreased"][0]["from"] == 2 and r["commit_decreased"][0]["to"] == 1
+    assert not r["valid"]
+
+
+def test_commit_decrease_with_a_declared_cause_is_tolerated() -> None:
+    for cause in COMMIT_CAUSES:
+        r = check(P(1, 0, 0), D(2, A, 0, 0), K(3, A, 0, 1), K(4, A, 0, 0, cause))
+        assert r["valid"] and classes(r, "commit_decreased") == ["commit_decreased:declared"], cause
+
+
+def test_stale_owner_commit_lowering_the_offset_is_tolerated_in_clustering() -> None:
+    r = check(P(1, 0, 0), P(1, 0, 1), D(2, A, 0, 0), D(2, B, 0, 1), K(3, B, 0, 2), K(4, A, 0, 1))
+    assert r["valid"] and classes(r, "commit_decreased") == ["commit_decreased:other_writer"]
+    assert "R3.2" in r["tolerated"]["commit_decreased:other_writer"]["reason"]
+
+
+def test_same_consumer_decrease_after_dropping_the_queue_is_a_stale_incarnation() -> None:
+    r = check(
+        O(0, A, 0), P(1, 0, 0), P(1, 0, 1), D(2, A, 0, 0), D(2, A, 0, 1), O(3, A, 0, False), O(4, A, 0),
+        K(5, A, 0, 2), K(6, A, 0, 1),
+    )  # fmt: skip
+    assert r["valid"] and classes(r, "commit_decreased") == ["commit_decreased:stale_incarnation"]
+
+
+def test_a_broadcast_consumer_restarting_with_a_lower_offset_is_a_bug() -> None:
+    # The local offset file is written synchronously: no commit of the earlier process lands later.
+    r = check(J(0, A), P(1, 0, 0), D(2, A, 0, 0), K(3, A, 0, 1), L(4, A), J(5, A), K(6, A, 0, 0), mode="BROADCASTING")
+    assert r["not_tolerated"] == {"commit_decreased:stale_incarnation": 1}
+
+
+def test_lowering_an_offset_illegal_correction_is_tolerated_in_4_9_8_only() -> None:
+    events = (P(1, 0, 0), P(1, 0, 1), D(2, A, 0, 0), K(3, A, 0, 2, "offset_illegal"), K(4, A, 0, 1))
+    old = check(*events, rocketmq="4.9.8")
+    assert old["valid"] and classes(old, "commit_decreased") == ["commit_decreased:after_offset_illegal"]
+    assert not check(*events, rocketmq="5.x")["valid"]
+
+
+def test_losing_the_offset_is_a_decrease_and_the_next_commit_starts_afresh() -> None:
+    r = check(P(1, 0, 0), D(2, A, 0, 0), K(3, A, 0, 1), K(4, "broker", 0, None, "failover"), K(5, A, 0, 0))
+    assert r["valid"] and classes(r, "commit_decreased") == ["commit_decreased:declared"]
+    assert (r["commit_decreased"][0]["from"], r["commit_decreased"][0]["to"]) == (1, None)
+    # The same consumer's offset file losing an entry without a cause (RMQ-21) is a bug.
+    bad = check(P(1, 0, 0), D(2, A, 0, 0), K(3, A, 0, 1), K(4, A, 0, None), mode="BROADCASTING")
+    assert bad["not_tolerated"] == {"commit_decreased": 1}
+
+
+def test_commit_beyond_the_highest_produced_offset_plus_one() -> None:
+    r = check(P(1, 0, 0), P(1, 0, 1), D(2, A, 0, 0), D(2, A, 0, 1), K(3, A, 0, 2), K(4, A, 0, 4))
+    assert r["commit_beyond_max"] == [
+        {
+            "class": "commit_beyond_max",
+            "topic": "T",
+            "queue": 0,
+            "consumer": A,
+            "offset": 4,
+            "max_produced": 1,
+            "time": 4,
+            "line": 7,
+        }
+    ]
+    assert not r["valid"]
+
+
+def test_negative_committed_offset_is_an_anomaly_not_bad_input() -> None:
+    r = check(P(1, 0, 0), D(2, A, 0, 0), K(3, A, 0, -1))
+    assert r["not_tolerated"] == {"commit_negative": 1} and r["commit_negative"][0]["offset"] == -1
+
+
+# --- ownership -----------------------------------------------------------------------------------
+AGREED = (J(0, A), J(0, B), V(1, A, [A, B]), V(1, B, [A, B]))
+
+
+def test_double_ownership_after_views_agree_is_a_bug() -> None:
+    r = check(*AGREED, O(1, A, 0), O(1, A, 1), O(1, B, 1), P(2, 0, 0))
+    assert r["double_owned"] == [
+        {
+            "class": "double_owned",
+            "topic": "T",
+            "queue": 1,
+            "consumers": [A, B],
+            "from_time": 1,
+            "to_time": None,
+            "views_agree": True,
+            "agreed_from": 1,
+        }
+    ]
+    assert r["not_tolerated"] == {"double_owned": 1}
+
+
+def test_double_ownership_while_views_differ_is_tolerated_for_concurrent_not_orderly() -> None:
+    events = (
+        J(0, A),
+        J(0, B),
+        V(1, A, [A]),
+        O(1, A, 0),
+        O(1, B, 0),
+        V(2, B, [A, B]),
+        O(3, A, 0, False),
+        V(3, A, [A, B]),
+    )
+    concurrent = check(*events)
+    assert concurrent["valid"] and classes(concurrent, "double_owned") == ["double_owned:views_differ"]
+    entry = concurrent["double_owned"][0]
+    assert (entry["from_time"], entry["to_time"], entry["views_agree"]) == (1, 3, False)
+    orderly = check(*events, consumption="orderly")
+    assert orderly["not_tolerated"] == {"double_owned:views_differ": 1}
+
+
+def test_queue_unowned_after_views_agree_is_a_bug() -> None:
+    r = check(*AGREED, O(1, A, 0), P(2, 1, 0), O(5, B, 1))
+    assert [(e["class"], e["queue"], e["from_time"], e["to_time"]) for e in r["unowned"]] == [("unowned", 1, 2, 5)]
+
+
+def test_queue_unowned_while_views_differ_is_tolerated() -> None:
+    r = check(J(0, A), J(0, B), V(1, A, [A]), O(1, A, 0), P(2, 1, 0), V(3, B, [A, B]), V(3, A, [A, B]), O(3, B, 1))
+    assert r["valid"] and classes(r, "unowned") == ["unowned:views_differ"]
+
+
+def test_a_leave_ends_the_consumers_ownership() -> None:
+    r = check(*AGREED, O(1, A, 0), O(1, B, 1), L(5, B), O(6, A, 1), V(6, A, [A]))
+    # B's queue 1 was unowned from 5 to 6, while A's view still listed B: tolerated.
+    assert r["valid"] and [(e["class"], e["from_time"], e["to_time"]) for e in r["unowned"]] == [
+        ("unowned:views_differ", 5, 6)
+    ]
+
+
+def test_events_sharing_a_timestamp_are_simultaneous() -> None:
+    # The view is logged before the ownership change of the same rebalance: no instant of disagreement.
+    r = check(
+        J(0, A),
+        V(1, A, [A]),
+        O(1, A, 0),
+        P(2, 0, 0),
+        J(3, B),
+        V(4, A, [A, B]),
+        V(4, B, [A, B]),
+        O(4, A, 0, False),
+        O(4, B, 0),
+    )
+    assert r["valid"] and r["double_owned_count"] == 0 and r["unowned_count"] == 0
+
+
+def test_ownership_is_not_judged_without_membership_events() -> None:
+    r = check(O(1, A, 0), O(1, B, 0), P(2, 0, 0))
+    assert r["valid"] and not r["ownership_checked"] and "join" in r["ownership_note"]
+
+
+# --- report shape, allow-list ----------------------------------------------------------------------
+def test_report_is_flat_with_counts_per_queue() -> None:
+    r = check(P(1, 0, 0), P(1, 1, 0), D(2, A, 0, 0), D(3, A, 0, 0), D(3, A, 1, 0, "failure"), K(4, A, 0, 1))
+    assert r["counts"] == [
+        {"group": "G", "topic": "T", "queue": 0, "produced": 1, "max_produced": 0, "delivered": 2,
+         "distinct_delivered": 1, "failed_deliveries": 0, "commits": 1, "committed": 1, "lost": 0,
+         "duplicated": 1, "skipped": 0},
+        {"group": "G", "topic": "T", "queue": 1, "produced": 1, "max_produced": 0, "delivered": 1,
+         "distinct_delivered": 1, "failed_deliveries": 1, "commits": 0, "committed": None, "lost": 0,
+         "duplicated": 0, "skipped": 0},
+    ]  # fmt: skip
+    assert r["totals"] == {"produced": 2, "delivered": 3, "distinct_delivered": 2, "failed_deliveries": 1, "commits": 1}
+    for name in ANOMALIES:
+        assert r[f"{name}_count"] == len(r[name])
+    json.dumps(r)  # plain JSON
+
+
+def test_every_mode_has_an_allow_list_with_reasons() -> None:
+    for mode in ("CLUSTERING", "BROADCASTING"):
+        for consumption in ("concurrent", "orderly"):
+            for version in ("4.9.8", "5.x"):
+                allowed = allowed_anomalies(mode, consumption, version)
+                assert set(allowed) <= set(CLASSES) and all(reason for reason in allowed.values())
+                assert "duplicated" in allowed and "commit_decreased:declared" in allowed
+                assert "lost" not in allowed and "unexpected" not in allowed and "commit_beyond_max" not in allowed
+    assert "double_owned:views_differ" in allowed_anomalies("CLUSTERING", "concurrent", "5.x")
+    assert "double_owned:views_differ" not in allowed_anomalies("CLUSTERING", "orderly", "4.9.8")
+
+
+def test_docs_state_the_allow_list_and_the_schema_the_code_uses() -> None:
+    assert allow_list_markdown() in (ROOT / "docs" / "oracle.md").read_text(encoding="utf-8")
+    on_disk = (ROOT / "docs" / "history.schema.json").read_text(encoding="utf-8")
+    assert on_disk == schema_text(), (
+        "docs/history.schema.json is stale; regenerate it with: .venv/bin/python -c 'from "
+        'rmqspec.properties.history import schema_text; print(schema_text(), end="")\' > docs/history.schema.json'
+    )
+
+
+def test_schema_and_reader_agree_on_types_required_fields_and_enums() -> None:
+    schema = history_schema()
+    by_title = {s["title"]: s for s in schema["oneOf"]}
+    assert set(by_title) == {"header", *EVENT_TYPES}
+    assert by_title["commit"]["properties"]["cause"]["enum"] == [*COMMIT_CAUSES, None]
+    assert by_title["skip"]["properties"]["cause"]["enum"] == list(SKIP_CAUSES)
+    sample = {
+        "produce": P(1, 0, 0),
+        "deliver": D(1, A, 0, 0),
+        "commit": K(1, A, 0, 0),
+        "skip": S(1, 0, 0, 1, "filtered"),
+        "join": J(1, A),
+        "leave": L(1, A),
+        "view": V(1, A, [A]),
+        "own": O(1, A, 0),
+    }
+    for kind, event in sample.items():
+        assert by_title[kind]["required"] == ["time", "type", *REQUIRED[kind]]
+        read_lines(lines_of([header(), event]))  # the sample is valid
+        for name in by_title[kind]["required"]:
+            broken = {k: v for k, v in event.items() if k != name}
+            with pytest.raises(HistoryError) as err:
+                read_lines(lines_of([header(), broken]))
+            assert err.value.line == 2 and err.value.field == name, (kind, name, str(err.value))
+
+
+# --- reading errors ------------------------------------------------------------------------------
+GOOD = json.dumps(header())
+
+
+@pytest.mark.parametrize(
+    ("lines", "line", "field", "words"),
+    [
+        ([], None, None, "empty file"),
+        (["\n"], 1, None, "blank"),
+        (['{"format": "x"}'], 1, "format", "rmqspec-history"),
+        ([GOOD.replace('"CLUSTERING"', '"CLUSTER"')], 1, "mode", "CLUSTERING, BROADCASTING"),
+        ([GOOD.replace('"version": 1', '"version": true')], 1, "version", "expected 1"),
+        ([GOOD, "{not json"], 2, None, "not JSON"),
+        ([GOOD, '{"time": NaN, "type": "join", "consumer": "a"}'], 2, None, "NaN"),
+        ([GOOD, "[1, 2]"], 2, None, "event object"),
+        ([GOOD, '{"time": 1, "type": "join", "consumer": "a"} x'], 2, None, "Extra data"),
+        ([GOOD, '{"type": "join", "consumer": "a"}'], 2, "time", "missing"),
+        ([GOOD, '{"time": "1", "type": "join", "consumer": "a"}'], 2, "time", "finite number"),
+        ([GOOD, '{"time": 1, "type": "poll"}'], 2, "type", "one of produce"),
+        ([GOOD, '{"time": 1, "type": "produce", "topic": "T", "queue": 0, "offset": -1}'], 2, "offset", "non-negative"),
+        ([GOOD, '{"time": 1, "type": "produce", "topic": "T", "queue": 0.5, "offset": 1}'], 2, "queue", "non-negative"),
+        ([GOOD, '{"time": 1, "type": "produce", "topic": "", "queue": 0, "offset": 1}'], 2, "topic", "non-empty"),
+        ([GOOD, '{"time": 1, "type": "produce", "topic": "T", "queue": 0, "offset": 1, "origin": {"topic": "T"}}'],
+         2, "origin.queue", "non-negative"),
+        ([GOOD, '{"time": 1, "type": "deliver", "consumer": "a", "topic": "T", "queue": 0, "offset": 0, '
+                '"result": "ok"}'],
+         2, "result", "success, failure"),
+        ([GOOD, '{"time": 1, "type": "commit", "consumer": "a", "topic": "T", "queue": 0}'], 2, "offset", "missing"),
+        ([GOOD, '{"time": 1, "type": "commit", "consumer": "a", "topic": "T", "queue": 0, "offset": 1, "cause": "x"}'],
+         2, "cause", "reset"),
+        ([GOOD, '{"time": 1, "type": "view", "consumer": "a", "members": ["a", 3]}'], 2, "members", "array"),
+        ([GOOD, '{"time": 1, "type": "view", "consumer": "a"}'], 2, "members", "missing"),
+        ([GOOD, '{"time": 1, "type": "own", "consumer": "a", "topic": "T", "queue": 0, "owned": 1}'],
+         2, "owned", "true or false"),
+        ([GOOD, '{"time": 1, "type": "skip", "topic": "T", "queue": 0, "from": 3, "to": 1, "cause": "reset"}'],
+         2, "to", ">= from"),
+        ([GOOD, '{"time": 5, "type": "join", "consumer": "a"}', '{"time": 4, "type": "join", "consumer": "b"}'],
+         3, "time", "before the previous"),
+    ],
+)  # fmt: skip
+def test_malformed_input_names_the_line_and_the_field(
+    lines: list[str], line: int | None, field: str | None, words: str
+) -> None:
+    with pytest.raises(HistoryError) as err:
+        read_lines([text if text.endswith("\n") else text + "\n" for text in lines])
+    assert (err.value.line, err.value.field) == (line, field)
+    assert words in str(err.value)
+    if line is not None:
+        assert str(err.value).startswith(f"line {line}: ")
+
+
+def test_blank_lines_and_unknown_fields_are_ignored() -> None:
+    r = check_lines([GOOD + "\n", "\n", "  \n", json.dumps({**P(1, 0, 0), "msgId": "x"}) + "\n", "\n"])
+    assert r["valid"] and r["events"] == 1
+
+
+def test_a_file_that_is_not_utf8_names_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "h.jsonl"
+    path.write_bytes((GOOD + "\n").encode() + b'{"time": 1, "type": "join", "consumer": "\xff"}\n')
+    with pytest.raises(HistoryError, match="line 2: not UTF-8"):
+        check_history(path)
+
+
+VALID_EVENTS = [
+    J(0, A), J(0, B), V(1, A, [A, B]), V(1, B, [A, B]), O(1, A, 0), O(1, B, 1), P(2, 0, 0), P(2, 1, 0),
+    D(3, A, 0, 0), D(3, B, 1, 0, "failure"), K(4, A, 0, 1), S(4, 1, 0, 1, "filtered"), L(5, B),
+    P(6, 1, 1, topic="%RETRY%G", origin={"topic": "T", "queue": 1, "offset": 0}),
+]  # fmt: skip
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 2**64) | st.floats(allow_nan=False) | st.text(max_size=4),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=6,
+)
+
+
+@st.composite
+def mutated_history(draw: st.DrawFn) -> list[str]:
+    lines = lines_of([header(), *VALID_EVENTS])
+    for _ in range(draw(st.integers(1, 3))):
+        k = draw(st.integers(0, len(lines) - 1))
+        how = draw(st.sampled_from(["field", "drop", "truncate", "garbage", "swap"]))
+        try:
+            obj = json.loads(lines[k])
+        except ValueError:
+            obj = None
+        if how in ("field", "drop") and isinstance(obj, dict):
+            name = draw(st.sampled_from(sorted(obj) + ["type", "time", "members", "origin"]))
+            if how == "drop":
+                obj.pop(name, None)
+            else:
+                obj[name] = draw(JSON_VALUES)
+            lines[k] = json.dumps(obj) + "\n"
+        elif how == "truncate":
+            lines[k] = lines[k][: draw(st.integers(0, len(lines[k]) - 1))] + "\n"
+        elif how == "garbage":
+            lines[k] = draw(st.text(max_size=20)).replace("\n", " ") + "\n"
+        else:
+            j = draw(st.integers(0, len(lines) - 1))
+            lines[k], lines[j] = lines[j], lines[k]
+    return lines
+
+
+@scaled(3)
+@given(mutated_history())
+def test_fuzzed_histories_give_a_report_or_an_error_naming_the_line(lines: list[str]) -> None:
+    try:
+        report = check_lines(lines)
+    except HistoryError as err:
+        assert err.line is not None and 1 <= err.line <= len(lines)
+        assert str(err).startswith(f"line {err.line}: ") and "\n" not in str(err)
+        if err.field is not None:
+            assert f'field "{err.field}"' in str(err)
+    else:
+        json.dumps(report)
+        assert report["events"] <= len(lines) - 1
+
+
+@scaled(2)
+@given(st.lists(st.text(max_size=40), max_size=6))
+def test_arbitrary_text_after_a_header_never_escapes_as_a_traceback(texts: list[str]) -> None:
+    lines = [GOOD + "\n"] + [t + "\n" for t in texts]
+    try:
+        check_lines(lines)
+    except HistoryError as err:
+        assert err.line is not None and str(err).startswith("line ")
+
+
+FIELD_VALUES = (
+    st.none() | st.booleans() | st.integers(-2, 3) | st.floats(-1, 3, allow_nan=False) | st.sampled_from(
+        ["", "T", A, "success", "failure", "deliver", "produce", "commit", "own", "reset", "filtered", "x"]
+    )
+    | st.lists(st.sampled_from([A, B, ""]), max_size=2)
+    | st.fixed_dictionaries(
+        {"topic": st.sampled_from(["T", ""]), "queue": st.integers(-1, 1), "offset": st.integers(0, 1)}
+    )
+)  # fmt: skip
+
+
+@scaled(3)
+@given(
+    st.sampled_from(VALID_EVENTS),
+    st.dictionaries(st.sampled_from(["time", "type", "consumer", "topic", "queue", "offset", "result", "cause",
+                                     "origin", "members", "owned", "from", "to"]), FIELD_VALUES, max_size=3),
+    st.sets(st.sampled_from(["time", "type", "consumer", "topic", "queue", "offset", "result", "origin"]), max_size=2),
+)  # fmt: skip
+def test_fast_paths_agree_with_the_careful_validator(
+    event: dict[str, Any], changes: dict[str, Any], dropped: set[str]
+) -> None:
+    obj = {k: v for k, v in {**event, **changes}.items() if k not in dropped}
+    try:
+        expected: Any = validate_event_carefully(obj, 2)
+    except HistoryError as err:
+        expected = (err.field, err.message)
+    try:
+        fast: Any = validate_event(obj, 2)
+    except HistoryError as err:
+        fast = (err.field, err.message)
+    assert fast == expected
+    try:
+        history = read_lines(lines_of([header(), obj]))
+    except HistoryError as err:
+        assert (err.field, err.message) == expected
+        return
+    t, key, rec, fkey, frec = expected
+    if key is None:
+        assert history.membership == [rec] and not history.buckets
+    else:
+        wanted = {key: [rec]}
+        if fkey is not None:
+            wanted.setdefault(fkey, []).append(frec)
+        assert history.buckets == wanted and history.last_time == t
+
+
+# --- model runs ----------------------------------------------------------------------------------
+MODEL_CONFIGS = [
+    Config(consumers=3, queues=4, messages_per_queue=8, max_reconsume_times=1, client_crashes=2, client_shutdowns=2),
+    Config(consumers=2, queues=3, messages_per_queue=8, mode=BROADCASTING, client_crashes=2),
+    Config(consumers=2, queues=2, tags=("A", "B"), subscription=("A",), messages_per_queue=6, broker_crashes=2),
+]
+
+
+@pytest.mark.parametrize("config", MODEL_CONFIGS, ids=["clustering", "broadcasting", "tags-failover"])
+def test_correct_model_runs_show_only_tolerated_anomalies(config: Config) -> None:
+    seen: set[str] = set()
+    delivered = 0
+    for seed in range(12):
+        report = check_lines(lines_of(history_from_model_run(config, seed, 700)))
+        assert report["valid"], (seed, report["not_tolerated"])
+        delivered += report["totals"]["delivered"]
+        seen |= set(report["tolerated"])
+    assert delivered > 0 and ("skipped" in seen or "duplicated" in seen)
+
+
+def test_planted_commit_before_send_back_is_lost() -> None:
+    # RMQ-03: a message whose send-back failed is committed past; once its pq is dropped before the
+    # local retry runs, nobody consumes it again.
+    base = {"consumers": 3, "queues": 2, "messages_per_queue": 10, "max_reconsume_times": 2,
+            "send_back_failures": 10, "client_crashes": 0, "client_shutdowns": 4}  # fmt: skip
+    buggy = Config(**base, mutations=frozenset({"commit_before_send_back"}))  # type: ignore[arg-type]
+    for seed in range(60):
+        report = check_lines(lines_of(history_from_model_run(buggy, seed, 800)))
+        if report["lost_count"]:
+            break
+    else:
+        pytest.fail("no walk of the planted bug lost a message")
+    assert not report["valid"] and set(report["not_tolerated"]) <= {"lost", "lost:failed_delivery"}
+    correct = check_lines(lines_of(history_from_model_run(Config(**base), seed, 800)))  # type: ignore[arg-type]
+    assert correct["valid"], correct["not_tolerated"]
+
+
+def test_planted_overlapping_allocation_is_double_ownership_after_views_agree() -> None:
+    config = Config(consumers=3, queues=4, mutations=frozenset({"avg_blocks_overlap"}))
+    for seed in range(30):
+        report = check_lines(lines_of(history_from_model_run(config, seed, 600)))
+        if "double_owned" in report["not_tolerated"]:
+            return
+    pytest.fail("no walk showed double ownership with agreeing views")
+
+
+# --- the command line ----------------------------------------------------------------------------
+def test_cli_exit_codes_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good, bad, broken = tmp_path / "good.jsonl", tmp_path / "bad.jsonl", tmp_path / "broken.jsonl"
+    write_history([header(), P(1, 0, 0), D(2, A, 0, 0), K(3, A, 0, 1)], good)
+    write_history([header(), P(1, 0, 0), K(3, A, 0, 1)], bad)
+    broken.write_text(GOOD + '\n{"time": 1, "type": "deliver"}\n', encoding="utf-8")
+    assert main(["check-history", str(good)]) == 0
+    assert "valid: yes" in capsys.readouterr().out
+    assert main(["check-history", "--json", str(bad)]) == 1
+    assert json.loads(capsys.readouterr().out)["not_tolerated"] == {"lost": 1}
+    assert main(["check-history", str(broken)]) == 2
+    err = capsys.readouterr().err
+    assert err == f'rmqspec: error: {broken}: line 2: field "consumer": missing (required for a deliver event)\n'
+    assert main(["check-history", str(tmp_path / "missing.jsonl")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+
+
+def test_benchmark_history_is_valid(tmp_path: Path) -> None:
+    path = tmp_path / "bench.jsonl"
+    n = write_synthetic_history(path, 20_000)
+    report = check_history(path)
+    assert report["valid"], report["not_tolerated"]
+    assert report["events"] == n and report["duplicated_count"] > 0 and report["ownership_checked"]
+
+
+# --- Spark ---------------------------------------------------------------------------------------
+def test_spark_gives_the_local_report_for_jsonl_and_parquet(tmp_path: Path) -> None:
+    from rmqspec.history_spark import _session, check_history_spark, write_parquet
+
+    config = Config(consumers=3, queues=3, messages_per_queue=6, max_reconsume_times=1, client_crashes=1)
+    path = tmp_path / "model.jsonl"
+    write_history(history_from_model_run(config, 3, 500), path)
+    local = check_history(path)
+    assert local["duplicated_count"] + local["skipped_count"] + local["unowned_count"] > 0  # not a trivial report
+    spark = _session("local[2]", quick_start=True)
+    assert check_history_spark(path, spark=spark) == local
+    parquet = tmp_path / "model.parquet"
+    write_parquet(spark, path, parquet)
+    assert check_history_spark(parquet, spark=spark) == local
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines(keepends=True)
+    for k, bad in enumerate(
+        [
+            text.replace('"type": "deliver"', '"type": "delivery"', 1),  # a bad field
+            "{not json\n" + "".join(lines[1:]),  # a bad header
+            "".join(lines[:-1]) + lines[-1].replace('"time": ', '"time": -1, "was": ', 1),  # time goes back
+        ]
+    ):
+        broken = tmp_path / f"broken{k}.jsonl"
+        broken.write_text(bad, encoding="utf-8")
+        with pytest.raises(HistoryError) as spark_err:
+            check_history_spark(broken, spark=spark)
+        with pytest.raises(HistoryError) as local_err:
+            check_history(broken)
+        assert str(spark_err.value) == str(local_err.value)
