@@ -19,6 +19,7 @@ from rmqspec.campaign.runner import (
 )
 from rmqspec.campaign.units import PROFILES, run_unit
 from rmqspec.cli import main
+from rmqspec.properties.trace import check_trace
 
 
 def test_a_run_is_a_pure_function_of_its_inputs() -> None:
@@ -85,6 +86,9 @@ def test_planted_bug_is_found_deduplicated_and_stored(tmp_path: Path) -> None:
     paths = save_failures(result.failures, tmp_path / "store")
     record = json.loads(paths[0].read_text())
     assert record["config"]["mutations"] == ["watermark_highest_consumed"] and record["actions"]
+    # The stored trace, checked against the correct model, shows the planted bug's divergence.
+    report = check_trace(paths[0].with_name(paths[0].stem + ".trace.jsonl"))
+    assert not report.valid and report.divergence is not None
     assert deduplicate(result.rows).keys() == result.failures.keys()
 
 

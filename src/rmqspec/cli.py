@@ -192,7 +192,7 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
             raise CliError("--resume needs --out DIR: the campaign directory to continue")
         args.out = time.strftime("rmqspec-out/campaign-%Y%m%d-%H%M%S")  # a fresh campaign each time
     out = Path(args.out)
-    store = Path(args.store) if args.store else out / "failures"
+    store = Path(args.store)
     interactive = sys.stderr.isatty()
 
     def progress(line: str) -> None:
@@ -497,7 +497,9 @@ def build_parser() -> argparse.ArgumentParser:
     camp.add_argument("--seed", type=int, default=0, help="campaign seed: unit k uses seed+k (default 0)")
     camp.add_argument("--batch-size", type=_positive, default=32, help="runs per Spark job (default 32)")
     camp.add_argument("--out", help="output directory (default rmqspec-out/campaign-<time>)")
-    camp.add_argument("--store", help="failure store directory (default <out>/failures)")
+    camp.add_argument(
+        "--store", default="failures", help="failure store, replayed by the test suite (default failures/)"
+    )
     camp.add_argument("--resume", action="store_true", help="continue the campaign in --out")
     camp.add_argument("--no-lockstep", action="store_true", help="model only, without the reference")
     camp.add_argument("--mutation", action="append", help="plant a known bug (repeatable)")

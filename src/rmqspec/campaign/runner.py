@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -244,12 +245,31 @@ def deduplicate(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def save_failures(failures: dict[str, dict[str, Any]], store: Path) -> list[Path]:
-    """Write each failure to ``<store>/<signature>.json`` (the suite replays the store)."""
+    """Write each failure to ``<store>/<signature>.json`` (the suite replays ``failures/``) and
+    as a trace in the oracle's format, ``<signature>.trace.jsonl``: checked against the correct
+    model, the trace of a planted bug shows its divergence and any run shows its violation."""
+    from dataclasses import replace
+
+    from rmqspec.properties.serialize import action_from_json, config_from_json
+    from rmqspec.properties.trace import write_trace
+
     store.mkdir(parents=True, exist_ok=True)
     paths = []
     for sig, record in sorted(failures.items()):
-        path = store / f"{sig.replace(':', '-')}.json"
+        stem = sig.replace(":", "-")
+        path = store / f"{stem}.json"
         _atomic_write(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
+        config = config_from_json(record["config"])
+        actions = [action_from_json(a) for a in record["actions"]]
+        planted = f", planted {sorted(config.mutations)}" if config.mutations else ""
+        producer = f"rmqspec campaign failure {sig}{planted}"
+        write_trace(
+            replace(config, mutations=frozenset()),
+            actions,
+            store / f"{stem}.trace.jsonl",
+            producer=producer,
+            observe_with=config if config.mutations else None,
+        )
         paths.append(path)
     return paths
 
@@ -263,6 +283,10 @@ def _spark_session(master: str) -> Any:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # this machine's network is loopback only
     log4j = Path(__file__).with_name("log4j2.properties")
+    # Local mode retries a failed task only when told how often: local[N] -> local[N,4].
+    local = re.fullmatch(r"local(?:\[(\d+|\*)\])?", master)
+    if local:
+        master = f"local[{local.group(1) or 1},4]"
     try:
         spark = (
             SparkSession.builder.master(master)
