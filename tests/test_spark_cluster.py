@@ -27,6 +27,7 @@ DRIVER_TIMEOUT = 120.0  # seconds for one campaign driver, Spark start-up includ
 def _start_campaign(master: str, out: Path) -> subprocess.Popen[str]:
     """Start ``rmqspec campaign`` in a driver process (and process group) of its own."""
     cmd = [sys.executable, "-m", "rmqspec.cli", "campaign", "--master", master, "--out", str(out), *CAMPAIGN]
+    cmd += ["--store", str(out / "failures")]  # never the repository's failures/
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     return subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, start_new_session=True, text=True

@@ -55,7 +55,10 @@ class CampaignOptions:
 
     def manifest(self) -> dict[str, Any]:
         """What must match for ``--resume`` to continue the same campaign."""
+        from rmqspec import __version__
+
         return {
+            "rmqspec": __version__,
             "seed": self.seed,
             "steps": self.steps,
             "batch_size": self.batch_size,
@@ -287,15 +290,18 @@ def _spark_session(master: str) -> Any:
     local = re.fullmatch(r"local(?:\[(\d+|\*)\])?", master)
     if local:
         master = f"local[{local.group(1) or 1},4]"
+    builder = SparkSession.builder
+    if master.startswith("local") or "127.0.0.1" in master:
+        # Everything is on this machine: keep Spark on loopback. On a real cluster the driver's
+        # address comes from spark-submit or spark-defaults, so the executors can reach it.
+        builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
     try:
         spark = (
-            SparkSession.builder.master(master)
+            builder.master(master)
             .appName("rmqspec-campaign")
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.task.maxFailures", "4")  # a lost task is re-run: units are deterministic
-            .config("spark.driver.host", "127.0.0.1")
-            .config("spark.driver.bindAddress", "127.0.0.1")
             .config("spark.sql.shuffle.partitions", "4")
             .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
             .config("spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
