@@ -60,13 +60,16 @@ def walk(
     on_state: Callable[[State], None] | None = None,
     result: ExploreResult | None = None,
     watch: frozenset[str] | None = None,
+    record: list[Action] | None = None,
+    check: bool = True,
 ) -> Counterexample | None:
     """One random walk of at most ``max_steps`` steps; the first violation ends it. With
     ``watch``, only violations of those property ids count (to show one property alone catches a
-    bug that another would report first)."""
+    bug that another would report first). ``record`` receives the actions taken; with ``check``
+    false no property is checked (the walk then only stops when nothing is enabled)."""
     rng = random.Random(seed)
     state = model.initial()
-    taken: list[Action] = []
+    taken: list[Action] = [] if record is None else record
     checks_per_step = len(INVARIANTS) + len(ACTION_PROPERTIES)
     for _ in range(max_steps):
         enabled = model.enabled(state)
@@ -75,7 +78,7 @@ def walk(
         action = enabled[rng.randrange(len(enabled))]
         after = model.step(state, action)
         taken.append(action)
-        violations = check_step(model, state, action, after) + check_state(model, after)
+        violations = check_step(model, state, action, after) + check_state(model, after) if check else []
         if watch is not None:
             violations = [v for v in violations if v.id in watch]
         if result is not None:

@@ -32,12 +32,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import random
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from rmqspec.properties.explore import walk
 from rmqspec.properties.serialize import ACTION_TYPES, action_to_json, config_to_json
 from rmqspec.spec import actions as act
 from rmqspec.spec.config import Config, ConfigError
@@ -737,18 +737,6 @@ def explorer_actions(config: Config, seed: int, steps: int, stop_at_violation: b
     """The actions of the explorer's seeded walk (``explore.walk``: same seed, same choices), so a
     trace recorded here replays the walk ``rmqspec run`` took with that seed. Like the explorer it
     stops after the first step that violates a property, unless ``stop_at_violation`` is false."""
-    model = Model(config)
-    rng = random.Random(seed)
-    state = model.initial()
     taken: list[act.Action] = []
-    for _ in range(steps):
-        enabled = model.enabled(state)
-        if not enabled:
-            break
-        action = enabled[rng.randrange(len(enabled))]
-        after = model.step(state, action)
-        taken.append(action)
-        if stop_at_violation and (check_step(model, state, action, after) or check_state(model, after)):
-            break
-        state = after
+    walk(Model(config), seed, steps, record=taken, check=stop_at_violation)
     return taken
