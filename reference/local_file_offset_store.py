@@ -29,7 +29,7 @@ from rmqspec.reference.offset_serialize import (
     decode_client_offset_table,
     encode_client_offset_table,
 )
-from rmqspec.reference.offset_store import OffsetStore, ReadOffsetType
+from rmqspec.reference.offset_store import OffsetStore, ReadOffsetType, update_offset_table
 
 LOCAL_OFFSET_STORE_DIR_ENV: Final = "ROCKETMQ_CLIENT_LOCAL_OFFSET_STORE_DIR"
 DEFAULT_LOCAL_OFFSET_STORE_DIR_NAME: Final = ".rocketmq_offsets"
@@ -68,13 +68,7 @@ class LocalFileOffsetStore(OffsetStore):
         if mq is None:
             return
         with self._lock:
-            old = self.offset_table.get(mq)
-            if old is None:
-                self.offset_table[mq] = offset  # increase_only does not apply to a new entry
-            elif increase_only:
-                self.offset_table[mq] = max(old, offset)
-            else:
-                self.offset_table[mq] = offset  # may move the offset backwards
+            update_offset_table(self.offset_table, mq, offset, increase_only)
 
     def remove_offset(self, mq: MessageQueue) -> None:
         """R1.14: drop the memory entry only; the file keeps it."""

@@ -22,6 +22,15 @@ class ReadOffsetType(enum.Enum):
     MEMORY_FIRST_THEN_STORE = "MEMORY_FIRST_THEN_STORE"
 
 
+def update_offset_table(table: dict[MessageQueue, int], mq: MessageQueue, offset: int, increase_only: bool) -> None:
+    """R1.5, shared by both stores: a new entry takes ``offset`` as given (``increase_only`` does not
+    apply to it); an existing one becomes ``max(old, offset)`` under ``increase_only``
+    (``MixAll#compareAndIncreaseOnly``), else is overwritten, possibly backwards."""
+    old = table.get(mq)
+    if old is None or not increase_only or offset > old:
+        table[mq] = offset
+
+
 class OffsetStore(ABC):
     """``org.apache.rocketmq.client.consumer.store.OffsetStore``: the eight operations of R1.1 (4.9.8)."""
 

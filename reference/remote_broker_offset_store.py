@@ -18,7 +18,7 @@ from collections.abc import Set as AbstractSet
 from rmqspec.reference.exceptions import MQClientException
 from rmqspec.reference.message_queue import RETRY_GROUP_TOPIC_PREFIX, MessageQueue
 from rmqspec.reference.mq_client_instance import MQBrokerException, MQClientInstance
-from rmqspec.reference.offset_store import OffsetStore, ReadOffsetType
+from rmqspec.reference.offset_store import OffsetStore, ReadOffsetType, update_offset_table
 from rmqspec.reference.protocol import QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader
 from rmqspec.reference.remoting import RemotingException
 
@@ -43,11 +43,7 @@ class RemoteBrokerOffsetStore(OffsetStore):
         """R1.5: a new entry takes ``offset``; else max(old, offset) if ``increase_only``, else overwrite."""
         if mq is None:
             return
-        old = self.offset_table.get(mq)
-        if old is None or not increase_only:
-            self.offset_table[mq] = offset
-        elif offset > old:
-            self.offset_table[mq] = offset  # MixAll.compareAndIncreaseOnly
+        update_offset_table(self.offset_table, mq, offset, increase_only)
 
     def read_offset(self, mq: MessageQueue | None, type: ReadOffsetType) -> int:
         """R2.3: -1 for no offset (any broker error code), -2 for a failed fetch."""
