@@ -5,6 +5,8 @@ consumption (R6.1-R6.3, R6.5-R6.7): ``msg_tree_map`` (queue offset to message), 
 ``msg_size``, ``queue_offset_max``, ``dropped`` (set, never cleared), ``last_pull_timestamp``.
 ``put_message`` (R6.2) and ``remove_message`` (R6.3) are the two operations the commit offset comes
 from: it is the lowest offset still held, or one past the last cached message when none is.
+The orderly helpers of R6.4 (``take_messages``, ``commit``, ``rollback``,
+``make_message_to_consume_again``, ``clear``) move messages through ``consuming_msg_orderly_tree_map``.
 
 ``uid`` is not RocketMQ's: it is the object's identity, minted by the consumer's id sequence, so a
 refinement check can tell a re-created ProcessQueue from the one it replaced.
@@ -19,10 +21,15 @@ from rmqspec.reference.message import PROPERTY_MAX_OFFSET, MessageExt
 PULL_MAX_IDLE_TIME: Final = 120_000  # rocketmq.client.pull.pullMaxIdleTime (R6.6)
 
 
+class NoSuchElementError(LookupError):
+    """``java.util.NoSuchElementException``: ``commit()`` with nothing in flight (R6.4)."""
+
+
 class ProcessQueue:
     def __init__(self, uid: int, now: int) -> None:
         self.uid = uid
         self.msg_tree_map: dict[int, MessageExt] = {}  # a TreeMap: keys are read in sorted order
+        self.consuming_msg_orderly_tree_map: dict[int, MessageExt] = {}  # orderly messages in flight (R6.1)
         self.msg_count = 0
         self.msg_size = 0
         self.queue_offset_max = 0
@@ -75,6 +82,53 @@ class ProcessQueue:
         if self.msg_tree_map:
             result = min(self.msg_tree_map)
         return result
+
+    def take_messages(self, batch_size: int, now: int) -> list[MessageExt]:
+        """R6.4: move up to ``batch_size`` lowest entries of the tree into the consuming map; when
+        none moved, ``consuming`` becomes False (the orderly loop stops until the next put)."""
+        self.last_consume_timestamp = now
+        taken: list[MessageExt] = []
+        for offset in sorted(self.msg_tree_map)[: max(batch_size, 0)]:
+            msg = self.msg_tree_map.pop(offset)
+            self.consuming_msg_orderly_tree_map[offset] = msg
+            taken.append(msg)
+        if not taken:
+            self.consuming = False
+        return taken
+
+    def commit(self) -> int:
+        """R6.4: one past the largest offset in the consuming map, which is then emptied and
+        uncounted. Java's ``lastKey()`` throws ``NoSuchElementException`` on an empty map."""
+        if not self.consuming_msg_orderly_tree_map:
+            raise NoSuchElementError("consumingMsgOrderlyTreeMap is empty")
+        offset = max(self.consuming_msg_orderly_tree_map)
+        self.msg_count -= len(self.consuming_msg_orderly_tree_map)
+        if self.msg_count == 0:
+            self.msg_size = 0
+        else:
+            self.msg_size -= sum(len(m.body) for m in self.consuming_msg_orderly_tree_map.values())
+        self.consuming_msg_orderly_tree_map.clear()
+        return offset + 1
+
+    def rollback(self) -> None:
+        """R6.4: everything in the consuming map goes back to the tree (replacing same offsets)."""
+        self.msg_tree_map.update(self.consuming_msg_orderly_tree_map)
+        self.consuming_msg_orderly_tree_map.clear()
+
+    def make_message_to_consume_again(self, msgs: list[MessageExt]) -> None:
+        """R6.4: each message leaves the consuming map and is put in the tree, whether or not it was
+        in the consuming map; the counters do not change."""
+        for msg in msgs:
+            self.consuming_msg_orderly_tree_map.pop(msg.queue_offset, None)
+            self.msg_tree_map[msg.queue_offset] = msg
+
+    def clear(self) -> None:
+        """R6.4: empty both maps and zero the counters and ``queue_offset_max``."""
+        self.msg_tree_map.clear()
+        self.consuming_msg_orderly_tree_map.clear()
+        self.msg_count = 0
+        self.msg_size = 0
+        self.queue_offset_max = 0
 
     def get_max_span(self) -> int:
         """``lastKey - firstKey`` of the tree (consumeConcurrentlyMaxSpan flow control, R5.1)."""

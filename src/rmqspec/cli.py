@@ -3,11 +3,13 @@
 ``rmqspec run`` explores the model on a set of configurations and prints a readable summary
 (steps, actions fired, distinct states, invariants checked, violations); ``rmqspec bench`` prints
 throughput figures; ``rmqspec check-trace`` checks an implementation's trace against the model, and
-``rmqspec check-history`` checks a black-box history of what a group's users saw (docs/oracle.md).
-Exit codes: 0 all properties held (the trace conforms), 1 a property was violated (or the trace
-diverges), 2 bad input (a configuration file or trace that cannot be read or holds a bad value),
-3 an internal error. Every error is one line on stderr that names what was wrong; no command prints
-a bare traceback.
+``rmqspec check-history`` checks a black-box history of what a group's users saw, and ``rmqspec
+conform`` checks a live implementation through the adapter protocol that ``rmqspec serve-reference``
+serves (docs/oracle.md). Exit codes: 0 all properties held (the trace conforms), 1 a property was
+violated (or the trace or implementation diverges), 2 bad input (a configuration file, trace or
+script that cannot be read or holds a bad value), 3 an internal error, 4 a nondeterministic run
+(campaign), 5 the system under test crashed, hung or broke the protocol (conform). Every error
+is one line on stderr that names what was wrong; no command prints a bare traceback.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from rmqspec.spec.config import (
     ConfigError,
 )
 
-EXIT_OK, EXIT_VIOLATION, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_NONDETERMINISM = 0, 1, 2, 3, 4
+EXIT_OK, EXIT_VIOLATION, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_NONDETERMINISM, EXIT_SUT_FAILED = 0, 1, 2, 3, 4, 5
 
 # The default model run: each mode, strategy and start position, with faults on.
 DEFAULT_CONFIGS: dict[str, Config] = {
@@ -527,7 +529,112 @@ def build_parser() -> argparse.ArgumentParser:
     bc.set_defaults(func=_cmd_bench_campaign)
     _add_trace_commands(sub)
     _add_history_commands(sub)
+    _add_conform_commands(sub)
     return parser
+
+
+# --- live conformance (docs/oracle.md, "Live conformance") --------------------------------------
+CONFORM_EPILOG = """\
+The system under test is a program that reads JSON-line requests on stdin and writes JSON-line
+replies on stdout (docs/oracle.md, "The adapter protocol"); `rmqspec serve-reference` is one.
+conform generates request sequences with Hypothesis over the components the SUT declares, sends
+each request to the SUT and to the reference, and stops at the first reply that differs. The
+finding is shrunk and saved as a script that `--replay` runs again.
+
+exit codes: 0 every reply agreed; 1 a divergence; 2 bad input (bad arguments or an unreadable
+script); 3 an internal error; 5 the SUT crashed, hung, wrote garbage or answered the wrong request."""
+
+
+def _cmd_conform(args: argparse.Namespace) -> int:
+    from rmqspec.conform.driver import ScriptError, SutBroke, conform, describe, replay_script
+    from rmqspec.conform.sut import SutFailure
+
+    out = Path(args.out) if args.out else Path("rmqspec-out") / time.strftime("conform-%Y%m%d-%H%M%S")
+    components = tuple(c.strip() for c in args.components.split(",")) if args.components else None
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    try:
+        if args.replay:
+            result = replay_script(args.sut, args.replay, out, timeout=args.timeout)
+        else:
+            result = conform(
+                args.sut,
+                out,
+                examples=args.examples,
+                steps=args.steps,
+                seed=args.seed,
+                timeout=args.timeout,
+                shrink_seconds=args.shrink_seconds,
+                components=components,
+                progress=None if args.json else progress,
+            )
+    except SutFailure as failure:  # at start-up: nothing could be checked
+        if args.json:
+            print(json.dumps({"valid": False, "sut": args.sut, "sutFailure": failure.to_json()}, indent=2))
+        print(f"rmqspec: {failure}", file=sys.stderr)
+        return EXIT_SUT_FAILED
+    except ScriptError as err:
+        raise CliError(str(err)) from None
+    except ValueError as err:
+        raise CliError(str(err)) from None
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        print(describe(result))
+    if isinstance(result.finding, SutBroke):
+        return EXIT_SUT_FAILED
+    return EXIT_OK if result.valid else EXIT_VIOLATION
+
+
+def _cmd_serve_reference(args: argparse.Namespace) -> int:
+    from rmqspec.conform.reference_adapter import serve
+
+    serve(sys.stdin, sys.stdout, version=args.version, plant=args.plant)
+    return EXIT_OK
+
+
+def _add_conform_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from rmqspec.conform.protocol import COMPONENTS, VERSIONS
+    from rmqspec.conform.reference_adapter import PLANTS
+
+    conform = sub.add_parser(
+        "conform",
+        help="check a live implementation through the adapter protocol (exit 0 conforms, 1 diverges, 5 SUT failed)",
+        description="Drive an implementation (any program speaking the adapter protocol) against the reference.",
+        epilog=CONFORM_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    conform.add_argument(
+        "--sut", required=True, help='the command that starts the adapter, e.g. "java -jar adapter.jar"'
+    )
+    conform.add_argument("--replay", metavar="FILE", help="run a saved script instead of generating requests")
+    conform.add_argument("--examples", type=_positive, default=200, help="generated request sequences (default 200)")
+    conform.add_argument("--steps", type=_positive, default=40, help="operations per sequence, at most (default 40)")
+    conform.add_argument("--seed", type=int, default=0, help="generation seed; the same seed sends the same requests")
+    conform.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for each reply (default 10)")
+    conform.add_argument(
+        "--shrink-seconds", type=float, default=60.0, help="time budget for shrinking a finding (default 60)"
+    )
+    conform.add_argument("--components", help=f"comma-separated subset to check (of {', '.join(COMPONENTS)})")
+    conform.add_argument("--out", help="where the script and the SUT's stderr go (default rmqspec-out/conform-<time>)")
+    conform.add_argument("--json", action="store_true", help="print the result as JSON")
+    conform.set_defaults(func=_cmd_conform)
+
+    serve = sub.add_parser(
+        "serve-reference",
+        help="serve the reference implementation over the adapter protocol on stdin/stdout",
+        description="Answer adapter-protocol requests (JSON lines on stdin) with the reference implementation.",
+    )
+    serve.add_argument("--version", choices=VERSIONS, default=VERSIONS[0], help="RocketMQ version to implement")
+    serve.add_argument(
+        "--plant",
+        choices=sorted(PLANTS),
+        help="behave wrongly in one documented way, to test an oracle: "
+        + "; ".join(f"{k}: {v}" for k, v in sorted(PLANTS.items())),
+    )
+    serve.set_defaults(func=_cmd_serve_reference)
 
 
 def _positive(text: str) -> int:

@@ -1,0 +1,213 @@
+"""The adapter protocol between ``rmqspec conform`` and a system under test: shapes, names and checks.
+
+A system under test (SUT) is any program that reads one JSON request per line on stdin and writes
+one JSON reply per line on stdout, in order::
+
+    -> {"id": 3, "op": "store.read", "args": {"store": "s0", "mq": {...}, "type": "READ_FROM_STORE",
+                                               "answers": [{"responseCode": 22}]}}
+    <- {"id": 3, "ok": true, "result": {"offset": -1}, "sent": [{"code": "QUERY_CONSUMER_OFFSET", ...}]}
+
+The first request is always ``hello``; the SUT answers with the protocol version, the RocketMQ
+version it implements and the components it has (:data:`COMPONENTS`). ``docs/oracle.md`` gives the
+whole protocol with an example session; this module is its executable form: the operation table
+(:data:`OPS`), the rule each operation's expected answer comes from (for divergence reports), the
+check of a reply's shape (:func:`check_reply`) and the normal form replies are compared in
+(:func:`normalise`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Final
+
+PROTOCOL_VERSION: Final = 1
+
+# Components a SUT may declare in its hello reply, and the operations each one brings.
+ALLOCATE: Final = "allocate"
+PROCESS_QUEUE: Final = "processQueue"
+PROCESS_QUEUE_ORDERLY: Final = "processQueue.orderly"
+REMOTE_OFFSET_STORE: Final = "remoteOffsetStore"
+LOCAL_OFFSET_STORE: Final = "localOffsetStore"
+CONSUMER_OFFSET_MANAGER: Final = "consumerOffsetManager"
+PULL_FROM_WHERE: Final = "pullFromWhere"
+COMPONENTS: Final = (
+    ALLOCATE,
+    PROCESS_QUEUE,
+    PROCESS_QUEUE_ORDERLY,
+    REMOTE_OFFSET_STORE,
+    LOCAL_OFFSET_STORE,
+    CONSUMER_OFFSET_MANAGER,
+    PULL_FROM_WHERE,
+)
+STRATEGIES: Final = ("AVG", "AVG_BY_CIRCLE", "CONSISTENT_HASH", "CONFIG", "MACHINE_ROOM", "MACHINE_ROOM_NEARBY")
+VERSIONS: Final = ("4.9.8", "5.x")  # 5.x: the latest 5.x line, as reference.mq_version.MQVersion
+READ_TYPES: Final = ("READ_FROM_MEMORY", "READ_FROM_STORE", "MEMORY_FIRST_THEN_STORE")
+CONSUME_FROM_WHERE: Final = (
+    "CONSUME_FROM_LAST_OFFSET",
+    "CONSUME_FROM_FIRST_OFFSET",
+    "CONSUME_FROM_TIMESTAMP",
+    "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
+    "CONSUME_FROM_MIN_OFFSET",
+    "CONSUME_FROM_MAX_OFFSET",
+)
+# Broker request codes a client component may send (RocketMQ RequestCode names).
+QUERY_CONSUMER_OFFSET: Final = "QUERY_CONSUMER_OFFSET"
+UPDATE_CONSUMER_OFFSET: Final = "UPDATE_CONSUMER_OFFSET"
+GET_MAX_OFFSET: Final = "GET_MAX_OFFSET"
+SEARCH_OFFSET_BY_TIMESTAMP: Final = "SEARCH_OFFSET_BY_TIMESTAMP"
+SUCCESS: Final = 0
+QUERY_NOT_FOUND: Final = 22
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operation: the component that brings it, the handle argument it works on (if any), the
+    handle kind it creates (if any), and the rules of semantics.md its answer follows."""
+
+    component: str
+    rules: str
+    handle: str | None = None  # the args key naming an existing handle
+    creates: str | None = None  # the args key naming a handle this op creates
+
+
+OPS: Final[dict[str, Op]] = {
+    "allocate": Op(ALLOCATE, "R11.0-R11.5"),
+    "pq.new": Op(PROCESS_QUEUE, "R6.1", creates="pq"),
+    "pq.put": Op(PROCESS_QUEUE, "R6.2", handle="pq"),
+    "pq.remove": Op(PROCESS_QUEUE, "R6.3", handle="pq"),
+    "pq.state": Op(PROCESS_QUEUE, "R6.1, R6.5", handle="pq"),
+    "pq.take": Op(PROCESS_QUEUE_ORDERLY, "R6.4 takeMessages", handle="pq"),
+    "pq.commit": Op(PROCESS_QUEUE_ORDERLY, "R6.4 commit", handle="pq"),
+    "pq.rollback": Op(PROCESS_QUEUE_ORDERLY, "R6.4 rollback", handle="pq"),
+    "pq.consumeAgain": Op(PROCESS_QUEUE_ORDERLY, "R6.4 makeMessageToConsumeAgain", handle="pq"),
+    "pq.clear": Op(PROCESS_QUEUE_ORDERLY, "R6.4 clear", handle="pq"),
+    "store.new": Op(REMOTE_OFFSET_STORE, "R1.4", creates="store"),  # component by args.kind
+    "store.load": Op(REMOTE_OFFSET_STORE, "R1.9, R2.1", handle="store"),
+    "store.update": Op(REMOTE_OFFSET_STORE, "R1.5", handle="store"),
+    "store.read": Op(REMOTE_OFFSET_STORE, "R1.11, R2.3, R2.4", handle="store"),
+    "store.persistAll": Op(REMOTE_OFFSET_STORE, "R1.12, R2.7", handle="store"),
+    "store.persist": Op(REMOTE_OFFSET_STORE, "R1.13, R2.6", handle="store"),
+    "store.remove": Op(REMOTE_OFFSET_STORE, "R1.14, R2.2", handle="store"),
+    "store.clone": Op(REMOTE_OFFSET_STORE, "R1.6", handle="store"),
+    "com.new": Op(CONSUMER_OFFSET_MANAGER, "R3.1", creates="com"),
+    "com.commit": Op(CONSUMER_OFFSET_MANAGER, "R3.2, R3.4", handle="com"),
+    "com.query": Op(CONSUMER_OFFSET_MANAGER, "R3.5", handle="com"),
+    "com.persist": Op(CONSUMER_OFFSET_MANAGER, "R3.6", handle="com"),
+    "com.restart": Op(CONSUMER_OFFSET_MANAGER, "R3.7", handle="com"),
+    "com.table": Op(CONSUMER_OFFSET_MANAGER, "R3.1", handle="com"),
+    "pullFromWhere": Op(PULL_FROM_WHERE, "R10.1, R10.4", handle="store"),
+}
+CONTROL_OPS: Final = ("hello", "reset")
+
+
+class ProtocolError(ValueError):
+    """A message that breaks the protocol; ``str`` says what was expected."""
+
+
+def mq(topic: str, broker_name: str, queue_id: int) -> dict[str, Any]:
+    """A MessageQueue on the wire."""
+    return {"topic": topic, "brokerName": broker_name, "queueId": queue_id}
+
+
+def encode(message: dict[str, Any]) -> str:
+    """One line of the protocol: compact JSON with a fixed key order, so scripts diff cleanly."""
+    return json.dumps(message, sort_keys=True, separators=(",", ":"))
+
+
+def check_hello(result: Any) -> tuple[str, tuple[str, ...], tuple[str, ...], str]:
+    """The (version, components, strategies, implementation) a hello result declares."""
+    if not isinstance(result, dict):
+        raise ProtocolError(f"hello: result must be an object, got {_show(result)}")
+    if result.get("protocol") != PROTOCOL_VERSION:
+        raise ProtocolError(f"hello: result.protocol must be {PROTOCOL_VERSION}, got {_show(result.get('protocol'))}")
+    version = result.get("version")
+    if version not in VERSIONS:
+        raise ProtocolError(f"hello: result.version must be one of {list(VERSIONS)}, got {_show(version)}")
+    components = result.get("components")
+    if not isinstance(components, list) or not components or any(c not in COMPONENTS for c in components):
+        raise ProtocolError(
+            f"hello: result.components must be a non-empty list drawn from {list(COMPONENTS)}, got {_show(components)}"
+        )
+    strategies = result.get("strategies", list(STRATEGIES) if ALLOCATE in components else [])
+    if not isinstance(strategies, list) or any(s not in STRATEGIES for s in strategies):
+        raise ProtocolError(f"hello: result.strategies must be a list drawn from {list(STRATEGIES)}")
+    if ALLOCATE in components and not strategies:
+        raise ProtocolError("hello: a SUT with the allocate component must list at least one strategy")
+    if PULL_FROM_WHERE in components and not {REMOTE_OFFSET_STORE, LOCAL_OFFSET_STORE} & set(components):
+        raise ProtocolError("hello: pullFromWhere needs an offset store component to read from")
+    implementation = result.get("implementation", "unnamed")
+    return version, tuple(components), tuple(strategies), str(implementation)
+
+
+def check_reply(reply: Any, request_id: int) -> dict[str, Any]:
+    """``reply`` if it is a well-formed answer to request ``request_id``; else ``ProtocolError``."""
+    if not isinstance(reply, dict):
+        raise ProtocolError(f"a reply must be a JSON object, got {_show(reply)}")
+    if reply.get("id") != request_id:
+        raise ProtocolError(
+            f"reply id {_show(reply.get('id'))} answers a request that was not asked (expected id {request_id})"
+        )
+    ok = reply.get("ok")
+    if ok is True:
+        if not isinstance(reply.get("result", {}), dict):
+            raise ProtocolError(f"reply.result must be an object, got {_show(reply.get('result'))}")
+    elif ok is False:
+        error = reply.get("error")
+        if not isinstance(error, dict) or not isinstance(error.get("type"), str) or not error["type"]:
+            raise ProtocolError(f"a reply with ok=false needs error.type (a string), got {_show(error)}")
+    else:
+        raise ProtocolError(f"reply.ok must be true or false, got {_show(ok)}")
+    sent = reply.get("sent", [])
+    if not isinstance(sent, list) or any(not isinstance(s, dict) or not isinstance(s.get("code"), str) for s in sent):
+        raise ProtocolError(f"reply.sent must be a list of broker requests, each with a code, got {_show(sent)}")
+    return reply
+
+
+def normalise(reply: dict[str, Any]) -> dict[str, Any]:
+    """What two replies are compared on. Error messages are free text, so only the exception type
+    counts; broker requests, offset tables and allocation-free lists whose order Java leaves to a
+    hash map (``persistAll`` walks a ``ConcurrentHashMap``) are compared as sorted multisets."""
+    out: dict[str, Any] = {"ok": reply["ok"]}
+    if reply["ok"]:
+        result = dict(reply.get("result", {}))
+        if "table" in result and isinstance(result["table"], list):
+            result["table"] = sorted(result["table"], key=encode)
+        out["result"] = result
+    else:
+        out["error"] = reply["error"]["type"]
+    sent = reply.get("sent", [])
+    if sent:
+        out["sent"] = sorted(sent, key=encode)
+    return out
+
+
+def check_request(request: Any, where: str) -> dict[str, Any]:
+    """A script line as a request ``{"op": ..., "args": {...}}``; else ``ProtocolError`` naming ``where``."""
+    if not isinstance(request, dict):
+        raise ProtocolError(f"{where}: a request must be a JSON object, got {_show(request)}")
+    op = request.get("op")
+    if not isinstance(op, str) or (op not in OPS and op not in CONTROL_OPS):
+        raise ProtocolError(f"{where}: op must be one of {sorted(OPS)}, got {_show(op)}")
+    args = request.get("args", {})
+    if not isinstance(args, dict):
+        raise ProtocolError(f"{where}: args must be an object, got {_show(args)}")
+    spec = OPS.get(op)
+    for key in (spec.handle, spec.creates) if spec else ():
+        if key is not None and not isinstance(args.get(key), str):
+            raise ProtocolError(f"{where}: {op} needs args.{key}, a handle name (string)")
+    return {"op": op, "args": args}
+
+
+def component_of(request: dict[str, Any]) -> str | None:
+    """The component a request exercises (offset-store requests by the kind of store)."""
+    op = request["op"]
+    if op == "store.new":
+        return LOCAL_OFFSET_STORE if request["args"].get("kind") == "local" else REMOTE_OFFSET_STORE
+    spec = OPS.get(op)
+    return spec.component if spec else None
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 200 else text[:197] + "..."
