@@ -25,7 +25,20 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from rmqspec.spec import actions as act
-from rmqspec.spec.config import AVG, AVG_BY_CIRCLE, CONSISTENT_HASH, CONSUME_FROM_WHERE, MODES, Config
+from rmqspec.spec.config import (
+    CLUSTERING,
+    CONFIG,
+    CONSISTENT_HASH,
+    CONSUME_FROM_WHERE,
+    MACHINE_ROOM,
+    MACHINE_ROOM_NEARBY,
+    MODES,
+    NEARBY_INNER_STRATEGIES,
+    STRATEGIES,
+    V5_X,
+    VERSIONS,
+    Config,
+)
 from rmqspec.spec.invariants import check_state, check_step
 from rmqspec.spec.model import Model
 from rmqspec.spec.state import State
@@ -39,7 +52,7 @@ def configs(draw: st.DrawFn, mutations: frozenset[str] = frozenset(), **fixed: A
         "queues": draw(st.integers(1, 4)),
         "messages_per_queue": draw(st.integers(1, 4)),
         "mode": draw(st.sampled_from(MODES)),
-        "strategy": draw(st.sampled_from((AVG, AVG_BY_CIRCLE, CONSISTENT_HASH))),
+        "strategy": draw(st.sampled_from(STRATEGIES)),
         "consume_from_where": draw(st.sampled_from(CONSUME_FROM_WHERE)),
         "consume_timestamp": draw(st.sampled_from((0, 15_000, 60_000))),
         "backlog_head_hot": draw(st.booleans()),
@@ -58,8 +71,44 @@ def configs(draw: st.DrawFn, mutations: frozenset[str] = frozenset(), **fixed: A
     if draw(st.booleans()):
         values["tags"] = ("A", "B")
         values["subscription"] = draw(st.sampled_from((None, ("A",))))
+    values["version"] = draw(st.sampled_from(VERSIONS))
+    values["query_errors"] = draw(st.integers(0, 1))
     values.update(fixed)
+    if values["version"] != V5_X and "query_errors" not in fixed:
+        # Under 4.9.8 an offset-query error is RMQ-14, a real bug that INV-15 reports
+        # (tests/test_refinement.py reproduces it): a clean run draws it under 5.x only.
+        values["query_errors"] = 0
+    values.update({k: v for k, v in draw(allocation_settings(values)).items() if k not in fixed})
     return Config(**values)
+
+
+@st.composite
+def allocation_settings(draw: st.DrawFn, values: dict[str, Any]) -> dict[str, Any]:
+    """The parameters of ``values["strategy"]`` (R11.3-R11.6), sized to its consumers and queues.
+    Most draws let some consumer own queues; some give RocketMQ's degenerate cases (nothing dealt,
+    no virtual node, consumeridcs never set), whose allowed anomalies INV-13 must tolerate."""
+    strategy, consumers = values["strategy"], values["consumers"]
+    if strategy == CONSISTENT_HASH:
+        return {"virtual_node_cnt": draw(st.sampled_from((10, 10, 10, 1, 0)))}
+    if strategy == CONFIG:
+        count = values["queues"] + (1 if values.get("mode", CLUSTERING) == CLUSTERING else 0)
+        lists = st.sets(st.integers(0, count - 1)).map(lambda qs: tuple(sorted(qs)))
+        return {"allocate_config_queues": tuple(draw(lists) for _ in range(consumers))}
+    if strategy == MACHINE_ROOM:
+        return {
+            "broker_name": draw(st.sampled_from(("r1@broker-a", "r1@broker-a", "r2@broker-a", "broker-a"))),
+            "consumeridcs": draw(st.sampled_from((("r1",), ("r1", "r2"), ("r2",), None))),
+        }
+    if strategy == MACHINE_ROOM_NEARBY:
+        inner = values.get("nearby_inner") or draw(st.sampled_from(NEARBY_INNER_STRATEGIES))
+        rooms = st.sampled_from(("r1", "r2"))
+        return {
+            "nearby_inner": inner,
+            "broker_room": draw(rooms),
+            "consumer_rooms": tuple(draw(rooms) for _ in range(consumers)),
+            **({"virtual_node_cnt": draw(st.sampled_from((10, 1, 0)))} if inner == CONSISTENT_HASH else {}),
+        }
+    return {}
 
 
 FAMILIES: dict[str, tuple[type, ...]] = {
@@ -72,7 +121,7 @@ FAMILIES: dict[str, tuple[type, ...]] = {
     "client_start": (act.Start,),
     "client_stop": (act.Shutdown, act.Crash),
     "client_timer": (act.Heartbeat, act.PersistOffsets),
-    "rebalance": (act.Rebalance,),
+    "rebalance": (act.Rebalance, act.RebalanceQueryError),
     "pull": (act.SendPull, act.ReceivePull),
     "consume": (act.StartConsume, act.FinishConsume, act.ApplyConsumeOffset),
 }
@@ -158,6 +207,8 @@ def outcomes(model: Model, before: State, after: State) -> list[str]:
         out.append("message delivered again")
     if after.budget.send_back_failures < before.budget.send_back_failures:
         out.append("send-back failed")
+    if after.budget.query_errors < before.budget.query_errors:
+        out.append("offset query failed")
     for old, new in zip(before.broker.offsets, after.broker.offsets, strict=True):
         if old is not None and new is not None and new < old:
             out.append("broker offset decreased")

@@ -43,15 +43,31 @@ def circle_allocation_is_a_partition(n: int, c: int) -> bool:
     return _partitions("AVG_BY_CIRCLE", n, c)
 
 
-def query_never_answers_a_negative_offset(stored: int, has_entry: bool, messages: int, head_hot: bool) -> bool:
-    """INV-7 (R3.5): QUERY_CONSUMER_OFFSET answers NOT_FOUND or an offset >= 0.
+def query_never_answers_a_negative_offset(
+    stored: int, has_entry: bool, messages: int, head_hot: bool, in_memory_rule: bool
+) -> bool:
+    """INV-7 (R3.5): QUERY_CONSUMER_OFFSET answers NOT_FOUND or an offset >= 0, under the young-queue
+    rule of either version (``in_memory_rule``: 5.1.0+).
 
     pre: 0 <= messages <= 3
     post: __return__
     """
     queue = BrokerQueue(tuple(Message((0, o), "A", 0) for o in range(messages)), head_hot)
-    answer = br.query_consumer_offset(stored if has_entry else None, queue)
+    answer = br.query_consumer_offset(stored if has_entry else None, queue, head_in_memory_rule=in_memory_rule)
     return answer is None or answer >= 0
+
+
+def young_answer_differs_only_for_an_empty_queue(messages: int, head_hot: bool) -> bool:
+    """R3.5: the 4.9.8 and 5.1.0+ young-queue rules disagree exactly on an empty queue (0 against
+    NOT_FOUND) when the group has no offset.
+
+    pre: 0 <= messages <= 3
+    post: __return__
+    """
+    queue = BrokerQueue(tuple(Message((0, o), "A", 0) for o in range(messages)), head_hot and messages > 0)
+    old = br.query_consumer_offset(None, queue)
+    new = br.query_consumer_offset(None, queue, head_in_memory_rule=True)
+    return (old != new) == (messages == 0)
 
 
 def retry_delays_never_shrink(k: int) -> bool:

@@ -336,9 +336,14 @@ def read_header(n: int, value: dict[str, Any]) -> TraceHeader:
 # JSON types of the Config fields (the dataclass's annotations are strings): checked before
 # Config.from_mapping, which trusts the types it is given.
 _CONFIG_TYPES: Final[dict[str, str]] = {
-    f.name: {"int": "int", "bool": "bool", "str": "str", "tuple[str, ...] | None": "strings-or-null"}.get(
-        str(f.type), "strings"
-    )
+    f.name: {
+        "int": "int",
+        "bool": "bool",
+        "str": "str",
+        "str | None": "str-or-null",
+        "tuple[str, ...] | None": "strings-or-null",
+        "tuple[tuple[int, ...], ...] | None": "int-lists-or-null",
+    }.get(str(f.type), "strings")
     for f in dataclasses.fields(Config)
 }
 _CONFIG_TYPE_TEXT: Final = {
@@ -347,6 +352,8 @@ _CONFIG_TYPE_TEXT: Final = {
     "str": "a string",
     "strings": "an array of strings",
     "strings-or-null": "an array of strings or null",
+    "str-or-null": "a string or null",
+    "int-lists-or-null": "an array of arrays of integers or null",
 }
 
 
@@ -357,8 +364,12 @@ def _config_type_ok(kind: str, v: Any) -> bool:
         return type(v) is bool
     if kind == "str":
         return type(v) is str
-    if kind == "strings-or-null" and v is None:
+    if kind in ("strings-or-null", "str-or-null", "int-lists-or-null") and v is None:
         return True
+    if kind == "str-or-null":
+        return type(v) is str
+    if kind == "int-lists-or-null":
+        return type(v) is list and all(type(x) is list and all(type(q) is int for q in x) for x in v)
     return type(v) is list and all(type(t) is str for t in v)
 
 

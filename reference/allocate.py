@@ -422,7 +422,8 @@ STRATEGIES_BY_NAME: dict[str, Callable[[], AllocateMessageQueueStrategy]] = {
     "AVG_BY_CIRCLE": AllocateMessageQueueAveragelyByCircle,
     "CONSISTENT_HASH": AllocateMessageQueueConsistentHash,
 }
-"""The strategies the model explores, by RocketMQ name, each as a no-argument factory."""
+"""The strategies that need no argument, by RocketMQ name, each as a factory. CONFIG, MACHINE_ROOM and
+MACHINE_ROOM_NEARBY are built with theirs (``reference.system.allocation_strategy``)."""
 
 
 def strategy_by_name(name: str) -> AllocateMessageQueueStrategy:

@@ -20,7 +20,9 @@ Mirrors the RocketMQ 4.9.8 broker classes that consumer offset management runs t
 - :class:`BrokerHost`: the machine. Its disk (message store, topic configs, the offset file) survives
   a crash; the controller and everything in its memory does not (R3.6, R3.7).
 
-Only a master broker is modelled.
+Only a master broker is modelled. ``BrokerHost.version`` (an ``MQVersion``) selects 5.x's young-queue
+rule in ``ConsumerManageProcessor.query_consumer_offset`` (R3.5), and ``BrokerHost.fault_injector``
+lets a test make a synchronous request's processor fail (answered SYSTEM_ERROR).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from rmqspec.reference.message import (
     tags_string2tags_code,
 )
 from rmqspec.reference.message_queue import RETRY_GROUP_TOPIC_PREFIX, dlq_topic, retry_topic
+from rmqspec.reference.mq_version import MQVersion
 from rmqspec.reference.protocol import (
     SUB_ALL,
     ConsumerSendMsgBackRequestHeader,
@@ -265,6 +268,16 @@ class DefaultMessageStore:
         if cq is None or not cq.min_logic_offset <= consume_offset < cq.get_max_offset_in_queue():
             return False
         return consume_offset == 0 and not cq.head_in_page_cache
+
+    def check_in_mem_by_consume_offset(self, topic: str, queue_id: int, consume_offset: int, batch_size: int) -> bool:
+        """R3.5, 5.1.0+: True only when there is a unit at ``consume_offset`` and its bytes are in
+        memory (``SelectMappedBufferResult#isInMem``); False for an empty queue. As above, only
+        unit 0 can leave page cache here, so ``batch_size`` (1 for the young-queue rule) changes
+        nothing."""
+        cq = self.find_consume_queue(topic, queue_id)
+        if cq is None or not cq.min_logic_offset <= consume_offset < cq.get_max_offset_in_queue():
+            return False
+        return consume_offset != 0 or cq.head_in_page_cache
 
     def evict_from_page_cache(self, topic: str, queue_id: int) -> None:
         """The OS drops the page holding message 0 of the queue (commit log grew past the memory ratio)."""
@@ -596,10 +609,11 @@ class Broker2Client:
 
 
 class ConsumerManageProcessor:
-    """``ConsumerManageProcessor`` (R3.4, R3.5, R9.3)."""
+    """``ConsumerManageProcessor`` (R3.4, R3.5, R9.3); ``version`` is the broker's release line."""
 
-    def __init__(self, controller: BrokerController) -> None:
+    def __init__(self, controller: BrokerController, version: MQVersion | None = None) -> None:
         self.controller = controller
+        self.version = version if version is not None else MQVersion()
 
     def get_consumer_list_by_group(self, request: RemotingCommand) -> RemotingCommand:
         assert isinstance(request.header, GetConsumerListByGroupRequestHeader)
@@ -622,8 +636,11 @@ class ConsumerManageProcessor:
         return RemotingCommand.create_response_command(ResponseCode.SUCCESS)
 
     def query_consumer_offset(self, request: RemotingCommand) -> RemotingCommand:
-        """R3.5: the stored offset; else 0 for a young queue (never truncated and message 0 absent or
-        still in page cache); else QUERY_NOT_FOUND."""
+        """R3.5: the stored offset; else 0 for a young queue; else QUERY_NOT_FOUND. Young, in 4.9.8:
+        never truncated and message 0 absent or still in page cache (``!checkInDiskByConsumeOffset``).
+        In 5.x: a request with setZeroIfNotFound=false is never young (5.0.0); otherwise never
+        truncated and message 0 present and in memory (``checkInMemByConsumeOffset``, 5.1.0), so an
+        empty queue answers QUERY_NOT_FOUND."""
         h = request.header
         assert isinstance(h, QueryConsumerOffsetRequestHeader)
         offset = self.controller.consumer_offset_manager.query_offset(h.consumer_group, h.topic, h.queue_id)
@@ -633,7 +650,15 @@ class ConsumerManageProcessor:
             )
         store = self.controller.message_store
         min_offset = store.get_min_offset_in_queue(h.topic, h.queue_id)
-        if min_offset <= 0 and not store.check_in_disk_by_consume_offset(h.topic, h.queue_id, 0):
+        if self.version.young_queue_needs_head_in_memory:
+            if h.set_zero_if_not_found is False:
+                return RemotingCommand.create_response_command(
+                    ResponseCode.QUERY_NOT_FOUND, "Not found, do not set to zero, maybe this group boot first"
+                )
+            young = store.check_in_mem_by_consume_offset(h.topic, h.queue_id, 0, 1)
+        else:
+            young = not store.check_in_disk_by_consume_offset(h.topic, h.queue_id, 0)
+        if min_offset <= 0 and young:
             return RemotingCommand.create_response_command(
                 ResponseCode.SUCCESS, header=QueryConsumerOffsetResponseHeader(0)
             )
@@ -880,7 +905,7 @@ class BrokerController:
         self.consumer_offset_manager = ConsumerOffsetManager(host.root_dir)
         self.consumer_manager = ConsumerManager(self)
         self.broker2client = Broker2Client(self)
-        self.consumer_manage_processor = ConsumerManageProcessor(self)
+        self.consumer_manage_processor = ConsumerManageProcessor(self, host.version)
         self.pull_message_processor = PullMessageProcessor(self)
         self.send_message_processor = SendMessageProcessor(self)
         self.client_manage_processor = ClientManageProcessor(self)
@@ -904,6 +929,11 @@ class BrokerController:
         )
 
     def process_sync(self, channel: ClientConnection, request: RemotingCommand) -> RemotingCommand:
+        fault = self.host.fault_injector
+        if fault is not None and fault(request):
+            # NettyRemotingAbstract#processRequestCommand: a processor that throws is answered with
+            # SYSTEM_ERROR and the exception's text.
+            return RemotingCommand.create_response_command(ResponseCode.SYSTEM_ERROR, "injected processor failure")
         code = request.code
         handlers: dict[int, Callable[[], RemotingCommand]] = {
             RequestCode.QUERY_CONSUMER_OFFSET: lambda: self.consumer_manage_processor.query_consumer_offset(request),
@@ -949,11 +979,15 @@ class BrokerHost:
         topics: dict[str, int],
         compat: SpecCompat,
         store_host: str = "10.0.0.100:10911",
+        version: MQVersion | None = None,
     ) -> None:
         self.clock = clock
         self.root_dir = root_dir
         self.broker_name = broker_name
         self.compat = compat
+        self.version = version if version is not None else MQVersion()
+        # Lets a test make the request processor throw on a synchronous request (answered SYSTEM_ERROR).
+        self.fault_injector: Callable[[RemotingCommand], bool] | None = None
         self.message_store = DefaultMessageStore(clock, store_host)
         self.durable = BrokerDurableConfig({t: TopicConfig(t, n, n) for t, n in topics.items()})
         self.controller: BrokerController | None = None

@@ -2,9 +2,11 @@
 
 Mirrors R3.1–R3.3 (table, ``commitOffset``, ``queryOffset``), R3.6 (``ConfigManager.persist`` to
 ``<storePathRootDir>/config/consumerOffset.json``) and R3.7 (``ConfigManager.load`` with the
-fall-back to ``.bak``). The file is written with the crash-safe ``mixall.string2file`` in the
-canonical format of ``offset_serialize``. Request handlers, slave sync and removal (R3.4, R3.5,
-R3.8, R3.9) are not part of this class.
+fall-back to ``.bak``). The file is written with the crash-safe ``mixall.string2file``, by default in
+the text a 4.9.8 broker writes (``fastjson_format``; ``file_format="canonical"`` selects the strict
+JSON of ``offset_serialize``), so a real broker's file and ours can replace each other. Loading
+reads either format, whatever ``file_format`` says. Request handlers, slave sync and removal (R3.4,
+R3.5, R3.8, R3.9) are not part of this class.
 """
 
 from __future__ import annotations
@@ -15,13 +17,15 @@ from pathlib import Path
 from typing import Final
 
 from rmqspec.reference import mixall
-from rmqspec.reference.mixall import StrPath
-from rmqspec.reference.offset_serialize import (
-    TOPIC_GROUP_SEPARATOR,
-    OffsetFileFormatError,
-    decode_broker_offset_table,
-    encode_broker_offset_table,
+from rmqspec.reference.fastjson_format import (
+    DEFAULT_OFFSET_FILE_FORMAT,
+    OffsetFileFormat,
+    check_file_format,
+    encode_broker_offset_file,
+    read_broker_offset_file,
 )
+from rmqspec.reference.mixall import StrPath
+from rmqspec.reference.offset_serialize import TOPIC_GROUP_SEPARATOR, OffsetFileFormatError
 
 CONFIG_DIR_NAME: Final = "config"
 CONSUMER_OFFSET_FILE_NAME: Final = "consumerOffset.json"
@@ -34,11 +38,35 @@ def get_consumer_offset_path(store_path_root_dir: StrPath) -> Path:
     return Path(store_path_root_dir) / CONFIG_DIR_NAME / CONSUMER_OFFSET_FILE_NAME
 
 
-class ConsumerOffsetManager:
-    """The 4.9.8 broker offset table ``"topic@group" -> {queue_id: offset}`` (R3.1) and its file."""
+def split_topic_at_group(key: str) -> tuple[str, str] | None:
+    """(topic, group) of a table key as 4.9.8 splits it, or None where 4.9.8 skips the key (R3.1).
 
-    def __init__(self, store_path_root_dir: StrPath) -> None:
+    ``scanUnsubscribedTopic``, ``whichTopicByConsumer`` and ``removeOffset`` take
+    ``key.split("@")`` and use the key only when that gives exactly two parts. Topic and group names
+    may not contain ``@`` (``^[%|a-zA-Z0-9_-]+$``), so for every key a client can produce this is
+    the split at the one ``@``. A key with more ``@`` is not split at the first or the last one: it is
+    skipped. Java's ``split`` drops trailing empty parts, so ``"T@G@"`` still counts as ``("T", "G")``.
+    """
+    parts = key.split(TOPIC_GROUP_SEPARATOR)
+    while parts and not parts[-1]:
+        parts.pop()
+    if len(parts) != 2:
+        return None
+    return parts[0], parts[1]
+
+
+class ConsumerOffsetManager:
+    """The 4.9.8 broker offset table ``"topic@group" -> {queue_id: offset}`` (R3.1) and its file.
+
+    ``file_format`` is what ``persist`` writes: ``"fastjson"`` (the 4.9.8 text, default) or
+    ``"canonical"``.
+    """
+
+    def __init__(
+        self, store_path_root_dir: StrPath, file_format: OffsetFileFormat = DEFAULT_OFFSET_FILE_FORMAT
+    ) -> None:
         self.store_path_root_dir = Path(store_path_root_dir)
+        self.file_format = check_file_format(file_format)
         self.offset_table: dict[str, dict[int, int]] = {}
         self._persist_lock = threading.Lock()  # ConfigManager#persist is synchronized
 
@@ -76,15 +104,15 @@ class ConsumerOffsetManager:
     # --- file (ConfigManager) ----------------------------------------------------------------------------
 
     def encode(self) -> str:
-        """The canonical file text of the current table."""
-        return encode_broker_offset_table(self.clone_table())
+        """The file text of the current table in ``file_format``, keys and queue ids sorted."""
+        return encode_broker_offset_file(self.clone_table(), self.file_format)
 
     def decode(self, json_string: str, source: str = "<string>") -> None:
-        """Replace the table by the file's (as the Java ``decode`` assigns ``offsetTable``).
+        """Replace the table by the file's, in either format (as the Java ``decode`` assigns ``offsetTable``).
 
         Raises ``OffsetFileFormatError`` and then leaves the table unchanged.
         """
-        self.offset_table = decode_broker_offset_table(json_string, source)
+        self.offset_table = read_broker_offset_file(json_string, source)
 
     def persist(self) -> None:
         """R3.6 ``ConfigManager.persist``: write the table with ``string2file``; an ``OSError`` is logged."""

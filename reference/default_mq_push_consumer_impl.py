@@ -259,13 +259,17 @@ class DefaultMQPushConsumerImpl:
         self.ids = ids
         self.local_offset_store_dir = local_offset_store_dir
         self.rebalance_impl = RebalancePushImpl(
-            self, default_mq_push_consumer.allocate_message_queue_strategy, mq_client_factory, ids
+            self,
+            default_mq_push_consumer.allocate_message_queue_strategy,
+            mq_client_factory,
+            ids,
+            mq_client_factory.version,
         )
         self.pull_api_wrapper = PullAPIWrapper(mq_client_factory, default_mq_push_consumer.consumer_group)
         self.consume_message_service = ConsumeMessageConcurrentlyService(self, ids)
         # Chosen by message model in start() (R1.3); a remote store until then.
         self.offset_store: OffsetStore = RemoteBrokerOffsetStore(
-            mq_client_factory, default_mq_push_consumer.consumer_group
+            mq_client_factory, default_mq_push_consumer.consumer_group, mq_client_factory.version
         )
         self.service_state = "CREATE_JUST"
 
@@ -287,7 +291,9 @@ class DefaultMQPushConsumerImpl:
                 self.mq_client_factory.client_id, config.consumer_group, self.local_offset_store_dir
             )
         else:
-            self.offset_store = RemoteBrokerOffsetStore(self.mq_client_factory, config.consumer_group)
+            self.offset_store = RemoteBrokerOffsetStore(
+                self.mq_client_factory, config.consumer_group, self.mq_client_factory.version
+            )
         self.offset_store.load()  # R1.9 / R2.1; an exception fails the start
         self.consume_message_service.start()
         if not self.mq_client_factory.register_consumer(config.consumer_group, self):

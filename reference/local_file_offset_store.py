@@ -1,9 +1,11 @@
 """``LocalFileOffsetStore`` of RocketMQ 4.9.8: a BROADCASTING consumer's offsets in a local file.
 
 Mirrors R1.5–R1.16: an in-memory table ``MessageQueue -> offset`` backed by
-``<dir>/<clientId>/<group>/offsets.json`` (R1.7) in the canonical format of ``offset_serialize``,
-written with the crash-safe ``mixall.string2file`` and read with the 4.9.8 fall-back to
-``offsets.json.bak`` (R1.10). What happens for each combination of damaged files is the R1.16 table;
+``<dir>/<clientId>/<group>/offsets.json`` (R1.7), written with the crash-safe ``mixall.string2file``
+and read with the 4.9.8 fall-back to ``offsets.json.bak`` (R1.10). The file is written by default in
+the text a 4.9.8 client writes (``fastjson_format``, R1.8; ``file_format="canonical"`` selects the
+strict JSON of ``offset_serialize``) and read in either format, so a real client's file and ours can
+replace each other. What happens for each combination of damaged files is the R1.16 table;
 the tests check it row by row.
 
 ``<dir>`` stands for the Java system property ``rocketmq.client.localOffsetStoreDir``; here it is a
@@ -22,13 +24,16 @@ from typing import Final
 
 from rmqspec.reference import mixall
 from rmqspec.reference.exceptions import MQClientException
+from rmqspec.reference.fastjson_format import (
+    DEFAULT_OFFSET_FILE_FORMAT,
+    OffsetFileFormat,
+    check_file_format,
+    encode_client_offset_file,
+    read_client_offset_file,
+)
 from rmqspec.reference.message_queue import MessageQueue
 from rmqspec.reference.mixall import StrPath
-from rmqspec.reference.offset_serialize import (
-    OffsetFileFormatError,
-    decode_client_offset_table,
-    encode_client_offset_table,
-)
+from rmqspec.reference.offset_serialize import OffsetFileFormatError
 from rmqspec.reference.offset_store import OffsetStore, ReadOffsetType, update_offset_table
 
 LOCAL_OFFSET_STORE_DIR_ENV: Final = "ROCKETMQ_CLIENT_LOCAL_OFFSET_STORE_DIR"
@@ -51,10 +56,21 @@ def _is_blank(text: str | None) -> bool:
 
 
 class LocalFileOffsetStore(OffsetStore):
-    """The 4.9.8 ``LocalFileOffsetStore`` (R1.5–R1.16)."""
+    """The 4.9.8 ``LocalFileOffsetStore`` (R1.5–R1.16).
 
-    def __init__(self, client_id: str, group_name: str, local_offset_store_dir: StrPath | None = None) -> None:
+    ``file_format`` is what ``persist`` and ``persist_all`` write: ``"fastjson"`` (the 4.9.8 text,
+    default) or ``"canonical"``.
+    """
+
+    def __init__(
+        self,
+        client_id: str,
+        group_name: str,
+        local_offset_store_dir: StrPath | None = None,
+        file_format: OffsetFileFormat = DEFAULT_OFFSET_FILE_FORMAT,
+    ) -> None:
         base = default_local_offset_store_dir() if local_offset_store_dir is None else Path(local_offset_store_dir)
+        self.file_format = check_file_format(file_format)
         self.client_id = client_id
         self.group_name = group_name
         self.store_path: Path = base / client_id / group_name / OFFSETS_FILE_NAME  # R1.7
@@ -156,7 +172,7 @@ class LocalFileOffsetStore(OffsetStore):
 
     def _write(self, table: dict[MessageQueue, int]) -> None:
         try:
-            mixall.string2file(encode_client_offset_table(table), self.store_path)
+            mixall.string2file(encode_client_offset_file(table, self.file_format), self.store_path)
         except OSError as e:  # IOException is logged, not raised (R1.12 step 4)
             log.error("persist consumer offset Exception, %s: %s", self.store_path, e)
 
@@ -166,7 +182,7 @@ class LocalFileOffsetStore(OffsetStore):
         if not content:
             return self.read_local_offset_bak()
         try:
-            return decode_client_offset_table(content, str(self.store_path))
+            return read_client_offset_file(content, str(self.store_path))
         except OffsetFileFormatError as e:
             log.warning("readLocalOffset Exception, and try to correct: %s", e)
             return self.read_local_offset_bak()
@@ -178,6 +194,6 @@ class LocalFileOffsetStore(OffsetStore):
         if not content:
             return None
         try:
-            return decode_client_offset_table(content, bak_path)
+            return read_client_offset_file(content, bak_path)
         except OffsetFileFormatError as e:
             raise MQClientException(READ_LOCAL_OFFSET_BAK_ERROR) from e

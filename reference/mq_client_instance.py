@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Final
 from rmqspec.reference.exceptions import MQClientException
 from rmqspec.reference.message import MessageExt
 from rmqspec.reference.message_queue import MessageQueue
+from rmqspec.reference.mq_version import MQVersion
 from rmqspec.reference.protocol import (
     ConsumerSendMsgBackRequestHeader,
     GetConsumerListByGroupRequestHeader,
@@ -286,6 +287,7 @@ class MQClientInstance:
         connection: ClientConnection,
         topic_route_table: dict[str, TopicRouteData],
         compat: SpecCompat,
+        version: MQVersion | None = None,
     ) -> None:
         # Imported here: the pull and rebalance services import this module for typing.
         from rmqspec.reference.default_mq_push_consumer_impl import PullMessageService
@@ -294,6 +296,7 @@ class MQClientInstance:
         self.client_id = client_id
         self.clock = clock
         self.compat = compat
+        self.version = version if version is not None else MQVersion()  # the client library's release line
         self.connection = connection
         self.remoting_client = NettyRemotingClient(connection)
         self.mq_client_api_impl = MQClientAPIImpl(self.remoting_client)

@@ -2,8 +2,9 @@
 
 RocketMQ 4.9.8 writes both files with fastjson, which is not RFC 8259 JSON: the client's
 ``OffsetSerializeWrapper`` uses a JSON object as a map key (R1.8) and the broker writes integer map
-keys unquoted (R3.6). Following the advice of R1.8, this package keeps its own canonical format
-instead; readers of real fastjson files are a separate, later piece.
+keys unquoted (R3.6). Following the advice of R1.8, this package also keeps its own canonical format,
+readable by any JSON tool. ``fastjson_format`` writes the real format and reads both; the file stores
+write the real format unless told ``file_format="canonical"``.
 
 Client file ``<dir>/<clientId>/<group>/offsets.json`` (R1.7, R1.8), one entry per queue, entries in
 ``MessageQueue`` order (topic, brokerName, queueId)::
@@ -44,12 +45,18 @@ _CLIENT_ENTRY_KEYS: Final = ("topic", "brokerName", "queueId", "offset")
 
 
 class OffsetFileFormatError(ValueError):
-    """An offset file not in the canonical format; ``str()`` is ``<file>: line <n>: <detail>``."""
+    """An unreadable offset file; ``str()`` is ``<file>: line <n>: <detail>``.
 
-    def __init__(self, source: str, line: int, detail: str) -> None:
-        super().__init__(f"{source}: line {line}: {detail}")
+    Readers that know the column (``fastjson_format``) pass it, and ``str()`` is then
+    ``<file>: line <n>, column <c>: <detail>``.
+    """
+
+    def __init__(self, source: str, line: int, detail: str, column: int | None = None) -> None:
+        where = f"line {line}" if column is None else f"line {line}, column {column}"
+        super().__init__(f"{source}: {where}: {detail}")
         self.source = source
         self.line = line
+        self.column = column
         self.detail = detail
 
 

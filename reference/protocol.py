@@ -142,6 +142,9 @@ class QueryConsumerOffsetRequestHeader:
     consumer_group: str
     topic: str
     queue_id: int
+    # 5.0.0+ header field (R3.5): False makes a 5.x broker answer QUERY_NOT_FOUND instead of the
+    # young-queue 0. Only 5.0.0's client sent it (False); 4.9.8 and 5.1.0+ clients leave it unset.
+    set_zero_if_not_found: bool | None = None
 
 
 @dataclass

@@ -30,9 +30,10 @@ from typing import TYPE_CHECKING, Final
 from rmqspec.reference.allocate import AllocateMessageQueueStrategy
 from rmqspec.reference.exceptions import MQClientException
 from rmqspec.reference.message_queue import RETRY_GROUP_TOPIC_PREFIX, MessageQueue
+from rmqspec.reference.mq_version import MQVersion
 from rmqspec.reference.offset_store import ReadOffsetType
 from rmqspec.reference.process_queue import ProcessQueue
-from rmqspec.reference.protocol import SubscriptionData
+from rmqspec.reference.protocol import ResponseCode, SubscriptionData
 from rmqspec.reference.scheduler import IdSequence, SchedulerError
 
 if TYPE_CHECKING:
@@ -64,7 +65,9 @@ class RebalanceImpl:
         strategy: AllocateMessageQueueStrategy,
         mq_client_factory: MQClientInstance,
         ids: IdSequence,
+        version: MQVersion | None = None,
     ) -> None:
+        self.version = version if version is not None else MQVersion()
         self.consumer_group = consumer_group
         self.message_model = message_model
         self.allocate_message_queue_strategy = strategy
@@ -177,6 +180,9 @@ class RebalanceImpl:
             if mq in self.process_queue_table:
                 continue
             self.remove_dirty_offset(mq)
+            # 4.9.8 calls computePullFromWhereWithException and skips the queue on an exception; 5.x
+            # calls computePullFromWhere, which catches MQClientException and returns -1, skipped
+            # below (R9.4). Both skip the same queues, so the one call serves both versions.
             try:
                 next_offset = self.compute_pull_from_where_with_exception(mq)
             except MQClientException as e:
@@ -211,9 +217,10 @@ class RebalancePushImpl(RebalanceImpl):
         strategy: AllocateMessageQueueStrategy,
         mq_client_factory: MQClientInstance,
         ids: IdSequence,
+        version: MQVersion | None = None,
     ) -> None:
         config = consumer_impl.default_mq_push_consumer
-        super().__init__(config.consumer_group, config.message_model, strategy, mq_client_factory, ids)
+        super().__init__(config.consumer_group, config.message_model, strategy, mq_client_factory, ids, version)
         self.consumer_impl = consumer_impl
 
     def consume_passively(self) -> bool:
@@ -233,24 +240,33 @@ class RebalancePushImpl(RebalanceImpl):
         self.consumer_impl.offset_store.remove_offset(mq)
 
     def compute_pull_from_where_with_exception(self, mq: MessageQueue) -> int:
-        """R10.1 (4.9.8): the stored offset if there is one, else by consumeFromWhere; -1 when the store
-        could not be read (-2). ``MQClientException`` from maxOffset/searchOffset propagates."""
+        """R10.1: the stored offset if there is one, else by consumeFromWhere. When the store could not
+        be read (-2), 4.9.8 returns -1; 5.x throws ``MQClientException`` (code QUERY_NOT_FOUND), as it
+        does for any negative result (SYSTEM_ERROR), the version switch ``read_error_throws``.
+        ``MQClientException`` from maxOffset/searchOffset propagates in both."""
         config = self.consumer_impl.default_mq_push_consumer
         cfw = config.consume_from_where
         last_offset = self.consumer_impl.offset_store.read_offset(mq, ReadOffsetType.READ_FROM_STORE)
         is_retry = mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
         admin = self.mq_client_factory.mq_admin_impl
+        result = -1
         if last_offset >= 0:
-            return last_offset
-        if last_offset != -1:
-            return -1
-        if cfw in CONSUME_FROM_LAST_LIKE:
-            return 0 if is_retry else admin.max_offset(mq)
-        if cfw == CONSUME_FROM_FIRST_OFFSET:
-            return 0
-        if cfw == CONSUME_FROM_TIMESTAMP:
-            return admin.max_offset(mq) if is_retry else admin.search_offset(mq, config.consume_timestamp)
-        return -1
+            result = last_offset
+        elif last_offset != -1:
+            result = -1
+        elif cfw in CONSUME_FROM_LAST_LIKE:
+            result = 0 if is_retry else admin.max_offset(mq)
+        elif cfw == CONSUME_FROM_FIRST_OFFSET:
+            result = 0
+        elif cfw == CONSUME_FROM_TIMESTAMP:
+            result = admin.max_offset(mq) if is_retry else admin.search_offset(mq, config.consume_timestamp)
+        if result < 0 and self.version.read_error_throws:
+            if last_offset < -1:
+                raise MQClientException(
+                    "Failed to query consume offset from offset store", ResponseCode.QUERY_NOT_FOUND
+                )
+            raise MQClientException(f"Found unexpected result {result}", ResponseCode.SYSTEM_ERROR)
+        return result
 
     def dispatch_pull_request(self, pull_requests: list[PullRequest]) -> None:
         for pull_request in pull_requests:

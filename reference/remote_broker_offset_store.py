@@ -3,7 +3,8 @@
 Mirrors ``org.apache.rocketmq.client.consumer.store.RemoteBrokerOffsetStore`` of 4.9.8 (§2):
 ``load`` is a no-op (R2.1); ``update_offset`` follows R1.5; ``read_offset(READ_FROM_STORE)`` asks the
 broker with QUERY_CONSUMER_OFFSET and seeds memory, mapping a broker error code to -1 and any other
-failure to -2 (R2.3, R2.4); ``persist``/``persist_all`` send UPDATE_CONSUMER_OFFSET oneway, and a
+failure to -2 (R2.3, R2.4; in 5.x only QUERY_NOT_FOUND is -1 and other codes are -2, see
+``MQVersion``); ``persist``/``persist_all`` send UPDATE_CONSUMER_OFFSET oneway, and a
 non-empty ``persist_all`` forgets every queue it was not given (R2.6, R2.7).
 
 Java iterates its ``ConcurrentHashMap`` in an unspecified order; ``persist_all`` sends in
@@ -18,8 +19,13 @@ from collections.abc import Set as AbstractSet
 from rmqspec.reference.exceptions import MQClientException
 from rmqspec.reference.message_queue import RETRY_GROUP_TOPIC_PREFIX, MessageQueue
 from rmqspec.reference.mq_client_instance import MQBrokerException, MQClientInstance
+from rmqspec.reference.mq_version import MQVersion
 from rmqspec.reference.offset_store import OffsetStore, ReadOffsetType, update_offset_table
-from rmqspec.reference.protocol import QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader
+from rmqspec.reference.protocol import (
+    QueryConsumerOffsetRequestHeader,
+    ResponseCode,
+    UpdateConsumerOffsetRequestHeader,
+)
 from rmqspec.reference.remoting import RemotingException
 
 log = logging.getLogger(__name__)
@@ -31,9 +37,10 @@ def send_order(mq: MessageQueue) -> tuple[bool, MessageQueue]:
 
 
 class RemoteBrokerOffsetStore(OffsetStore):
-    def __init__(self, mq_client_factory: MQClientInstance, group_name: str) -> None:
+    def __init__(self, mq_client_factory: MQClientInstance, group_name: str, version: MQVersion | None = None) -> None:
         self.mq_client_factory = mq_client_factory
         self.group_name = group_name
+        self.version = version if version is not None else MQVersion()
         self.offset_table: dict[MessageQueue, int] = {}  # R1.4
 
     def load(self) -> None:
@@ -46,7 +53,10 @@ class RemoteBrokerOffsetStore(OffsetStore):
         update_offset_table(self.offset_table, mq, offset, increase_only)
 
     def read_offset(self, mq: MessageQueue | None, type: ReadOffsetType) -> int:
-        """R2.3: -1 for no offset (any broker error code), -2 for a failed fetch."""
+        """R2.3: -1 for no offset, -2 for a failed fetch. Which broker answers count as "no offset"
+        is the version switch ``broker_error_reads_as_no_offset``: any error code in 4.9.8, only
+        QUERY_NOT_FOUND in 5.x (5.0.0), where every other code is a failed fetch [RMQ-14]. (A null
+        ``mq`` gives -3 from 5.0.0; no caller passes one.)"""
         if mq is None:
             return -1
         if type is not ReadOffsetType.READ_FROM_STORE:
@@ -57,8 +67,11 @@ class RemoteBrokerOffsetStore(OffsetStore):
                 return -1
         try:
             broker_offset = self.fetch_consume_offset_from_broker(mq)
-        except MQBrokerException:
-            return -1  # 4.9.8: every broker error code, QUERY_NOT_FOUND included
+        except MQBrokerException as e:
+            if self.version.broker_error_reads_as_no_offset or e.response_code == ResponseCode.QUERY_NOT_FOUND:
+                return -1  # 4.9.8: every broker error code; 5.x: OffsetNotFoundException only
+            log.warning("fetchConsumeOffsetFromBroker exception, %s %s", mq, e)
+            return -2
         except (RemotingException, MQClientException) as e:
             log.warning("fetchConsumeOffsetFromBroker exception, %s %s", mq, e)
             return -2

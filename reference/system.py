@@ -3,7 +3,8 @@
 This is the driver and the abstraction function of the refinement check. ``apply(action)`` performs
 one action of ``rmqspec.spec.actions`` by calling the RocketMQ-shaped classes (never the model's
 rules); ``abstract()`` reads those objects (and the real offset files) back into the model's state
-types. A lockstep test applies every action to both and compares.
+types. A lockstep test applies every action to both and compares. ``Config.version`` reaches the
+broker and every client as an ``MQVersion``, which lists the switches of 5.x.
 
 How each action maps:
 
@@ -20,7 +21,9 @@ How each action maps:
   ``shutdown()``. ``Crash``: the process objects are dropped; its local offset file, its id sequence
   and its connection (with requests already sent) stay.
 - ``Heartbeat`` / ``PersistOffsets``: the instance's scheduled task. ``Rebalance``:
-  ``RebalanceService.run_once``. ``SendPull``: the pull thread takes that queue's PullRequest.
+  ``RebalanceService.run_once``; ``RebalanceQueryError`` the same with the broker's processor failing
+  that queue's QUERY_CONSUMER_OFFSET once (``QueryOffsetFault``: the answer is SYSTEM_ERROR).
+  ``SendPull``: the pull thread takes that queue's PullRequest.
   ``ReceivePull``: the reply of that pq's pull is taken and its callback runs.
 - ``StartConsume``: a pool thread takes that ConsumeRequest and runs up to the listener.
   ``FinishConsume``: the listener returns (status, ackIndex); the injected send-back faults make the
@@ -42,7 +45,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from rmqspec.reference.allocate import AllocateMessageQueueConsistentHash, strategy_by_name
+from rmqspec.reference.allocate import (
+    AllocateMachineRoomNearby,
+    AllocateMessageQueueAveragely,
+    AllocateMessageQueueAveragelyByCircle,
+    AllocateMessageQueueByConfig,
+    AllocateMessageQueueByMachineRoom,
+    AllocateMessageQueueConsistentHash,
+    AllocateMessageQueueStrategy,
+)
 from rmqspec.reference.broker import FLUSH_TASK_NAME, BrokerController, BrokerHost
 from rmqspec.reference.compat import SpecCompat
 from rmqspec.reference.consume_message_concurrently_service import (
@@ -72,11 +83,13 @@ from rmqspec.reference.mq_client_instance import (
     PullInvokeCallback,
     TopicRouteData,
 )
+from rmqspec.reference.mq_version import MQVersion
 from rmqspec.reference.protocol import (
     PullMessageRequestHeader,
     PullMessageResponseBody,
     PullMessageResponseHeader,
     PullSysFlag,
+    QueryConsumerOffsetRequestHeader,
     RemotingCommand,
     RequestCode,
     ResponseCode,
@@ -169,6 +182,69 @@ class SendBackFaults:
         return False
 
 
+class QueryOffsetFault:
+    """A fault injector for the broker: the first QUERY_CONSUMER_OFFSET of ``group`` for ``mq`` makes
+    the processor fail (the broker answers SYSTEM_ERROR); later requests pass."""
+
+    def __init__(self, group: str, mq: MessageQueue) -> None:
+        self.group = group
+        self.mq = mq
+        self.struck = False
+
+    def __call__(self, request: RemotingCommand) -> bool:
+        h = request.header
+        if (
+            self.struck
+            or request.code != RequestCode.QUERY_CONSUMER_OFFSET
+            or not isinstance(h, QueryConsumerOffsetRequestHeader)
+        ):
+            return False
+        self.struck = (h.consumer_group, h.topic, h.queue_id) == (self.group, self.mq.topic, self.mq.queue_id)
+        return self.struck
+
+
+class TableMachineRoomResolver:
+    """A ``MachineRoomResolver`` by table: the broker's room and each consumer's room (R11.6)."""
+
+    def __init__(self, broker_rooms: dict[str, str], consumer_rooms: dict[str, str]) -> None:
+        self.broker_rooms = broker_rooms
+        self.consumer_rooms = consumer_rooms
+
+    def broker_deploy_in(self, message_queue: MessageQueue) -> str | None:
+        return self.broker_rooms.get(message_queue.broker_name)
+
+    def consumer_deploy_in(self, client_id: str) -> str | None:
+        return self.consumer_rooms.get(client_id)
+
+
+def allocation_strategy(config: Config, client: int, mqs: list[MessageQueue]) -> AllocateMessageQueueStrategy:
+    """The strategy object consumer ``client`` is built with, as a user would configure it: CONFIG
+    with that consumer's own queue list (``mqs`` by queue index), MACHINE_ROOM with the group's
+    ``consumeridcs`` (unset when None), MACHINE_ROOM_NEARBY wrapping its inner strategy with a table
+    resolver of ``broker_room`` and ``consumer_rooms`` (R11.1-R11.6)."""
+
+    def plain(name: str) -> AllocateMessageQueueStrategy:
+        if name == "CONFIG":
+            lists = config.allocate_config_queues
+            return AllocateMessageQueueByConfig(None if lists is None else [mqs[q] for q in lists[client]])
+        if name == "MACHINE_ROOM":
+            return AllocateMessageQueueByMachineRoom(config.consumeridcs)
+        if name == "CONSISTENT_HASH":
+            return AllocateMessageQueueConsistentHash(config.virtual_node_cnt)
+        if name == "AVG_BY_CIRCLE":
+            return AllocateMessageQueueAveragelyByCircle()
+        return AllocateMessageQueueAveragely()
+
+    if config.strategy != "MACHINE_ROOM_NEARBY":
+        return plain(config.strategy)
+    assert config.nearby_inner is not None and config.broker_room is not None and config.consumer_rooms is not None
+    resolver = TableMachineRoomResolver(
+        {config.broker_name: config.broker_room},
+        {client_id(i): room for i, room in enumerate(config.consumer_rooms)},
+    )
+    return AllocateMachineRoomNearby(plain(config.nearby_inner), resolver)
+
+
 class ClientProcess:
     """One running consumer process."""
 
@@ -181,11 +257,10 @@ class ReferenceSystem:
     def __init__(self, config: Config, root_dir: Path, compat: SpecCompat | None = None) -> None:
         if config.mutations:
             raise UnsupportedConfigError(
-                f"the reference implements RocketMQ 4.9.8 only; planted bugs are model-only: {sorted(config.mutations)}"
+                f"planted bugs are model-only; the reference implements RocketMQ: {sorted(config.mutations)}"
             )
-        if config.version != "4.9.8":
-            raise UnsupportedConfigError(f"version {config.version!r}: the reference implements 4.9.8")
         self.config = config
+        self.version = MQVersion(config.version)  # the broker's and every client's release line
         self.compat = compat if compat is not None else SpecCompat()
         self.root_dir = Path(root_dir)
         self.clock = VirtualClock(0)
@@ -202,7 +277,12 @@ class ReferenceSystem:
         self.broker_dir = self.root_dir / "broker"
         self.offsets_dir = self.root_dir / "offsets"
         self.host = BrokerHost(
-            self.clock, self.broker_dir, c.broker_name, {c.topic: c.queues, retry_topic(c.group): 1}, self.compat
+            self.clock,
+            self.broker_dir,
+            c.broker_name,
+            {c.topic: c.queues, retry_topic(c.group): 1},
+            self.compat,
+            version=self.version,
         )
         self.host.start()
         for q in range(c.queues):
@@ -233,6 +313,7 @@ class ReferenceSystem:
             act.Heartbeat: self._heartbeat,  # type: ignore[dict-item]
             act.PersistOffsets: self._persist_offsets,  # type: ignore[dict-item]
             act.Rebalance: self._rebalance,  # type: ignore[dict-item]
+            act.RebalanceQueryError: self._rebalance_query_error,  # type: ignore[dict-item]
             act.SendPull: self._send_pull,  # type: ignore[dict-item]
             act.ReceivePull: self._receive_pull,  # type: ignore[dict-item]
             act.StartConsume: self._start_consume,  # type: ignore[dict-item]
@@ -343,13 +424,11 @@ class ReferenceSystem:
         if self.processes[i] is not None:
             raise ReferenceActionError(f"client {i} is already running")
         c = self.config
-        instance = MQClientInstance(self.cids[i], self.clock, self.connections[i], dict(self.route), self.compat)
-        instance.remoting_client.register_rpc_hook(ProvenanceHook(self, i))
-        strategy = (
-            AllocateMessageQueueConsistentHash(c.virtual_node_cnt)
-            if c.strategy == "CONSISTENT_HASH"
-            else strategy_by_name(c.strategy)
+        instance = MQClientInstance(
+            self.cids[i], self.clock, self.connections[i], dict(self.route), self.compat, self.version
         )
+        instance.remoting_client.register_rpc_hook(ProvenanceHook(self, i))
+        strategy = allocation_strategy(c, i, self.mqs)
         settings = DefaultMQPushConsumer(
             consumer_group=c.group,
             allocate_message_queue_strategy=strategy,
@@ -389,6 +468,19 @@ class ReferenceSystem:
         process = self._process(a.client)
         self.current_cause = "rebalance-removal"
         process.instance.rebalance_service.run_once()
+
+    def _rebalance_query_error(self, a: act.RebalanceQueryError) -> None:
+        """The rebalance runs with the broker's processor failing the QUERY_CONSUMER_OFFSET of that
+        queue (answered SYSTEM_ERROR), once."""
+        process = self._process(a.client)
+        mq = self._mq(a.queue)
+        fault = QueryOffsetFault(self.config.group, mq)
+        self.current_cause = "rebalance-removal"
+        self.host.fault_injector = fault
+        try:
+            process.instance.rebalance_service.run_once()
+        finally:
+            self.host.fault_injector = None
 
     def _send_pull(self, a: act.SendPull) -> None:
         process = self._process(a.client)

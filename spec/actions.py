@@ -97,6 +97,16 @@ class Rebalance:
 
 
 @dataclass(frozen=True, slots=True)
+class RebalanceQueryError:
+    """``Rebalance(client)`` during which the broker answers the QUERY_CONSUMER_OFFSET for ``queue``
+    with an error code other than QUERY_NOT_FOUND (SYSTEM_ERROR: the request processor threw).
+    Budgeted (``Config.query_errors``); spent only if the rebalance does query ``queue``."""
+
+    client: int
+    queue: int
+
+
+@dataclass(frozen=True, slots=True)
 class SendPull:
     client: int
     queue: int
@@ -148,6 +158,7 @@ Action = (
     | Heartbeat
     | PersistOffsets
     | Rebalance
+    | RebalanceQueryError
     | SendPull
     | ReceivePull
     | StartConsume
@@ -156,7 +167,7 @@ Action = (
 )
 
 # Perturbing actions draw on Budget; everything else heals or makes progress and is free.
-PERTURBING = (Crash, Shutdown, BrokerCrash)
+PERTURBING = (Crash, Shutdown, BrokerCrash, RebalanceQueryError)
 
 
 def action_name(action: Action) -> str:

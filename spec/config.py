@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Final
 
-# Message models and strategies the model explores (semantics R1.3, R11.1-R11.3).
+# Message models and strategies the model explores (semantics R1.3, R11.1-R11.6).
 CLUSTERING: Final = "CLUSTERING"
 BROADCASTING: Final = "BROADCASTING"
 MODES: Final = (CLUSTERING, BROADCASTING)
@@ -20,7 +20,12 @@ MODES: Final = (CLUSTERING, BROADCASTING)
 AVG: Final = "AVG"
 AVG_BY_CIRCLE: Final = "AVG_BY_CIRCLE"
 CONSISTENT_HASH: Final = "CONSISTENT_HASH"
-STRATEGIES: Final = (AVG, AVG_BY_CIRCLE, CONSISTENT_HASH)
+CONFIG: Final = "CONFIG"
+MACHINE_ROOM: Final = "MACHINE_ROOM"
+MACHINE_ROOM_NEARBY: Final = "MACHINE_ROOM_NEARBY"
+STRATEGIES: Final = (AVG, AVG_BY_CIRCLE, CONSISTENT_HASH, CONFIG, MACHINE_ROOM, MACHINE_ROOM_NEARBY)
+# What the model's MACHINE_ROOM_NEARBY may wrap: the strategies that partition any queue list.
+NEARBY_INNER_STRATEGIES: Final = (AVG, AVG_BY_CIRCLE, CONSISTENT_HASH)
 
 # ConsumeFromWhere (R10.1). The three deprecated values behave exactly like LAST in 4.9.8.
 FROM_LAST: Final = "CONSUME_FROM_LAST_OFFSET"
@@ -33,7 +38,11 @@ DEPRECATED_AS_LAST: Final = (
 )
 CONSUME_FROM_WHERE: Final = (FROM_LAST, FROM_FIRST, FROM_TIMESTAMP, *DEPRECATED_AS_LAST)
 
-VERSIONS: Final = ("4.9.8",)
+# RocketMQ release lines (docs/spec.md, "What the version switch changes"). "5.x" is the latest 5.x
+# behaviour (5.3.3 / develop) of each switch below; the derived properties of Config name the tag.
+V4_9_8: Final = "4.9.8"
+V5_X: Final = "5.x"
+VERSIONS: Final = (V4_9_8, V5_X)
 
 # Planted bugs, each described by what it breaks; tests/test_planted_bugs.py names the property that
 # must refute each one and proves it does.
@@ -83,12 +92,19 @@ class Config:
     max_reconsume_times: int = 16  # -1 means 16 for concurrent consumers (R7.4)
     tags: tuple[str, ...] = ("A",)  # tags producers attach
     subscription: tuple[str, ...] | None = None  # None is "*"; otherwise the subscribed tags
-    virtual_node_cnt: int = 10  # consistent hash (R11.3)
+    virtual_node_cnt: int = 10  # consistent hash (R11.3); 0 is accepted and allocates nothing
+    # Parameters of CONFIG, MACHINE_ROOM and MACHINE_ROOM_NEARBY (R11.4-R11.6), None for the others.
+    allocate_config_queues: tuple[tuple[int, ...], ...] | None = None  # CONFIG: queue indices, per consumer
+    consumeridcs: tuple[str, ...] | None = None  # MACHINE_ROOM: the rooms dealt; None is Java's unset set
+    nearby_inner: str | None = None  # MACHINE_ROOM_NEARBY: the strategy it wraps
+    consumer_rooms: tuple[str, ...] | None = None  # MACHINE_ROOM_NEARBY: each consumer's room
+    broker_room: str | None = None  # MACHINE_ROOM_NEARBY: the broker's room
     client_crashes: int = 1
     client_shutdowns: int = 1
     broker_crashes: int = 1
     send_back_failures: int = 1
-    version: str = "4.9.8"
+    query_errors: int = 0  # QUERY_CONSUMER_OFFSET answered with an error code (R2.3); see RebalanceQueryError
+    version: str = V4_9_8
     group: str = "G"
     topic: str = "T"
     broker_name: str = "broker-a"
@@ -112,14 +128,17 @@ class Config:
             raise ConfigError(f"tags: got {self.tags!r}; accepted: a non-empty tuple of non-empty strings")
         if self.subscription is not None and not self.subscription:
             raise ConfigError("subscription: got (); accepted: None (meaning '*') or a non-empty tuple of tags")
-        _check_range("virtual_node_cnt", self.virtual_node_cnt, 1, 1000)
-        for budget in ("client_crashes", "client_shutdowns", "broker_crashes", "send_back_failures"):
+        _check_range("virtual_node_cnt", self.virtual_node_cnt, 0, 1000)
+        _check_allocation(self)
+        for budget in ("client_crashes", "client_shutdowns", "broker_crashes", "send_back_failures", "query_errors"):
             _check_range(budget, getattr(self, budget), 0, 100)
         _check_choice("version", self.version, VERSIONS)
-        for name in ("group", "topic", "broker_name"):
+        for name in ("group", "topic"):
             value = getattr(self, name)
             if not value or "@" in value:
                 raise ConfigError(f"{name}: got {value!r}; accepted: a non-empty name without '@'")
+        if not self.broker_name:  # '@' is allowed: MACHINE_ROOM reads "<room>@<name>" (R11.5)
+            raise ConfigError("broker_name: got ''; accepted: a non-empty name ('<room>@<name>' for MACHINE_ROOM)")
         unknown = sorted(set(self.mutations) - set(MUTATIONS))
         if unknown:
             raise ConfigError(f"mutations: unknown {unknown}; accepted: {sorted(MUTATIONS)}")
@@ -128,6 +147,29 @@ class Config:
     def effective_max_reconsume_times(self) -> int:
         """-1 means 16 for a concurrent consumer (R7.4)."""
         return 16 if self.max_reconsume_times == -1 else self.max_reconsume_times
+
+    # --- the version switches (docs/spec.md, "What the version switch changes") ----------------------
+    @property
+    def broker_error_reads_as_no_offset(self) -> bool:
+        """R2.3: ``readOffset(READ_FROM_STORE)`` maps every broker error code (MQBrokerException) to -1,
+        "no offset", in 4.9.8; from 5.0.0 (commit b6ff649291) only QUERY_NOT_FOUND
+        (OffsetNotFoundException) gives -1 and any other code gives -2, a failed read [RMQ-14]."""
+        return self.version == V4_9_8
+
+    @property
+    def read_error_throws(self) -> bool:
+        """R10.1: ``computePullFromWhereWithException`` returns -1 on a failed read (-2) in 4.9.8; from
+        5.0.0 it throws MQClientException, which 5.x's rebalance catches in ``computePullFromWhere``
+        (R9.4): either way the queue gets no pq this round."""
+        return self.version != V4_9_8
+
+    @property
+    def young_queue_needs_head_in_memory(self) -> bool:
+        """R3.5: a group with no offset is told 0 when the queue is young. 4.9.8 tests
+        ``!checkInDiskByConsumeOffset(0)``, true for an empty queue; 5.1.0+ (commit 3949f6938e) tests
+        ``checkInMemByConsumeOffset(0, 1)``, false for an empty queue, which is then NOT_FOUND. The 5.x
+        client sends no setZeroIfNotFound (5.0.0 sent false; 5.1.0 dropped it, d5e6fb6634) [RMQ-15]."""
+        return self.version != V4_9_8
 
     @property
     def retry_topic(self) -> str:
@@ -156,8 +198,10 @@ class Config:
             raise ConfigError(f"{where}: unknown field(s) {unknown}; accepted: {sorted(known)}")
         converted: dict[str, object] = {}
         for key, value in values.items():
-            if key in ("tags", "subscription") and isinstance(value, list):
+            if key in ("tags", "subscription", "consumeridcs", "consumer_rooms") and isinstance(value, list):
                 value = tuple(value)
+            if key == "allocate_config_queues" and isinstance(value, list):
+                value = tuple(tuple(v) if isinstance(v, list) else v for v in value)
             if key == "mutations" and isinstance(value, list):
                 value = frozenset(value)
             converted[key] = value
@@ -175,3 +219,59 @@ def _check_range(name: str, value: object, low: int, high: int) -> None:
 def _check_choice(name: str, value: object, accepted: tuple[str, ...]) -> None:
     if value not in accepted:
         raise ConfigError(f"{name}: got {value!r}; accepted: {', '.join(accepted)}")
+
+
+def _check_allocation(c: Config) -> None:
+    """The parameters of CONFIG, MACHINE_ROOM and MACHINE_ROOM_NEARBY (R11.4-R11.6): each must be
+    given for its strategy and None for every other, so that no setting is silently ignored."""
+    owners = {
+        "allocate_config_queues": CONFIG,
+        "consumeridcs": MACHINE_ROOM,
+        "nearby_inner": MACHINE_ROOM_NEARBY,
+        "consumer_rooms": MACHINE_ROOM_NEARBY,
+        "broker_room": MACHINE_ROOM_NEARBY,
+    }
+    for name, owner in owners.items():
+        value = getattr(c, name)
+        if owner != c.strategy and value is not None:
+            raise ConfigError(f"{name}: got {value!r}; accepted: None unless strategy is {owner} (it is {c.strategy})")
+    if c.strategy == CONFIG:
+        lists, top = c.allocate_config_queues, c.queue_count - 1
+        if not (
+            isinstance(lists, tuple)
+            and len(lists) == c.consumers
+            and all(
+                isinstance(qs, tuple) and len(set(qs)) == len(qs) and all(type(q) is int and 0 <= q <= top for q in qs)
+                for qs in lists
+            )
+        ):
+            retry = f"; {c.queues} is the retry queue" if c.has_retry_queue else ""
+            raise ConfigError(
+                f"allocate_config_queues: got {lists!r}; accepted: for strategy CONFIG, one tuple per consumer "
+                f"({c.consumers}) of distinct queue indices from 0 to {top}{retry}"
+            )
+    if c.strategy == MACHINE_ROOM:
+        idcs = c.consumeridcs
+        if idcs is not None and not (isinstance(idcs, tuple) and all(isinstance(r, str) for r in idcs)):
+            raise ConfigError(
+                f"consumeridcs: got {idcs!r}; accepted: for strategy MACHINE_ROOM, a tuple of room names, "
+                "or None (never set: a NullPointerException once a broker is named '<room>@<name>')"
+            )
+    if c.strategy == MACHINE_ROOM_NEARBY:
+        if c.nearby_inner not in NEARBY_INNER_STRATEGIES:
+            raise ConfigError(
+                f"nearby_inner: got {c.nearby_inner!r}; accepted: for strategy MACHINE_ROOM_NEARBY, "
+                + ", ".join(NEARBY_INNER_STRATEGIES)
+            )
+        rooms = c.consumer_rooms
+        if not (
+            isinstance(rooms, tuple) and len(rooms) == c.consumers and all(isinstance(r, str) and r for r in rooms)
+        ):
+            raise ConfigError(
+                f"consumer_rooms: got {rooms!r}; accepted: for strategy MACHINE_ROOM_NEARBY, one non-empty room "
+                f"name per consumer ({c.consumers})"
+            )
+        if not (isinstance(c.broker_room, str) and c.broker_room):
+            raise ConfigError(
+                f"broker_room: got {c.broker_room!r}; accepted: for strategy MACHINE_ROOM_NEARBY, a non-empty room name"
+            )

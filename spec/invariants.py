@@ -6,11 +6,14 @@ sentence, the rules it rests on, and why it matters. A check returns ``None`` wh
 short description of the counterexample otherwise. ``ALLOWED_ANOMALIES`` lists, per consumption
 mode, what at-least-once delivery tolerates and why, in the spirit of Jepsen's allowed error types:
 those are never reported as violations (duplicate deliveries are counted in the ghost).
+``ALLOCATION_ANOMALIES`` adds, per allocation strategy, the ownership gaps and overlaps that the
+strategy itself produces; ``allowed_anomalies(config)`` is the whole list for one configuration.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 from typing import NamedTuple
 
 from rmqspec.spec import broker_rules as br
@@ -22,10 +25,13 @@ from rmqspec.spec.actions import (
     FinishConsume,
     PersistOffsets,
     Rebalance,
+    RebalanceQueryError,
     ReceivePull,
     SendPull,
     StartConsume,
 )
+from rmqspec.spec.allocation import NullPointerError, machine_room_eligible
+from rmqspec.spec.config import CLUSTERING, CONFIG, CONSISTENT_HASH, MACHINE_ROOM, MACHINE_ROOM_NEARBY, Config
 from rmqspec.spec.model import Model
 from rmqspec.spec.state import State
 
@@ -76,6 +82,49 @@ ALLOWED_ANOMALIES: dict[str, dict[str, str]] = {
     },
 }
 
+# CLUSTERING, per allocation strategy: what the strategy itself leaves unpartitioned, so that INV-13a
+# and INV-13b tolerate it even once the views agree. Each entry covers exactly the queues it names;
+# every other overlap or gap is still reported. AVG, AVG_BY_CIRCLE, CONSISTENT_HASH with at least one
+# virtual node, and MACHINE_ROOM_NEARBY around one of them (R11.6) partition every queue list: none.
+ALLOCATION_ANOMALIES: dict[str, dict[str, str]] = {
+    CONFIG: {
+        "double-ownership-by-configuration": "AllocateMessageQueueByConfig returns each consumer's own "
+        "configured list and never looks at the other members (R11.4): a queue listed for two running "
+        "consumers is owned by both for good. Tolerated only for a queue both owners' lists name.",
+        "unowned-by-configuration": "A queue that no running consumer's list names is owned by nobody (R11.4); "
+        "that includes %RETRY%<group>, whose pq a rebalance drops unless the list names it (R9.4 Phase A). "
+        "Tolerated only for such queues.",
+    },
+    MACHINE_ROOM: {
+        "unowned-outside-consumeridcs": "AllocateMessageQueueByMachineRoom deals only the queues of brokers "
+        "named '<room>@<name>' with the room in consumeridcs; the others go to nobody (R11.5). Tolerated only "
+        "for such queues: the model's one broker is dealt in full (INV-13b holds) or not at all. The slices "
+        "are disjoint, so double ownership is never tolerated.",
+    },
+    CONSISTENT_HASH: {
+        "unowned-with-no-virtual-nodes": "virtualNodeCnt = 0 is accepted and leaves the hash ring empty: "
+        "routeNode answers null and no consumer gets any queue (R11.3). Only with virtual_node_cnt = 0, "
+        "also as MACHINE_ROOM_NEARBY's inner strategy.",
+    },
+}
+
+
+def allowed_anomalies(config: Config) -> dict[str, str]:
+    """Everything ``config`` tolerates: its mode's ``ALLOWED_ANOMALIES`` and, in CLUSTERING, the
+    ``ALLOCATION_ANOMALIES`` of its strategy (of the inner one for MACHINE_ROOM_NEARBY)."""
+    out = dict(ALLOWED_ANOMALIES[config.mode])
+    if config.mode == CLUSTERING:
+        name = config.nearby_inner if config.strategy == MACHINE_ROOM_NEARBY else config.strategy
+        for anomaly, why in ALLOCATION_ANOMALIES.get(name or "", {}).items():
+            if anomaly != "unowned-with-no-virtual-nodes" or config.virtual_node_cnt == 0:
+                out[anomaly] = why
+    return out
+
+
+@cache
+def _tolerated(config: Config) -> frozenset[str]:
+    return frozenset(allowed_anomalies(config))
+
 
 # --- state invariants -------------------------------------------------------------------------
 def _pq_accounting(m: Model, s: State) -> str | None:
@@ -109,7 +158,9 @@ def _commit_below_unprocessed(m: Model, s: State) -> str | None:
 def _broker_answers(m: Model, s: State) -> str | None:
     b = s.broker
     for q in range(m.q_count):
-        answer = br.query_consumer_offset(b.offsets[q], b.queues[q], m.m_answers_minus_one)
+        answer = br.query_consumer_offset(
+            b.offsets[q], b.queues[q], m.m_answers_minus_one, m.config.young_queue_needs_head_in_memory
+        )
         if answer is not None and answer < 0:
             return f"queue {q}: QUERY_CONSUMER_OFFSET answers SUCCESS({answer})"
         if b.offsets[q] is not None and answer != b.offsets[q] and b.offsets[q] >= 0:  # type: ignore[operator]
@@ -162,24 +213,49 @@ def _views_agree(m: Model, s: State) -> tuple[int, ...] | None:
     return members
 
 
+def _listed(m: Model, client: int, q: int) -> bool:
+    """CONFIG: does ``client``'s configured list name queue ``q`` (R11.4)?"""
+    lists = m.config.allocate_config_queues
+    return lists is not None and q in lists[client]
+
+
+def _nobody_is_dealt(m: Model, members: tuple[int, ...], q: int) -> bool:
+    """Whether an allocation anomaly of the configuration leaves queue ``q`` to nobody."""
+    tolerated = _tolerated(m.config)
+    if "unowned-with-no-virtual-nodes" in tolerated:
+        return True
+    if "unowned-by-configuration" in tolerated and not any(_listed(m, i, q) for i in members):
+        return True
+    if "unowned-outside-consumeridcs" in tolerated:
+        try:
+            return not machine_room_eligible(m.mqs[q].broker_name, m.config.consumeridcs)
+        except NullPointerError:  # every rebalance throws (R11.7): nobody is dealt anything
+            return True
+    return False
+
+
 def _exclusive_ownership(m: Model, s: State) -> str | None:
     if _views_agree(m, s) is None:
         return None
+    shared = "double-ownership-by-configuration" in _tolerated(m.config)
     owner: dict[int, int] = {}
     for i, cl in enumerate(s.clients):
         for q, pq in enumerate(cl.pqs):
             if pq is not None:
                 if q in owner:
+                    if shared and _listed(m, owner[q], q) and _listed(m, i, q):
+                        continue  # both are configured with it (R11.4)
                     return f"queue {q} owned by clients {owner[q]} and {i} although all views agree"
                 owner[q] = i
     return None
 
 
 def _full_coverage(m: Model, s: State) -> str | None:
-    if _views_agree(m, s) is None:
+    members = _views_agree(m, s)
+    if members is None:
         return None
     owned = {q for cl in s.clients for q, pq in enumerate(cl.pqs) if pq is not None}
-    missing = sorted(set(range(m.q_count)) - owned)
+    missing = [q for q in range(m.q_count) if q not in owned and not _nobody_is_dealt(m, members, q)]
     return f"queues {missing} owned by nobody although all views agree" if missing else None
 
 
@@ -288,7 +364,7 @@ def _piggyback_rule(m: Model, s: State, a: Action, t: State) -> str | None:
 
 
 def _resume_at_stored(m: Model, s: State, a: Action, t: State) -> str | None:
-    if not m.clustering or not isinstance(a, Rebalance):
+    if not m.clustering or not isinstance(a, Rebalance | RebalanceQueryError):
         return None
     before, after = s.clients[a.client], t.clients[a.client]
     b = s.broker
@@ -346,7 +422,8 @@ INVARIANTS: tuple[Invariant, ...] = (
     Invariant(
         "INV-13a",
         "exclusive_ownership_when_views_agree",
-        "Once every consumer allocated from the same consumer list, no queue has two owners.",
+        "Once every consumer allocated from the same consumer list, no queue has two owners "
+        "(unless the strategy's ALLOCATION_ANOMALIES name that queue).",
         "R9.3, R11",
         "Double ownership is tolerated only while views differ; after agreement it means duplicate work forever.",
         _exclusive_ownership,
@@ -354,7 +431,8 @@ INVARIANTS: tuple[Invariant, ...] = (
     Invariant(
         "INV-13b",
         "full_coverage_when_views_agree",
-        "Once every consumer allocated from the same consumer list, every queue has an owner.",
+        "Once every consumer allocated from the same consumer list, every queue has an owner "
+        "(unless the strategy's ALLOCATION_ANOMALIES name that queue).",
         "R9.3, R9.4, R11",
         "An orphaned queue's backlog grows without bound (RMQ-11).",
         _full_coverage,

@@ -2,10 +2,12 @@
 
 This is the executable specification of RocketMQ 4.9.8 consumer offset management for one
 consumer group on one topic served by one broker, in CLUSTERING or BROADCASTING mode with
-concurrent consumption. It has no I/O, no clock and no randomness: time is the ``Tick`` action and
-every choice (which consumer pulls, how a listener answers, which fault strikes) is an action
-parameter. Each transition function below documents its enabling condition (checked first; a
-disabled action raises :class:`ActionNotEnabled`), its effect, and the rules it models.
+concurrent consumption. ``Config.version = "5.x"`` switches the 5.x differences it models
+(the derived properties of ``Config``; docs/spec.md §9). It has no I/O, no clock and no
+randomness: time is the ``Tick`` action and every choice (which consumer pulls, how a listener
+answers, which fault strikes) is an action parameter. Each transition function below documents its
+enabling condition (checked first; a disabled action raises :class:`ActionNotEnabled`), its
+effect, and the rules it models.
 
 Timers (client persist 5 s after 10 s, rebalance 20 s, heartbeat 30 s after 1 s, broker flush
 5 s after 10 s, scheduled retries) fire as actions; ``Tick`` cannot pass a due timer, so timers
@@ -36,6 +38,7 @@ from rmqspec.spec.actions import (
     PersistOffsets,
     Produce,
     Rebalance,
+    RebalanceQueryError,
     ReceivePull,
     SendPull,
     Shutdown,
@@ -43,7 +46,7 @@ from rmqspec.spec.actions import (
     StartConsume,
     Tick,
 )
-from rmqspec.spec.allocation import allocate, client_id, mq_text
+from rmqspec.spec.allocation import AllocationError, allocate_queues, client_id, model_queues, strategy_for
 from rmqspec.spec.config import (
     BROADCASTING,
     CLUSTERING,
@@ -113,8 +116,10 @@ class Model:
         self.q_count = c.queue_count
         self.topic_queues: tuple[int, ...] = tuple(range(c.queues))
         self.retry_queue: int | None = c.queues if c.has_retry_queue else None
-        self.mq_texts = tuple(mq_text(c.topic, c.broker_name, q) for q in range(c.queues))
-        self.retry_texts = (mq_text(c.retry_topic, c.broker_name, 0),)
+        # The MessageQueue of each queue index: allocation works on them, and Phase B creates pqs in
+        # their order (R9.4; a CONFIG list may name the retry queue in the topic's pass).
+        self.mqs = model_queues(c)
+        self.queue_index = {mq: q for q, mq in enumerate(self.mqs)}
         self.cids = tuple(client_id(i) for i in range(c.consumers))
         self.max_reconsume = c.effective_max_reconsume_times
         m = c.mutations
@@ -131,6 +136,7 @@ class Model:
         self.m_commit_past = "commit_past_cached" in m
         self.m_resume_ignores = "resume_ignores_stored_offset" in m
         self.m_avg_overlap = "avg_blocks_overlap" in m
+        self.strategies = tuple(strategy_for(c, i, self.m_avg_overlap) for i in range(c.consumers))
         self._steps: dict[type, Callable[[State, Any], State]] = {
             Tick: self._tick,
             Produce: self._produce,
@@ -147,6 +153,7 @@ class Model:
             Heartbeat: self._heartbeat,
             PersistOffsets: self._persist_offsets,
             Rebalance: self._rebalance,
+            RebalanceQueryError: self._rebalance_query_error,
             SendPull: self._send_pull,
             ReceivePull: self._receive_pull,
             StartConsume: self._start_consume,
@@ -180,6 +187,7 @@ class Model:
             c.broker_crashes,
             c.send_back_failures,
             (c.messages_per_queue - c.backlog,) * c.queues,
+            c.query_errors,
         )
         start = History(Event(0, "start", -1, -1, 0, "initial state"), None)
         return State(0, broker, (client,) * c.consumers, ghost, budget, start)
@@ -232,6 +240,8 @@ class Model:
                 out.append(PersistOffsets(i))
             if cl.rebalance_requested or (cl.next_rebalance is not None and cl.next_rebalance <= state.now):
                 out.append(Rebalance(i))
+                if self.clustering and state.budget.query_errors > 0 and b.up and b.registered:
+                    out.extend(RebalanceQueryError(i, q) for q, pq in enumerate(cl.pqs) if pq is None)
             for q, pq in enumerate(cl.pqs):
                 if (
                     pq is not None
@@ -604,54 +614,91 @@ class Model:
         the retry topic (R9.1). BROADCASTING takes every queue (R9.2). CLUSTERING asks the broker
         for the consumer list; if it cannot (broker down) nothing changes, else it allocates with
         the configured strategy over the sorted lists (R9.3, R11) and updates the pq table (R9.4)."""
-        i = a.client
-        cl = s.clients[i]
-        if not cl.running or not (
-            cl.rebalance_requested or (cl.next_rebalance is not None and cl.next_rebalance <= s.now)
-        ):
+        if not self._rebalance_due(s, a.client):
             raise ActionNotEnabled(a, "no rebalance due or requested")
+        return self._do_rebalance(s, a.client, None)
+
+    def _rebalance_query_error(self, s: State, a: RebalanceQueryError) -> State:
+        """RebalanceQueryError(client, queue) (budgeted). Enabled: CLUSTERING, a rebalance is due
+        as for Rebalance, the broker is up with a consumer of the group registered, ``queue`` has no
+        pq, and ``query_errors`` budget is left. Effect: Rebalance(client), except that if Phase B
+        asks the broker for ``queue``'s offset, the QUERY_CONSUMER_OFFSET answer is SYSTEM_ERROR
+        (the processor threw), which costs one unit of budget. readOffset maps it by version (R2.3):
+        4.9.8 reads it as -1, no offset, and positions the queue by consumeFromWhere (R10.1), past
+        a stored offset [RMQ-14]; 5.x reads it as -2, computePullFromWhereWithException throws and
+        the rebalance leaves the queue without a pq this round (R10.1, R9.4)."""
+        i, q = a.client, a.queue
+        b = s.broker
+        if (
+            not self.clustering
+            or not 0 <= q < self.q_count
+            or not self._rebalance_due(s, i)
+            or s.budget.query_errors <= 0
+            or not b.up
+            or not b.registered
+            or s.clients[i].pqs[q] is not None
+        ):
+            raise ActionNotEnabled(a, "no rebalance due, no query of that queue possible, or budget used up")
+        return self._do_rebalance(s, i, q)
+
+    def _rebalance_due(self, s: State, i: int) -> bool:
+        cl = s.clients[i]
+        return cl.running and (cl.rebalance_requested or (cl.next_rebalance is not None and cl.next_rebalance <= s.now))
+
+    def _do_rebalance(self, s: State, i: int, fault: int | None) -> State:
+        """doRebalance (R9.1); ``fault`` is the queue whose offset query fails, if any."""
+        cl = s.clients[i]
         s = s._replace(
             clients=_put(s.clients, i, cl._replace(next_rebalance=s.now + REBALANCE_WAIT, rebalance_requested=False))
         )
         if not self.clustering:
-            s, _ = self._rebalance_topic(s, i, self.topic_queues, set(self.topic_queues))
+            s, _ = self._rebalance_topic(s, i, self.topic_queues, set(self.topic_queues), fault)
             return s
         if not s.broker.up or not s.broker.registered:
             # findConsumerIdList gets an error (no broker, or no consumer registered: SYSTEM_ERROR)
             # and answers null: existing pqs are kept (R9.3 steps 2-3).
             return s
-        cfg = self.config
         me = self.cids[i]
-        topics = [(self.topic_queues, self.mq_texts)]
+        topics = [self.topic_queues]
         if self.retry_queue is not None:
-            topics.append(((self.retry_queue,), self.retry_texts))
-        lists, complete = set(), True
-        for queues, texts in topics:
+            topics.append((self.retry_queue,))
+        lists, complete, thrown = set(), True, 0
+        for queues in topics:
             # findConsumerIdList per topic: the heartbeat of an earlier topic's change may have
             # registered this consumer in between (R9.3, R9.6).
             members = tuple(sorted(s.broker.registered, key=lambda j: self.cids[j]))
             cid_all = tuple(self.cids[j] for j in members)
-            mine = {
-                queues[j] for j in allocate(cfg.strategy, me, texts, cid_all, cfg.virtual_node_cnt, self.m_avg_overlap)
-            }
-            s, placed = self._rebalance_topic(s, i, queues, mine)
+            try:
+                allocated = allocate_queues(self.strategies[i], me, tuple(self.mqs[q] for q in queues), cid_all)
+            except AllocationError:
+                thrown += 1  # logged; this topic is left as it is this round (R9.3 step 5, R11.7)
+                continue
+            mine = {self.queue_index[mq] for mq in allocated}
+            errors = s.budget.query_errors
+            s, placed = self._rebalance_topic(s, i, queues, mine, fault)
+            if s.budget.query_errors != errors:
+                fault = None  # the query error strikes once; a CONFIG list can ask again in the next topic
             lists.add(members)
             complete = complete and placed
-        view = lists.pop() if complete and len(lists) == 1 else None
+        if thrown == len(topics):
+            return s  # no topic was allocated: the view stays
+        view = lists.pop() if complete and not thrown and len(lists) == 1 else None
         cl = s.clients[i]
         return s._replace(clients=_put(s.clients, i, cl._replace(view=view)))
 
-    def _rebalance_topic(self, s: State, i: int, topic_queues: tuple[int, ...], mine: set[int]) -> tuple[State, bool]:
+    def _rebalance_topic(
+        self, s: State, i: int, topic_queues: tuple[int, ...], mine: set[int], fault: int | None
+    ) -> tuple[State, bool]:
         """rebalanceByTopic's tail: update the pq table and, if it changed, messageQueueChanged,
         whose heartbeat registers the consumer with the broker (R9.6 step 3, R9.7)."""
         before = s.clients[i].pqs
-        s, complete = self._update_process_queue_table(s, i, topic_queues, mine)
+        s, complete = self._update_process_queue_table(s, i, topic_queues, mine, fault)
         if s.clients[i].pqs != before:
             s = self._register(s, i)
         return s, complete
 
     def _update_process_queue_table(
-        self, s: State, i: int, topic_queues: tuple[int, ...], mine: set[int]
+        self, s: State, i: int, topic_queues: tuple[int, ...], mine: set[int], fault: int | None
     ) -> tuple[State, bool]:
         """updateProcessQueueTableInRebalance (R9.4), concurrent push consumer.
 
@@ -670,12 +717,12 @@ class Model:
             cl = self._remove_offset(cl, q)._replace(pqs=_put(cl.pqs, q, None), pulls=pulls)
             s = s._replace(clients=_put(s.clients, i, cl))
         complete = True
-        for q in sorted(mine):
+        for q in sorted(mine, key=self.mqs.__getitem__):
             if s.clients[i].pqs[q] is not None:
                 continue
             cl = s.clients[i]
             s = s._replace(clients=_put(s.clients, i, self._remove_offset(cl, q)))  # removeDirtyOffset
-            s, start = self._compute_pull_from_where(s, i, q)
+            s, start = self._compute_pull_from_where(s, i, q, fault == q)
             if start is None or start < 0:
                 complete = False
                 continue
@@ -685,7 +732,7 @@ class Model:
             s = s._replace(clients=_put(s.clients, i, cl))
         return s, complete
 
-    def _compute_pull_from_where(self, s: State, i: int, q: int) -> tuple[State, int | None]:
+    def _compute_pull_from_where(self, s: State, i: int, q: int, query_fails: bool) -> tuple[State, int | None]:
         """computePullFromWhereWithException (R10.1) after ``readOffset(READ_FROM_STORE)``.
 
         CLUSTERING reads the broker (R2.3, R3.5): a found offset seeds memory with
@@ -694,6 +741,10 @@ class Model:
         topic), FIRST gives 0, TIMESTAMP searches (maxOffset for a retry topic). The offsets a
         first-start position jumps over are recorded as declared skips (INV-9). ``None`` means the
         broker could not be asked (an exception: the queue is skipped this round).
+
+        ``query_fails``: the broker answers SYSTEM_ERROR (RebalanceQueryError). 4.9.8 reads that as
+        -1 like QUERY_NOT_FOUND; 5.x as -2, a failed read (R2.3), on which 5.x throws where 4.9.8
+        returns -1 (R10.1); the caller skips the queue on both (R9.4).
         """
         cl = s.clients[i]
         b = s.broker
@@ -701,7 +752,15 @@ class Model:
         if self.clustering:
             if not b.up:
                 return s, None
-            stored = br.query_consumer_offset(b.offsets[q], b.queues[q], self.m_answers_minus_one)
+            if query_fails:
+                s = s._replace(budget=s.budget._replace(query_errors=s.budget.query_errors - 1))
+                if not self.config.broker_error_reads_as_no_offset:
+                    return s, None if self.config.read_error_throws else -1  # readOffset gave -2
+                stored = None  # 4.9.8: MQBrokerException reads as -1, "no offset" [RMQ-14]
+            else:
+                stored = br.query_consumer_offset(
+                    b.offsets[q], b.queues[q], self.m_answers_minus_one, self.config.young_queue_needs_head_in_memory
+                )
         else:
             stored = cl.file[q]
         if stored is not None:

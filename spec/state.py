@@ -185,6 +185,7 @@ class Budget(NamedTuple):
     broker_crashes: int
     send_back_failures: int
     produces: tuple[int, ...]  # per topic queue
+    query_errors: int = 0  # RebalanceQueryError (R2.3)
 
 
 class Event(NamedTuple):

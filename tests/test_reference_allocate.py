@@ -448,7 +448,7 @@ def test_nearby_rejects_a_queue_or_consumer_without_a_room() -> None:
 # --- registry ---------------------------------------------------------------------------------------
 
 
-def test_registry_names_the_three_explored_strategies_by_their_rocketmq_names() -> None:
+def test_registry_names_the_three_strategies_without_arguments_by_their_rocketmq_names() -> None:
     assert sorted(STRATEGIES_BY_NAME) == ["AVG", "AVG_BY_CIRCLE", "CONSISTENT_HASH"]
     for name in STRATEGIES_BY_NAME:
         assert strategy_by_name(name).get_name() == name

@@ -27,9 +27,12 @@ import pytest
 
 from rmqspec.reference.broker import BrokerHost, ExpressionMessageFilter, GetMessageStatus, PullMessageProcessor
 from rmqspec.reference.compat import SpecCompat
+from rmqspec.reference.exceptions import MQClientException
 from rmqspec.reference.message import PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_RETRY_TOPIC, MessageExt
 from rmqspec.reference.message_queue import MessageQueue, dlq_topic, retry_topic
 from rmqspec.reference.mq_client_instance import MQClientInstance, TopicRouteData
+from rmqspec.reference.mq_version import MQVersion
+from rmqspec.reference.offset_store import ReadOffsetType
 from rmqspec.reference.process_queue import ProcessQueue
 from rmqspec.reference.protocol import (
     ConsumerSendMsgBackRequestHeader,
@@ -43,11 +46,13 @@ from rmqspec.reference.protocol import (
     SendMessageRequestHeader,
     SubscriptionData,
 )
+from rmqspec.reference.rebalance_impl import RebalancePushImpl
 from rmqspec.reference.remote_broker_offset_store import RemoteBrokerOffsetStore
 from rmqspec.reference.scheduler import DelayQueue, ScheduledExecutorService, SchedulerError, VirtualClock
 from rmqspec.reference.system import ReferenceActionError, ReferenceSystem, UnsupportedConfigError
 from rmqspec.spec import actions as act
 from rmqspec.spec.config import Config
+from rmqspec.spec.invariants import Violation, check_state, check_step
 from rmqspec.spec.model import Model
 from rmqspec.spec.state import State
 
@@ -63,6 +68,35 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "broker_crashes": 2,
     },
     "clustering-consistent-hash": {"strategy": "CONSISTENT_HASH", "consumers": 3, "queues": 3},
+    # R11.4: overlapping lists, a consumer with none, and the retry queue (index 3) listed for client 0,
+    # so its pq is created in the topic's pass (R9.4 Phase B takes every listed queue, in MessageQueue order).
+    "clustering-config-lists": {
+        "strategy": "CONFIG",
+        "consumers": 3,
+        "queues": 3,
+        "allocate_config_queues": ((0, 1, 3), (1, 2), ()),
+    },
+    # R11.5: the broker is in a listed room, so its queues are sliced; 4 + 1 queues over 3 consumers.
+    "clustering-machine-room": {
+        "strategy": "MACHINE_ROOM",
+        "broker_name": "r1@broker-a",
+        "consumeridcs": ("r1", "r2"),
+        "consumers": 3,
+        "client_crashes": 2,
+    },
+    # R11.5, R11.7: consumeridcs never set and a "<room>@<name>" broker: every allocation throws a
+    # NullPointerException, and every rebalance leaves the (empty) pq table as it is.
+    "clustering-machine-room-unset-idcs": {"strategy": "MACHINE_ROOM", "broker_name": "r1@broker-a"},
+    # R11.6: client 0 shares the broker's room; when it is gone, clients 1 and 2 share the queues.
+    "clustering-nearby": {
+        "strategy": "MACHINE_ROOM_NEARBY",
+        "nearby_inner": "AVG_BY_CIRCLE",
+        "broker_room": "r1",
+        "consumer_rooms": ("r1", "r2", "r2"),
+        "consumers": 3,
+        "client_crashes": 2,
+        "client_shutdowns": 2,
+    },
     "backlog-hot-head-batches": {"backlog": 2, "messages_per_queue": 5, "consume_batch_size": 2, "pull_batch_size": 3},
     "backlog-cold-head": {"backlog": 2, "backlog_head_hot": False, "messages_per_queue": 5},
     "tags-with-subscription": {"tags": ("A", "B"), "subscription": ("A",), "backlog": 3, "messages_per_queue": 6},
@@ -104,16 +138,39 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "broker_crashes": 3,
         "client_shutdowns": 3,
     },
+    # The version switch (docs/spec.md, "What the version switch changes"): the same walks under 5.x.
+    # Empty queues at start reach the 5.1.0+ young-queue rule; query errors reach R2.3's 5.x mapping.
+    "5x-clustering-query-errors": {"version": "5.x", "query_errors": 2, "consumers": 3, "client_crashes": 2},
+    "5x-backlog-hot-and-cold": {"version": "5.x", "backlog": 1, "messages_per_queue": 4, "query_errors": 1},
+    "5x-from-timestamp-cold-backlog": {
+        "version": "5.x",
+        "consume_from_where": "CONSUME_FROM_TIMESTAMP",
+        "consume_timestamp": 0,
+        "backlog": 3,
+        "backlog_head_hot": False,
+        "messages_per_queue": 6,
+        "query_errors": 1,
+    },
+    "5x-broadcasting": {"version": "5.x", "mode": "BROADCASTING", "client_crashes": 2},
+    # 4.9.8 with query errors: the reference follows the model onto RMQ-14's path (INV-15 fails there;
+    # the lockstep check compares states only).
+    "4.9.8-query-errors-from-first": {"query_errors": 2, "consume_from_where": "CONSUME_FROM_FIRST_OFFSET"},
 }
 
-# What each configuration must have exercised over its seeds, beyond the common core.
+# What each configuration must have exercised over its seeds, beyond the common core (or instead of it).
 CORE_ACTIONS = {"Start", "Rebalance", "SendPull", "BrokerReceive", "ReceivePull", "StartConsume", "FinishConsume"}
+CORE_OVERRIDE: dict[str, set[str]] = {"clustering-machine-room-unset-idcs": {"Start", "Rebalance", "Heartbeat"}}
 EXPECTED: dict[str, set[str]] = {
     "clustering-avg": {"ApplyConsumeOffset", "PersistOffsets", "BrokerFlush", "BrokerCrash", "Crash", "Shutdown"},
     "dlq-after-one-retry": {"DeliverScheduled", "dlq"},
     "broadcasting": {"ApplyConsumeOffset", "local-file-written"},
     "broadcasting-timestamp-cold-backlog": {"local-file-written"},
     "backlog-hot-head-batches": {"CoolQueueHead"},
+    "5x-clustering-query-errors": {"query-error"},
+    "5x-backlog-hot-and-cold": {"query-error", "CoolQueueHead"},
+    "5x-from-timestamp-cold-backlog": {"query-error"},
+    "5x-broadcasting": {"local-file-written"},
+    "4.9.8-query-errors-from-first": {"query-error"},
 }
 
 
@@ -204,6 +261,8 @@ def run_lockstep(
                 run.seen.add("dlq")
             if any(v is not None for cl in state.clients for v in cl.file):
                 run.seen.add("local-file-written")
+            if state.budget.query_errors < config.query_errors:
+                run.seen.add("query-error")
     finally:
         reference.close()
     return run
@@ -270,7 +329,7 @@ def test_reference_refines_model_on_seeded_random_walks(name: str, tmp_path: Pat
         assert run.failure is None, run.report()
         counts.update(run.counts)
         seen |= run.seen
-    missing = (CORE_ACTIONS | EXPECTED.get(name, set())) - set(counts) - seen
+    missing = (CORE_OVERRIDE.get(name, CORE_ACTIONS) | EXPECTED.get(name, set())) - set(counts) - seen
     assert not missing, f"{name}: the walks never exercised {sorted(missing)}; counts {dict(counts)}"
 
 
@@ -389,12 +448,12 @@ class _Hook:
             self.sent.append((h.topic, h.queue_id, h.commit_offset))  # type: ignore[attr-defined]
 
 
-def _client(tmp_path: Path) -> tuple[BrokerHost, MQClientInstance, _Hook]:
+def _client(tmp_path: Path, version: str = "4.9.8") -> tuple[BrokerHost, MQClientInstance, _Hook]:
     clock = VirtualClock()
-    host = BrokerHost(clock, tmp_path, "broker-a", {"T": 4, "%RETRY%G": 1}, SpecCompat())
+    host = BrokerHost(clock, tmp_path, "broker-a", {"T": 4, "%RETRY%G": 1}, SpecCompat(), version=MQVersion(version))
     host.start()
     route = {"T": TopicRouteData("broker-a", "addr", 4)}
-    instance = MQClientInstance("c0", clock, host.connect("c0"), route, SpecCompat())
+    instance = MQClientInstance("c0", clock, host.connect("c0"), route, SpecCompat(), MQVersion(version))
     hook = _Hook()
     instance.remoting_client.register_rpc_hook(hook)
     return host, instance, hook
@@ -432,11 +491,12 @@ def test_remote_store_update_offset_increase_only_keeps_the_larger_value(tmp_pat
     assert store.offset_table[mq] == 3
 
 
-def _query(host: BrokerHost, queue_id: int) -> RemotingCommand:
+def _query(host: BrokerHost, queue_id: int, set_zero_if_not_found: bool | None = None) -> RemotingCommand:
     assert host.controller is not None
     return host.controller.consumer_manage_processor.query_consumer_offset(
         RemotingCommand.create_request_command(
-            RequestCode.QUERY_CONSUMER_OFFSET, QueryConsumerOffsetRequestHeader("G", "T", queue_id)
+            RequestCode.QUERY_CONSUMER_OFFSET,
+            QueryConsumerOffsetRequestHeader("G", "T", queue_id, set_zero_if_not_found),
         )
     )
 
@@ -652,3 +712,243 @@ def test_broker_flush_is_read_back_from_the_real_offset_file_after_a_crash(tmp_p
     controller = host.start()
     assert controller.consumer_offset_manager.query_offset("G", "T", 0) == 4
     assert (tmp_path / "config" / "consumerOffset.json").exists()
+
+
+# --- the version switch: each 5.x difference, in the model and the reference ---------------------------
+#
+# The scripted scenarios run in lockstep, so the model's final state below is also the reference's
+# (its abstraction); docs/spec.md, "What the version switch changes", records the outcomes.
+
+VERSIONS = ("4.9.8", "5.x")
+
+
+def lockstep_script(
+    config: Config, root: Path, *script: act.Action | Until
+) -> tuple[State, list[tuple[act.Action, list[Violation]]]]:
+    """Run ``script`` to its end in lockstep; return the model's final state (which the reference's
+    abstraction equals) and the properties each step broke, as the explorer would check them."""
+    run = run_lockstep(config, root, script_chooser(*script), 10_000, f"script under {config.version}")
+    assert run.failure is None, run.report()
+    model = Model(config)
+    state = model.initial()
+    broken: list[tuple[act.Action, list[Violation]]] = []
+    for a in run.trace:
+        after = model.step(state, a)
+        violations = check_step(model, state, a, after) + check_state(model, after)
+        if violations:
+            broken.append((a, violations))
+        state = after
+    return state, broken
+
+
+@pytest.mark.parametrize(("version", "on_system_error"), [("4.9.8", -1), ("5.x", -2)])
+def test_5x_maps_system_error_to_minus_two_where_4_9_8_reads_no_offset(
+    tmp_path: Path, version: str, on_system_error: int
+) -> None:
+    """R2.3: QUERY_NOT_FOUND reads as -1 in both versions; any other error code (here SYSTEM_ERROR,
+    the processor threw) as -1 in 4.9.8 and -2 in 5.x. Memory is left alone either way."""
+    host, instance, _ = _client(tmp_path, version)
+    store = RemoteBrokerOffsetStore(instance, "G", MQVersion(version))
+    mq = MessageQueue("T", "broker-a", 0)
+    host.produce("T", 0, "A", bytes(16))
+    host.message_store.evict_from_page_cache("T", 0)  # an old queue: QUERY_NOT_FOUND
+    assert store.read_offset(mq, ReadOffsetType.READ_FROM_STORE) == -1
+    host.fault_injector = lambda request: request.code == RequestCode.QUERY_CONSUMER_OFFSET
+    assert store.read_offset(mq, ReadOffsetType.READ_FROM_STORE) == on_system_error
+    assert mq not in store.offset_table
+
+
+def _rmq14_script(version: str) -> tuple[Config, tuple[act.Action | Until, ...]]:
+    """Consumer 0 consumes offset 0 of two and shuts down, committing 1; consumer 1 takes the queue
+    over, and its query of the stored offset is answered SYSTEM_ERROR."""
+    config = Config(consumers=2, queues=1, messages_per_queue=2, query_errors=1, version=version)
+    script: tuple[act.Action | Until, ...] = (
+        act.Produce(0, "A"),
+        act.Produce(0, "A"),
+        act.Start(0),
+        act.Rebalance(0),  # young queue: 0 in both versions
+        act.SendPull(0, 0),
+        act.BrokerReceive(0),
+        act.ReceivePull(0, 0),  # offsets 0 and 1, one consume request each (rids 2 and 3)
+        act.StartConsume(0, 2),
+        act.FinishConsume(0, 2, act.CONSUME_SUCCESS, 0, 0),
+        act.ApplyConsumeOffset(0, 2),  # memory 1
+        act.Shutdown(0),  # persistAll sends 1 oneway
+        Until(lambda s: not s.clients[0].channel, allowed=(act.BrokerReceive,)),
+        act.Start(1),
+        act.RebalanceQueryError(1, 0),
+    )
+    return config, script
+
+
+def test_rmq14_4_9_8_resumes_past_the_stored_offset_after_a_system_error_and_breaks_inv15(tmp_path: Path) -> None:
+    """RMQ-14 (R2.3, R10.1): 4.9.8 reads the SYSTEM_ERROR as "no offset" and positions consumer 1 by
+    CONSUME_FROM_LAST at maxOffset 2, past the stored 1: offset 1 is never delivered, and INV-15
+    (resume_at_last_landed_commit) fails on that step."""
+    config, script = _rmq14_script("4.9.8")
+    state, broken = lockstep_script(config, tmp_path, *script)
+    assert state.broker.offsets[0] == 1
+    pq = state.clients[1].pqs[0]
+    assert pq is not None and pq.next_offset == 2
+    assert not state.ghost.delivered[0] >> 1 & 1
+    assert [(a, [v.id for v in vs]) for a, vs in broken] == [(act.RebalanceQueryError(1, 0), ["INV-15"])]
+
+
+def test_rmq14_5x_skips_the_queue_after_a_system_error_and_resumes_at_the_stored_offset_next_round(
+    tmp_path: Path,
+) -> None:
+    """The same run under 5.x: readOffset gives -2, computePullFromWhereWithException throws, the
+    rebalance leaves the queue without a pq (R10.1, R9.4); the next rebalance, 20 s later, reads 1
+    and resumes there. No property fails."""
+    config, script = _rmq14_script("5.x")
+    state, broken = lockstep_script(config, tmp_path, *script)
+    assert state.clients[1].pqs[0] is None and state.budget.query_errors == 0
+    state, broken = lockstep_script(
+        config, tmp_path / "next", *script, Until(lambda s: s.clients[1].pqs[0] is not None)
+    )
+    pq = state.clients[1].pqs[0]
+    assert pq is not None and pq.next_offset == 1 and state.now == 20_000
+    assert broken == []
+
+
+def test_rmq14_explorer_finds_inv15_under_4_9_8_and_the_same_walks_pass_under_5x() -> None:
+    """Seeded random walks with one query error: 4.9.8 breaks INV-15 within 100 walks (walk 39 today);
+    5.x passes the same 100 walks (and more: docs/spec.md §9.1)."""
+    from rmqspec.properties.explore import explore
+
+    def walks(version: str) -> Any:
+        config = Config(consumers=2, queues=2, messages_per_queue=3, query_errors=1, version=version, broker_crashes=0)
+        return explore(config, walks=100, max_steps=200, watch=frozenset({"INV-15"}))
+
+    old = walks("4.9.8")
+    assert [v.id for v in old.counterexamples[0].violations] == ["INV-15"]
+    assert walks("5.x").valid
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_failed_offset_read_skips_the_queue_in_both_versions_though_only_5x_throws(
+    tmp_path: Path, version: str
+) -> None:
+    """R10.1, R9.4: a query that times out (-2 from readOffset, in both versions). 4.9.8's
+    computePullFromWhereWithException returns -1 and 5.x's throws, but 5.x's rebalance calls the
+    catching computePullFromWhere, so the push consumer skips the queue this round either way. The
+    switch is real at the method and invisible in the rebalance."""
+    config = Config(consumers=1, queues=1, version=version)
+    system = ReferenceSystem(config, tmp_path)
+    system.apply(act.Start(0))
+    process = system.processes[0]
+    assert process is not None
+    remoting = process.instance.remoting_client
+    remoting.fault_injector = lambda request: request.code == RequestCode.QUERY_CONSUMER_OFFSET
+    rebalance = process.consumer.rebalance_impl
+    assert isinstance(rebalance, RebalancePushImpl)
+    mq = system.topic_mqs[0]
+    if version == "4.9.8":
+        assert rebalance.compute_pull_from_where_with_exception(mq) == -1
+    else:
+        with pytest.raises(MQClientException) as thrown:
+            rebalance.compute_pull_from_where_with_exception(mq)
+        assert thrown.value.response_code == ResponseCode.QUERY_NOT_FOUND
+    system.apply(act.Rebalance(0))
+    assert mq not in rebalance.process_queue_table
+    remoting.fault_injector = None
+    system.clock.advance_to(20_000)
+    system.apply(act.Rebalance(0))
+    assert mq in rebalance.process_queue_table
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_5x_empty_queue_answers_not_found_where_4_9_8_answers_zero(tmp_path: Path, version: str) -> None:
+    """R3.5: 4.9.8's young-queue test !checkInDiskByConsumeOffset(0) holds for an empty queue (0);
+    5.1.0+'s checkInMemByConsumeOffset(0, 1) does not (QUERY_NOT_FOUND). A hot first message is young
+    in both, a cold one in neither."""
+    host, _, _ = _client(tmp_path, version)
+    if version == "4.9.8":
+        assert _queried_offset(_query(host, 0)) == 0
+    else:
+        assert _query(host, 0).code == ResponseCode.QUERY_NOT_FOUND
+    host.produce("T", 0, "A", bytes(16))
+    assert _queried_offset(_query(host, 0)) == 0
+    host.message_store.evict_from_page_cache("T", 0)
+    assert _query(host, 0).code == ResponseCode.QUERY_NOT_FOUND
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_5x_start_on_an_empty_queue_seeds_no_offset_so_a_crash_before_the_first_commit_skips_what_arrived(
+    tmp_path: Path, version: str
+) -> None:
+    """R3.5 in a run (lockstep). 4.9.8 answers 0 for the empty queue, which seeds memory and is
+    committed by the persist timer; the consumer crashes after two messages arrived and message 0
+    left page cache, and comes back at 0. 5.x answers QUERY_NOT_FOUND: LAST gives maxOffset 0 and no
+    memory entry, nothing is committed, and the restarted consumer is told NOT_FOUND again and jumps
+    to maxOffset 2: offsets 0 and 1 are never delivered (a declared positioning skip, not a
+    violation)."""
+    config = Config(consumers=1, queues=1, messages_per_queue=2, version=version)
+    state, broken = lockstep_script(
+        config,
+        tmp_path,
+        act.Start(0),
+        act.Rebalance(0),
+        Until(lambda s: s.now >= 10_000 and s.clients[0].next_persist == 15_000),
+        Until(lambda s: not s.clients[0].channel, allowed=(act.BrokerReceive,)),
+        act.Produce(0, "A"),
+        act.Produce(0, "A"),
+        act.CoolQueueHead(0),
+        act.Crash(0),
+        act.Start(0),
+        act.Rebalance(0),
+    )
+    pq = state.clients[0].pqs[0]
+    assert broken == [] and pq is not None
+    if version == "4.9.8":
+        assert (state.broker.offsets[0], pq.next_offset, state.clients[0].mem[0]) == (0, 0, 0)
+    else:
+        assert (state.broker.offsets[0], pq.next_offset, state.clients[0].mem[0]) == (None, 2, None)
+        assert state.ghost.skipped[0] == 0b11 and state.ghost.delivered[0] == 0
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_rmq15_a_new_group_with_last_starts_from_zero_on_a_young_queue_in_both_versions(
+    tmp_path: Path, version: str
+) -> None:
+    """RMQ-15 (R3.5, R10.4): a brand-new group with CONSUME_FROM_LAST and a backlog whose first
+    message is still hot is told 0 and consumes the history, in 4.9.8 and in 5.x alike: only 5.0.0's
+    client asked for NOT_FOUND (setZeroIfNotFound=false), and 5.1.0 took that out. Once message 0
+    left memory both start at maxOffset."""
+    config = Config(consumers=1, queues=2, backlog=3, messages_per_queue=3, version=version)
+    state, _ = lockstep_script(config, tmp_path, act.CoolQueueHead(1), act.Start(0), act.Rebalance(0))
+    starts = [pq.next_offset if pq is not None else None for pq in state.clients[0].pqs[:2]]
+    assert starts == [0, 3]
+    assert state.clients[0].mem[0] == 0  # the broker's 0 seeded memory as if the group had consumed nothing
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_5x_client_sends_no_set_zero_if_not_found_so_a_young_queue_still_answers_zero(
+    tmp_path: Path, version: str
+) -> None:
+    """R3.5, RMQ-15: the classic client's QUERY_CONSUMER_OFFSET carries no setZeroIfNotFound in 4.9.8
+    and in 5.1.0+ (5.0.0 sent false; d5e6fb6634 removed it), so the young-queue rule applies. A 5.x
+    broker honours an explicit false (NOT_FOUND); a 4.9.8 broker has no such field."""
+    config = Config(consumers=1, queues=1, backlog=1, messages_per_queue=1, version=version)
+    system = ReferenceSystem(config, tmp_path / "system")
+    headers: list[QueryConsumerOffsetRequestHeader] = []
+
+    class Spy:
+        def do_before_request(self, remote_addr: str, request: RemotingCommand) -> None:
+            if isinstance(request.header, QueryConsumerOffsetRequestHeader):
+                headers.append(request.header)
+
+    system.apply(act.Start(0))
+    process = system.processes[0]
+    assert process is not None
+    process.instance.remoting_client.register_rpc_hook(Spy())
+    system.apply(act.Rebalance(0))
+    assert headers and all(h.set_zero_if_not_found is None for h in headers)
+    assert system.abstract()[2][0].mem[0] == 0
+    host, _, _ = _client(tmp_path / "broker", version)
+    host.produce("T", 0, "A", bytes(16))
+    explicit_false = _query(host, 0, set_zero_if_not_found=False)
+    if version == "4.9.8":
+        assert _queried_offset(explicit_false) == 0
+    else:
+        assert explicit_false.code == ResponseCode.QUERY_NOT_FOUND

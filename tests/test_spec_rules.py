@@ -21,6 +21,7 @@ from rmqspec.spec.actions import (
     PersistOffsets,
     Produce,
     Rebalance,
+    RebalanceQueryError,
     ReceivePull,
     SendPull,
     Shutdown,
@@ -94,6 +95,18 @@ def test_young_queue_answers_zero_to_a_group_without_offset() -> None:
     hot = BrokerQueue((Message((0, 0), "A", 0),), head_hot=True)
     assert br.query_consumer_offset(None, hot) == 0
     assert br.query_consumer_offset(None, BrokerQueue((), head_hot=False)) == 0  # empty queue: 0 in 4.9.8
+
+
+def test_5x_young_queue_rule_needs_message_zero_in_memory_so_an_empty_queue_is_not_found() -> None:
+    """R3.5, Config.young_queue_needs_head_in_memory: 5.1.0+ checkInMemByConsumeOffset(0, 1)."""
+    assert Config(version="5.x").young_queue_needs_head_in_memory
+    assert not Config().young_queue_needs_head_in_memory
+    empty, hot = BrokerQueue((), head_hot=False), BrokerQueue((Message((0, 0), "A", 0),), head_hot=True)
+    cold = hot._replace(head_hot=False)
+    assert br.query_consumer_offset(None, empty, head_in_memory_rule=True) is br.QUERY_NOT_FOUND
+    assert br.query_consumer_offset(None, hot, head_in_memory_rule=True) == 0
+    assert br.query_consumer_offset(None, cold, head_in_memory_rule=True) is br.QUERY_NOT_FOUND
+    assert br.query_consumer_offset(3, empty, head_in_memory_rule=True) == 3
 
 
 def test_old_queue_answers_not_found_to_a_group_without_offset() -> None:
@@ -325,3 +338,39 @@ def test_bad_config_names_the_field_and_what_is_accepted(field: str, value: obje
 def test_config_from_mapping_rejects_unknown_fields() -> None:
     with pytest.raises(ConfigError, match="unknown field"):
         Config.from_mapping({"consumer": 3})
+
+
+# --- the version switch (docs/spec.md, "What the version switch changes") ----------------------------
+def test_version_switches_follow_config_version() -> None:
+    """R2.3, R10.1, R3.5: each 5.x difference is one derived property of Config."""
+    old, new = Config(), Config(version="5.x")
+    assert (old.broker_error_reads_as_no_offset, old.read_error_throws, old.young_queue_needs_head_in_memory) == (
+        True,
+        False,
+        False,
+    )
+    assert (new.broker_error_reads_as_no_offset, new.read_error_throws, new.young_queue_needs_head_in_memory) == (
+        False,
+        True,
+        True,
+    )
+    with pytest.raises(ConfigError, match="version"):
+        Config(version="5.1.0")
+
+
+def test_query_error_is_offered_with_a_due_rebalance_for_queues_without_pq_and_spent_only_when_it_strikes() -> None:
+    """RebalanceQueryError: CLUSTERING, budget left, broker up with the group registered, one per queue
+    that has no pq; a fault on a queue the rebalance does not query costs nothing."""
+    m = Model(Config(consumers=2, queues=2, query_errors=1, version="5.x"))
+    s = run(m, Start(0), Start(1))
+    offered = [a for a in m.enabled(s) if isinstance(a, RebalanceQueryError)]
+    assert offered == [RebalanceQueryError(i, q) for i in (0, 1) for q in range(3)]
+    missed = run(m, RebalanceQueryError(0, 1), state=s)  # c0 gets queue 0 and the retry queue, not 1
+    assert missed.budget.query_errors == 1 and missed.clients[0].pqs[0] is not None
+    struck = run(m, RebalanceQueryError(0, 0), state=s)
+    assert struck.budget.query_errors == 0 and struck.clients[0].pqs[0] is None
+    assert not any(isinstance(a, RebalanceQueryError) for a in m.enabled(struck))
+    broadcasting = Model(Config(mode=BROADCASTING, query_errors=1))
+    assert not any(isinstance(a, RebalanceQueryError) for a in broadcasting.enabled(run(broadcasting, Start(0))))
+    with pytest.raises(ActionNotEnabled):
+        m.step(run(m, Rebalance(0), state=s), RebalanceQueryError(0, 0))  # queue 0 has a pq now

@@ -32,8 +32,14 @@ from rmqspec.spec.config import (
     AVG_BY_CIRCLE,
     BROADCASTING,
     CLUSTERING,
+    CONFIG,
     CONSISTENT_HASH,
     CONSUME_FROM_WHERE,
+    MACHINE_ROOM,
+    MACHINE_ROOM_NEARBY,
+    NEARBY_INNER_STRATEGIES,
+    V5_X,
+    VERSIONS,
     Config,
 )
 from rmqspec.spec.invariants import ACTION_PROPERTIES, INVARIANTS, Violation, check_state, check_step
@@ -63,6 +69,7 @@ _FAMILY_OF: dict[type, str] = {
     act.Heartbeat: "client_timer",
     act.PersistOffsets: "client_timer",
     act.Rebalance: "rebalance",
+    act.RebalanceQueryError: "rebalance",
     act.SendPull: "pull",
     act.ReceivePull: "pull",
     act.StartConsume: "consume",
@@ -110,7 +117,10 @@ def sample_config(rng: random.Random, mutations: frozenset[str] = frozenset()) -
     subscription: tuple[str, ...] | None = None
     if rng.random() < 0.25:
         tags, subscription = ("A", "B"), rng.choice((None, ("A",)))
-    return Config(
+    version = rng.choice(VERSIONS)
+    # Offset-query errors only under 5.x: under 4.9.8 they are RMQ-14, which INV-15 reports.
+    query_errors = rng.randint(0, 1) if version == V5_X else 0
+    config = Config(
         consumers=rng.randint(1, 4),
         queues=rng.randint(1, 6),
         messages_per_queue=messages,
@@ -126,8 +136,38 @@ def sample_config(rng: random.Random, mutations: frozenset[str] = frozenset()) -
         max_reconsume_times=rng.randint(1, 3),
         tags=tags,
         subscription=subscription,
+        version=version,
+        query_errors=query_errors,
         mutations=mutations,
     )
+    return with_allocation_strategy(rng, config)
+
+
+def with_allocation_strategy(rng: random.Random, config: Config) -> Config:
+    """Two runs in five switch to a strategy with parameters (R11.3-R11.6): CONFIG lists, MACHINE_ROOM
+    rooms, MACHINE_ROOM_NEARBY around a partitioning strategy, or consistent hashing with 0 or 1
+    virtual nodes. Some leave queues to nobody; ``spec.invariants.ALLOCATION_ANOMALIES`` says which."""
+    if rng.random() >= 0.4:
+        return config
+    kind = rng.choice((CONFIG, MACHINE_ROOM, MACHINE_ROOM_NEARBY, CONSISTENT_HASH))
+    if kind == CONFIG:
+        queues = range(config.queue_count)
+        lists = tuple(tuple(q for q in queues if rng.random() < 0.5) for _ in range(config.consumers))
+        return replace(config, strategy=CONFIG, allocate_config_queues=lists)
+    if kind == MACHINE_ROOM:
+        broker = rng.choice(("r1@broker-a", "r1@broker-a", "r2@broker-a", "broker-a"))
+        idcs = rng.choice((("r1",), ("r1", "r2"), ("r2",), None))
+        return replace(config, strategy=MACHINE_ROOM, broker_name=broker, consumeridcs=idcs)
+    if kind == MACHINE_ROOM_NEARBY:
+        rooms = tuple(rng.choice(("r1", "r2")) for _ in range(config.consumers))
+        return replace(
+            config,
+            strategy=MACHINE_ROOM_NEARBY,
+            nearby_inner=rng.choice(NEARBY_INNER_STRATEGIES),
+            broker_room=rng.choice(("r1", "r2")),
+            consumer_rooms=rooms,
+        )
+    return replace(config, strategy=CONSISTENT_HASH, virtual_node_cnt=rng.choice((0, 1)))
 
 
 @dataclass
@@ -297,7 +337,15 @@ def _record_violations(result: RunResult, found: Counterexample) -> None:
 
 # Kinds that say how a failure came about; plumbing (ticks, pulls, deliveries on the wire,
 # heartbeats, produces) varies between runs of the same bug and is left out of the signature.
-_DISTINGUISHING = {"Crash", "Shutdown", "BrokerCrash", "ExpireChannel", "PersistOffsets", "DeliverScheduled"}
+_DISTINGUISHING = {
+    "Crash",
+    "Shutdown",
+    "BrokerCrash",
+    "ExpireChannel",
+    "PersistOffsets",
+    "DeliverScheduled",
+    "RebalanceQueryError",
+}
 
 
 def signature(prop_id: str, actions: list[act.Action]) -> str:

@@ -1,0 +1,56 @@
+"""``MQVersion``: which RocketMQ release line the reference behaves as, and what that changes.
+
+The reference implements RocketMQ 4.9.8; ``MQVersion("5.x")`` switches the few behaviours of the
+offset path that 5.x changed (semantics.md §15) to the latest 5.x (5.3.3 / develop). Each switch is
+one derived property, read at exactly one place:
+
+- ``broker_error_reads_as_no_offset``, read in ``RemoteBrokerOffsetStore.read_offset`` (R2.3):
+  4.9.8 reads any broker error code as -1; 5.x (5.0.0) only QUERY_NOT_FOUND, other codes are -2.
+- ``read_error_throws``, read in ``RebalancePushImpl.compute_pull_from_where_with_exception``
+  (R10.1): 4.9.8 returns -1 for a failed read (-2); 5.x (5.0.0) throws. 5.x's rebalance calls the
+  catching ``computePullFromWhere``, so the queue is skipped as in 4.9.8 (R9.4).
+- ``young_queue_needs_head_in_memory``, read in ``ConsumerManageProcessor.query_consumer_offset``
+  (R3.5): 4.9.8 tests ``!checkInDiskByConsumeOffset(0)``, so an empty queue answers 0; 5.x (5.1.0)
+  tests ``checkInMemByConsumeOffset(0, 1)``, so it answers QUERY_NOT_FOUND; a 5.x broker also
+  answers NOT_FOUND to a request with setZeroIfNotFound=false (5.0.0), which no 5.1.0+ client sends.
+
+The model (``rmqspec.spec.config.Config``) states the same switches independently; the lockstep
+refinement check runs both versions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+V4_9_8: Final = "4.9.8"
+V5_X: Final = "5.x"
+VERSIONS: Final = (V4_9_8, V5_X)
+
+
+@dataclass(frozen=True)
+class MQVersion:
+    name: str = V4_9_8
+
+    def __post_init__(self) -> None:
+        if self.name not in VERSIONS:
+            raise ValueError(f"RocketMQ version {self.name!r}: the reference implements {', '.join(VERSIONS)}")
+
+    @property
+    def broker_error_reads_as_no_offset(self) -> bool:
+        """R2.3: 4.9.8 catches every ``MQBrokerException`` as "no offset"; 5.0.0 (commit b6ff649291)
+        only ``OffsetNotFoundException``, which ``queryConsumerOffset`` raises for QUERY_NOT_FOUND."""
+        return self.name == V4_9_8
+
+    @property
+    def read_error_throws(self) -> bool:
+        """R10.1: from 5.0.0 ``computePullFromWhereWithException`` throws ``MQClientException`` on a
+        failed read (-2) instead of returning -1; 5.0.0's ``updateProcessQueueTableInRebalance`` calls
+        ``computePullFromWhere``, which catches it and returns -1 (R9.4, RIP-19 commit 9d8f4c2cc0)."""
+        return self.name != V4_9_8
+
+    @property
+    def young_queue_needs_head_in_memory(self) -> bool:
+        """R3.5: the broker's young-queue test is ``checkInMemByConsumeOffset(0, 1)`` from 5.1.0
+        (commit 3949f6938e), where 4.9.8 has ``!checkInDiskByConsumeOffset(0)``."""
+        return self.name != V4_9_8
