@@ -4,6 +4,7 @@ it, replays it, and survives systems under test that crash, hang or talk nonsens
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -303,3 +304,13 @@ def test_reading_a_malformed_script_never_raises_anything_but_script_error(
         assert str(script) in str(e)
     else:
         assert all(r["op"] in p.OPS or r["op"] in p.CONTROL_OPS for r in requests)
+
+
+@pytest.mark.skipif(shutil.which("java") is None, reason="needs a JDK (java on PATH)")
+def test_java_example_adapter_conforms(tmp_path: Path) -> None:
+    """docs/examples/RmqspecAdapter.java, the template for a foreign adapter, passes conform."""
+    adapter = Path(__file__).parent.parent / "docs" / "examples" / "RmqspecAdapter.java"
+    result = conform(f"java {adapter}", tmp_path, examples=30, timeout=60.0)
+    assert result.valid, result.to_json()
+    assert result.components == ("allocate", "processQueue")
+    assert result.requests > 300
