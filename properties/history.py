@@ -64,6 +64,8 @@ from json.scanner import make_scanner
 from pathlib import Path
 from typing import Any, Final
 
+from rmqspec.spec.config import STRATEGIES
+
 FORMAT: Final = "rmqspec-history"
 VERSION: Final = 1
 MODES: Final = ("CLUSTERING", "BROADCASTING")
@@ -125,12 +127,14 @@ INF: Final = math.inf
 
 
 # --- the allow-list ----------------------------------------------------------------------------
-def allowed_anomalies(mode: str, consumption: str, rocketmq: str) -> dict[str, str]:
+def allowed_anomalies(mode: str, consumption: str, rocketmq: str, strategy: str = "AVG") -> dict[str, str]:
     """The anomaly classes at-least-once delivery tolerates in this mode, each with its reason.
 
     The reasons come from semantics.md (S-, R- and INV- numbers) and, where the model has the same
-    tolerance, from the model's own ``spec.invariants.ALLOWED_ANOMALIES``.
+    tolerance, from the model's own ``spec.invariants.ALLOWED_ANOMALIES`` and
+    ``ALLOCATION_ANOMALIES`` (the strategies that do not partition the queues).
     """
+    from rmqspec.spec.invariants import ALLOCATION_ANOMALIES
     from rmqspec.spec.invariants import ALLOWED_ANOMALIES as MODEL
 
     out: dict[str, str] = {}
@@ -173,6 +177,16 @@ def allowed_anomalies(mode: str, consumption: str, rocketmq: str) -> dict[str, s
     else:
         if not orderly:
             out["lost:failed_delivery"] = MODEL["BROADCASTING"]["failure-dropped"]
+    by_strategy = ALLOCATION_ANOMALIES.get(strategy, {}) if clustering else {}
+    unknowable = (
+        " A history does not carry the strategy's configuration (the configured lists or rooms), so the "
+        "whole class is tolerated for this strategy, not only the queues the configuration explains."
+    )
+    if "double-ownership-by-configuration" in by_strategy:
+        out["double_owned"] = by_strategy["double-ownership-by-configuration"] + unknowable
+    for key in ("unowned-by-configuration", "unowned-outside-consumeridcs"):
+        if key in by_strategy:
+            out["unowned"] = by_strategy[key] + unknowable
     if rocketmq == "4.9.8":
         out["commit_decreased:after_offset_illegal"] = (
             "4.9.8 applies the OFFSET_ILLEGAL correction 10 s later as a plain overwrite, and consume results "
@@ -248,6 +262,7 @@ class Header:
     consumption: str
     rocketmq: str
     group: str
+    strategy: str = "AVG"  # the allocation strategy; CONFIG and MACHINE_ROOM own queues unevenly (R11)
 
     @property
     def clustering(self) -> bool:
@@ -279,7 +294,10 @@ def parse_header(obj: Any, line: int = 1) -> Header:
     group = obj.get("group")
     if type(group) is not str or not group:
         raise HistoryError(line, "group", f"expected a non-empty string, got {_show(group)}")
-    return Header(obj["mode"], obj["consumption"], obj["rocketmq"], group)
+    strategy = obj.get("strategy", "AVG")
+    if strategy not in STRATEGIES:
+        raise HistoryError(line, "strategy", f"expected one of {', '.join(STRATEGIES)}, got {_show(strategy)}")
+    return Header(obj["mode"], obj["consumption"], obj["rocketmq"], group, strategy)
 
 
 # --- one event ---------------------------------------------------------------------------------
@@ -1221,7 +1239,7 @@ def assemble_report(tl: Timeline, partials: Iterable[tuple[tuple[str, int], dict
         for name in ANOMALIES:
             lists[name].extend(part[name])
         counts.extend(part["counts"])
-    allowed = allowed_anomalies(header.mode, header.consumption, header.rocketmq)
+    allowed = allowed_anomalies(header.mode, header.consumption, header.rocketmq, header.strategy)
     per_class: dict[str, int] = {}
     for entries in lists.values():
         for e in entries:
@@ -1236,6 +1254,7 @@ def assemble_report(tl: Timeline, partials: Iterable[tuple[tuple[str, int], dict
         "consumption": header.consumption,
         "rocketmq": header.rocketmq,
         "group": header.group,
+        "strategy": header.strategy,
         "events": tl.events,
         "queues": len(counts),
         "ownership_checked": tl.ownership_checked,
@@ -1416,6 +1435,11 @@ def history_schema() -> dict[str, Any]:
             "consumption": {"enum": list(CONSUMPTIONS)},
             "rocketmq": {"enum": list(ROCKETMQ_VERSIONS)},
             "group": name,
+            "strategy": {
+                "enum": list(STRATEGIES),
+                "description": "The allocation strategy (default AVG). CONFIG and MACHINE_ROOM do not partition "
+                "the queues, so their ownership anomalies are tolerated (R11.4, R11.5).",
+            },
         },
     }
     return {
@@ -1483,8 +1507,9 @@ class _ModelHistory:
             "version": VERSION,
             "mode": c.mode,
             "consumption": "concurrent",
-            "rocketmq": "4.9.8",
+            "rocketmq": c.version,
             "group": c.group,
+            "strategy": c.strategy,
             "generator": f"rmqspec model walk, seed {self.seed}, {self.steps} steps",
         }
         s = m.initial()

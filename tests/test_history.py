@@ -43,8 +43,10 @@ A, B, C = "10.0.0.1@c0", "10.0.0.2@c1", "10.0.0.3@c2"
 
 
 # --- tiny history builders ---------------------------------------------------------------------
-def header(mode: str = "CLUSTERING", consumption: str = "concurrent", rocketmq: str = "4.9.8") -> dict[str, Any]:
-    return {
+def header(
+    mode: str = "CLUSTERING", consumption: str = "concurrent", rocketmq: str = "4.9.8", strategy: str | None = None
+) -> dict[str, Any]:
+    out = {
         "format": "rmqspec-history",
         "version": 1,
         "mode": mode,
@@ -52,6 +54,9 @@ def header(mode: str = "CLUSTERING", consumption: str = "concurrent", rocketmq: 
         "rocketmq": rocketmq,
         "group": "G",
     }
+    if strategy is not None:
+        out["strategy"] = strategy
+    return out
 
 
 def P(t: float, q: int, o: int, topic: str = "T", origin: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -354,6 +359,24 @@ def test_double_ownership_while_views_differ_is_tolerated_for_concurrent_not_ord
     assert (entry["from_time"], entry["to_time"], entry["views_agree"]) == (1, 3, False)
     orderly = check(*events, consumption="orderly")
     assert orderly["not_tolerated"] == {"double_owned:views_differ": 1}
+
+
+def test_config_strategy_tolerates_ownership_anomalies_that_avg_reports() -> None:
+    """AllocateMessageQueueByConfig ignores the other members (R11.4): with strategy CONFIG in the
+    header, two owners of a queue and a queue owned by nobody are tolerated, with the reason."""
+    events = (*AGREED, O(1, A, 0), O(1, A, 1), O(1, B, 1), P(2, 2, 0))
+    as_avg = check(*events)
+    assert set(as_avg["not_tolerated"]) == {"double_owned", "unowned"}
+    as_config = check(*events, strategy="CONFIG")
+    assert as_config["valid"] and as_config["strategy"] == "CONFIG"
+    assert "R11.4" in as_config["tolerated"]["double_owned"]["reason"]
+    as_machine_room = check(*events, strategy="MACHINE_ROOM")  # its slices are disjoint: only gaps are allowed
+    assert set(as_machine_room["not_tolerated"]) == {"double_owned"}
+
+
+def test_unknown_strategy_in_the_header_names_the_field() -> None:
+    with pytest.raises(HistoryError, match="strategy"):
+        check(strategy="ROUND_ROBIN")
 
 
 def test_queue_unowned_after_views_agree_is_a_bug() -> None:
