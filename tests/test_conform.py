@@ -67,12 +67,14 @@ def test_every_plant_has_an_expected_divergence() -> None:
 
 @pytest.mark.parametrize("version", p.VERSIONS)
 def test_serve_reference_conforms_to_the_reference(version: str, tmp_path: Path) -> None:
-    result = conform(f"{SERVE} --version {version}", tmp_path, examples=40, steps=30, seed=1)
+    result = conform(f"{SERVE} --version {version}", tmp_path, examples=60, steps=40, seed=1)
     assert result.valid, result.to_json()
     assert result.version == version
-    assert result.examples >= 40
+    assert result.examples >= 60
     assert result.requests > 40 * 10  # the sequences are not trivially short
     assert set(result.components) == set(p.COMPONENTS)
+    # Every operation was exercised with a successful outcome, so a pass says something about each.
+    assert set(p.OPS) <= set(result.outcomes), sorted(set(p.OPS) - set(result.outcomes))
 
 
 @pytest.mark.parametrize("plant", sorted(PLANTS))

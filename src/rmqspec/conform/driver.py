@@ -19,6 +19,7 @@ import copy
 import json
 import math
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -115,6 +116,9 @@ class Session:
         self.reference = ReferenceAdapter(self.version)
         self.script: list[dict[str, Any]] = []
         self.requests = 0
+        # What the run reached: requests per (op, outcome), the outcome being "ok" or the Java
+        # exception type the reference expected. A run that never reached an outcome proves nothing of it.
+        self.outcomes: Counter[tuple[str, str]] = Counter()
 
     def begin(self, fresh_process: bool = False) -> None:
         """A fresh start on both sides: ``reset``, after restarting the SUT if it died or if
@@ -137,6 +141,7 @@ class Session:
         expected = self.reference.handle(op, copy.deepcopy(args))
         if not expected["ok"] and expected["error"]["type"] == "ProtocolError":
             raise RuntimeError(f"conform generated a request the reference rejects: {request}: {expected['error']}")
+        self.outcomes[op, "ok" if expected["ok"] else expected["error"]["type"]] += 1
         try:
             got = self.sut.call(op, args)
         except SutFailure as failure:
@@ -264,6 +269,12 @@ def _simpler_ints(obj: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 
 # --- request generation ---------------------------------------------------------------------------
+def _one_in(n: int) -> st.SearchStrategy[bool]:
+    """True about once in ``n`` draws. (Hypothesis favours small integers, so ``integers(0, n - 1)
+    == 0`` would be true far more often; the rare case is the largest value instead.)"""
+    return st.integers(0, n - 1).map(lambda i: i == n - 1)
+
+
 # Small pools make collisions (same queue, same offset, same file) likely: that is where bugs live.
 STORE_MQS: Final = (
     p.mq("T", "broker-a", 0),
@@ -286,25 +297,28 @@ answers: Final = st.lists(
     ),
     max_size=3,
 )
-messages: Final = st.lists(
-    st.fixed_dictionaries(
-        {"queueOffset": st.integers(0, 30), "bodySize": st.integers(0, 4)},
-        optional={"maxOffset": st.integers(0, 40)},
-    ),
-    max_size=4,
+_message: Final = st.fixed_dictionaries(
+    {"queueOffset": st.integers(0, 30), "bodySize": st.integers(0, 4)},
+    optional={"maxOffset": st.integers(0, 40)},
 )
+messages: Final = st.lists(_message, min_size=1, max_size=4)  # a pull batch
 
 
 def _allocate_args(strategies: tuple[str, ...]) -> st.SearchStrategy[dict[str, Any]]:
     @st.composite
     def build(draw: st.DrawFn) -> dict[str, Any]:
         strategy = draw(st.sampled_from(strategies))
-        mq_all = draw(st.lists(st.sampled_from(ALLOCATE_MQS), unique_by=p.encode, max_size=10))
-        cid_all = draw(st.lists(st.sampled_from(CLIENT_IDS), unique=True, max_size=6))
+        # One call in five tries the argument checks (empty lists, a missing or unknown currentCID);
+        # the others allocate for real.
+        degenerate = draw(_one_in(5))
+        least = 0 if degenerate else 1
+        mq_all = draw(st.lists(st.sampled_from(ALLOCATE_MQS), unique_by=p.encode, min_size=least, max_size=10))
+        cid_all = draw(st.lists(st.sampled_from(CLIENT_IDS), unique=True, min_size=least, max_size=6))
         if draw(st.booleans()):  # RebalanceImpl sorts both lists; the strategy itself must not care
             mq_all.sort(key=lambda m: (m["topic"], m["brokerName"], m["queueId"]))
             cid_all.sort()
-        current = draw(st.one_of(st.sampled_from(cid_all or ["x"]), st.sampled_from(["10.0.0.9@x", "", None])))
+        odd_ids = st.sampled_from(["10.0.0.9@x", "", None])
+        current = draw(odd_ids if degenerate or not cid_all else st.sampled_from(cid_all))
         args: dict[str, Any] = {
             "strategy": strategy,
             "consumerGroup": "G",
@@ -345,6 +359,8 @@ def machine_class(session: Session, on_example: Callable[[], None]) -> type[Rule
             session.begin()
             self.pqs: list[str] = []
             self.pq_offsets: dict[str, set[int]] = {}
+            self.pq_cached: dict[str, int] = {}  # messages in the tree, by the reference's last state
+            self.pq_in_flight: dict[str, int] = {}  # orderly messages taken, likewise
             self.stores: list[str] = []
             self.coms: list[str] = []
             self.families: list[Callable[[st.DataObject], None]] = []
@@ -379,36 +395,42 @@ def machine_class(session: Session, on_example: Callable[[], None]) -> type[Rule
 
         # ProcessQueue (R6); after each operation its whole state is compared
         def process_queue(self, data: st.DataObject) -> None:
-            if not self.pqs or (len(self.pqs) < 3 and not data.draw(st.integers(0, 7))):
+            if not self.pqs or (len(self.pqs) < 3 and data.draw(_one_in(8))):
                 name = f"pq{len(self.pqs)}"
                 self.call("pq.new", {"pq": name})
                 self.pqs.append(name)
                 self.pq_offsets[name] = set()
                 return
             pq = data.draw(st.sampled_from(self.pqs))
-            ops = ["pq.put", "pq.put", "pq.put", "pq.remove", "pq.remove"]
+            # The reference's last state of this queue steers the choice towards operations that do
+            # something: take when messages are cached, commit when some are in flight (on an empty
+            # in-flight map commit throws, which is worth trying now and then, not most of the time).
+            cached, in_flight = self.pq_cached.get(pq, 0), self.pq_in_flight.get(pq, 0)
+            ops = ["pq.put", "pq.put", "pq.remove", "pq.remove"]
             if p.PROCESS_QUEUE_ORDERLY in has:
-                ops += ["pq.take", "pq.take", "pq.commit", "pq.commit", "pq.rollback", "pq.consumeAgain", "pq.clear"]
+                ops += ["pq.take"] * (3 if cached else 1) + ["pq.rollback", "pq.consumeAgain", "pq.clear"]
+                ops += ["pq.commit"] * (4 if in_flight else 1)
             op = data.draw(st.sampled_from(ops))
             args: dict[str, Any] = {"pq": pq}
-            if op == "pq.put":
-                args["msgs"] = data.draw(messages)
+            if op == "pq.put":  # an empty batch is a legal edge case, but one in eight is plenty
+                args["msgs"] = [] if data.draw(_one_in(8)) else data.draw(messages)
                 self.pq_offsets[pq].update(m["queueOffset"] for m in args["msgs"])
             elif op in ("pq.remove", "pq.consumeAgain"):
                 known = sorted(self.pq_offsets[pq])
                 offset: st.SearchStrategy[int] = st.integers(0, 30)
-                if known and data.draw(st.integers(0, 4)) > 0:  # mostly offsets the queue holds
+                if known and not data.draw(_one_in(5)):  # mostly offsets the queue holds
                     offset = st.sampled_from(known)
                 message = st.fixed_dictionaries({"queueOffset": offset, "bodySize": st.integers(0, 4)})
                 args["msgs"] = data.draw(st.lists(message, max_size=4))
             elif op == "pq.take":
-                args["batchSize"] = data.draw(st.integers(0, 4))
+                args["batchSize"] = data.draw(st.integers(1, 4) | st.just(0))
             self.call(op, args)
-            self.call("pq.state", {"pq": pq})
+            state = self.call("pq.state", {"pq": pq})["result"]
+            self.pq_cached[pq], self.pq_in_flight[pq] = len(state["cached"]), len(state["inFlight"])
 
         # offset stores (R1, R2); after each operation the whole memory table is compared
         def offset_store(self, data: st.DataObject) -> None:
-            if not self.stores or (len(self.stores) < 3 and not data.draw(st.integers(0, 7))):
+            if not self.stores or (len(self.stores) < 3 and data.draw(_one_in(8))):
                 kinds = [k for k, c in (("remote", p.REMOTE_OFFSET_STORE), ("local", p.LOCAL_OFFSET_STORE)) if c in has]
                 name = f"s{len(self.stores)}"
                 args: dict[str, Any] = {"store": name, "kind": data.draw(st.sampled_from(kinds)), "group": "G"}
@@ -461,7 +483,7 @@ def machine_class(session: Session, on_example: Callable[[], None]) -> type[Rule
 
         # broker ConsumerOffsetManager (R3); after each change the whole table is compared
         def offset_manager(self, data: st.DataObject) -> None:
-            if not self.coms or (len(self.coms) < 2 and not data.draw(st.integers(0, 7))):
+            if not self.coms or (len(self.coms) < 2 and data.draw(_one_in(8))):
                 name = f"com{len(self.coms)}"
                 self.call("com.new", {"com": name})
                 self.coms.append(name)
@@ -504,6 +526,7 @@ class ConformResult:
     finding: Finding | None = None
     shrink: ShrinkStats = field(default_factory=ShrinkStats)
     script_path: str | None = None
+    outcomes: dict[str, int] = field(default_factory=dict)  # "op" or "op:ExceptionType" -> requests
 
     @property
     def valid(self) -> bool:
@@ -527,6 +550,7 @@ class ConformResult:
             "scriptSteps": len(finding.script) if finding is not None else None,
             "shrunkFrom": self.shrink.original or None,
             "script": self.script_path,
+            "outcomes": self.outcomes,
         }
 
 
@@ -590,6 +614,7 @@ def conform(
             session.close()
             raise
         result.examples, result.requests = counted["examples"], session.requests
+        result.outcomes = _outcomes(session)
         if progress is not None:
             progress(f"conform: found a {finding.signature[0]} after {result.examples} examples; shrinking")
         finding, result.shrink = shrink(session, finding, shrink_seconds)
@@ -599,10 +624,15 @@ def conform(
         result.script_path = str(path)
     else:
         result.examples, result.requests = counted["examples"], session.requests
+        result.outcomes = _outcomes(session)
     finally:
         session.close()
     result.seconds = time.monotonic() - started
     return result
+
+
+def _outcomes(session: Session) -> dict[str, int]:
+    return {op if outcome == "ok" else f"{op}:{outcome}": n for (op, outcome), n in sorted(session.outcomes.items())}
 
 
 def write_script(path: Path, script: list[dict[str, Any]], session: Session, result: ConformResult) -> None:
@@ -692,6 +722,10 @@ def describe(result: ConformResult) -> str:
         f"ran {result.examples} example(s), {result.requests:,} requests in {result.seconds:.1f} s "
         f"({rate:,.0f} requests/s)",
     ]
+    if result.outcomes:
+        lines.append("requests by operation and expected outcome:")
+        items = [f"{k} {v:,}" for k, v in result.outcomes.items()]
+        lines += ["  " + ", ".join(items[i : i + 6]) for i in range(0, len(items), 6)]
     finding = result.finding
     if finding is None:
         lines.append("conforms: every reply agreed with the reference")
