@@ -26,6 +26,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from rmqspec.spec import actions as act
 from rmqspec.spec.config import (
+    BROADCASTING,
     CLUSTERING,
     CONFIG,
     CONSISTENT_HASH,
@@ -40,7 +41,7 @@ from rmqspec.spec.config import (
     Config,
 )
 from rmqspec.spec.invariants import check_state, check_step
-from rmqspec.spec.model import Model
+from rmqspec.spec.model import PULL_MAX_IDLE_TIME, Model
 from rmqspec.spec.state import State
 
 
@@ -73,11 +74,20 @@ def configs(draw: st.DrawFn, mutations: frozenset[str] = frozenset(), **fixed: A
         values["subscription"] = draw(st.sampled_from((None, ("A",))))
     values["version"] = draw(st.sampled_from(VERSIONS))
     values["query_errors"] = draw(st.integers(0, 1))
+    values["orderly"] = draw(st.booleans())  # orderly area: the lock protocol of R8.1-R8.4
+    values["retention_deletes"] = draw(st.integers(0, 2))  # fidelity area: RetentionDelete, OFFSET_ILLEGAL
     values.update(fixed)
+    if not _retention_clean(values) and "retention_deletes" not in fixed:
+        values["retention_deletes"] = 0
     if values["version"] != V5_X and "query_errors" not in fixed:
         # Under 4.9.8 an offset-query error is RMQ-14, a real bug that INV-15 reports
         # (tests/test_refinement.py reproduces it): a clean run draws it under 5.x only.
         values["query_errors"] = 0
+    orderly_4_9_8 = values["orderly"] and values["version"] != V5_X and values["mode"] == CLUSTERING
+    if orderly_4_9_8 and "broker_crashes" not in fixed:
+        # orderly area: a broker outage at a 4.9.8 orderly consumer's first locked pull is a real bug that
+        # INV-19 reports (tests/test_orderly.py reproduces it): a clean run keeps the broker up there.
+        values["broker_crashes"] = 0
     values.update({k: v for k, v in draw(allocation_settings(values)).items() if k not in fixed})
     return Config(**values)
 
@@ -120,10 +130,15 @@ FAMILIES: dict[str, tuple[type, ...]] = {
     "network": (act.BrokerReceive,),
     "client_start": (act.Start,),
     "client_stop": (act.Shutdown, act.Crash),
-    "client_timer": (act.Heartbeat, act.PersistOffsets),
+    "client_timer": (act.Heartbeat, act.PersistOffsets, act.LockAll),  # LockAll: orderly area
     "rebalance": (act.Rebalance, act.RebalanceQueryError),
     "pull": (act.SendPull, act.ReceivePull),
     "consume": (act.StartConsume, act.FinishConsume, act.ApplyConsumeOffset),
+    # full fidelity area (admin reset): drawn only when a config sets admin_resets (tests/test_admin_reset.py)
+    "admin_reset": (act.AdminReset, act.ClientResetReceive, act.ClientResetWake),
+    # fidelity area: commit-log retention (budgeted) and the 4.9.8 OFFSET_ILLEGAL task (a timer)
+    "retention": (act.RetentionDelete,),
+    "offset_fix": (act.FixOffsetIllegal,),
 }
 _FAMILY_OF = {t: name for name, types in FAMILIES.items() for t in types}
 
@@ -213,6 +228,8 @@ def outcomes(model: Model, before: State, after: State) -> list[str]:
         if old is not None and new is not None and new < old:
             out.append("broker offset decreased")
             break
+    out.extend(_reset_outcomes(before, after))  # full fidelity area (admin reset)
+    out.extend(fidelity_outcomes(model, before, after))  # fidelity area
     retry = model.retry_queue
     if retry is not None and after.ghost.delivered[retry] != before.ghost.delivered[retry]:
         out.append("retry-topic message consumed")
@@ -225,6 +242,56 @@ def outcomes(model: Model, before: State, after: State) -> list[str]:
         ):
             out.append("consumers' views agreed")
     return out
+
+
+def _retention_clean(values: dict[str, Any]) -> bool:
+    """Fidelity area: under 4.9.8 retention exposes the OFFSET_ILLEGAL window (INV-17, a real bug that
+    tests/test_fidelity.py reproduces) once a rebalance can take a queue away; with one consumer or in
+    BROADCASTING no rebalance does, so a clean run draws retention there, and anywhere under 5.x."""
+    return values["version"] == V5_X or values.get("consumers", 2) == 1 or values.get("mode") == BROADCASTING
+
+
+def fidelity_outcomes(model: Model, before: State, after: State) -> list[str]:
+    """Fidelity area: retention, OFFSET_ILLEGAL (dropped, corrected) and pull expiry reached."""
+    out = []
+    if after.budget.retention_deletes < before.budget.retention_deletes:
+        out.append("retention raised minOffset")
+    for old, new in zip(before.clients, after.clients, strict=True):
+        if len(new.offset_fixes) > len(old.offset_fixes):
+            out.append("OFFSET_ILLEGAL correction scheduled (4.9.8)")
+        if new.running and len(new.offset_fixes) < len(old.offset_fixes):
+            out.append("OFFSET_ILLEGAL corrected 10 s later (4.9.8)")
+        if old.running and new.running and not new.offset_fixes and new.rebalance_requested:
+            for p_old, p_new in zip(old.pqs, new.pqs, strict=True):
+                pulled = p_old is not None and any(p.pq_uid == p_old.uid for p in old.pulls)
+                if pulled and p_new is None and p_old is not None and all(p.pq_uid != p_old.uid for p in new.pulls):
+                    out.append("OFFSET_ILLEGAL corrected at once (5.x)")
+        for p_old, p_new in zip(old.pqs, new.pqs, strict=True):
+            expired = p_old is not None and before.now - p_old.last_pull > PULL_MAX_IDLE_TIME
+            if expired and p_new is not None and p_old is not None and p_new.uid != p_old.uid:
+                out.append("pull-expired pq re-created")
+    return out
+
+
+def _reset_outcomes(before: State, after: State) -> list[str]:
+    """Full fidelity area: what a step did to an admin reset, from the ghost history it appended."""
+    names = {
+        "reset-completed": "admin reset completed",
+        "commit-ignored": "commit ignored during a pending reset",
+        "reset-overwritten": "reset overwritten by an older pq's commit",
+    }
+    out = []
+    node = after.history
+    while node is not None and node is not before.history:
+        if node.event.kind in names:
+            out.append(names[node.event.kind])
+        elif node.event.cause == "offset-illegal-fix" and node.event.kind == "commit-sent":
+            out.append("OFFSET_ILLEGAL correction sent")
+        node = node.previous
+    expected = before.ghost.reset_expect
+    if expected and after.ghost.reset_expect != expected and any(e is not None for e in expected):
+        out.append("reset expectation ended")
+    return sorted(set(out))
 
 
 def machine_for(config_strategy: st.SearchStrategy[Config], base: type[SpecMachine] = SpecMachine) -> type[SpecMachine]:

@@ -384,7 +384,7 @@ class _Reader:
         for name, cls in ACTION_TYPES.items():
             specs = []
             for f in dataclasses.fields(cls):
-                kind: type = int if f.type in ("int", int) else str
+                kind: type = int if f.type in ("int", int) else bool if f.type in ("bool", bool) else str
                 # upper bound for index fields: clients, and queues (topic queues for the
                 # environment's actions, every tracked queue for a pull); 0 means unbounded
                 bound = 0
@@ -427,6 +427,9 @@ class _Reader:
                     raise TraceFormatError(n, f"action.{fname}", f"expected an integer, got {_type_name(v)}")
                 if bound and not 0 <= v < bound:
                     raise TraceFormatError(n, f"action.{fname}", f"{v} is out of range 0..{bound - 1} for this config")
+            elif kind is bool:  # AdminReset.by_timestamp (full fidelity area)
+                if type(v) is not bool:
+                    raise TraceFormatError(n, f"action.{fname}", f"expected true or false, got {_type_name(v)}")
             elif type(v) is not str:
                 raise TraceFormatError(n, f"action.{fname}", f"expected a string, got {_type_name(v)}")
             elif fname == "status" and v not in _STATUSES:

@@ -60,6 +60,8 @@ from rmqspec.reference.protocol import (
     GetConsumerListByGroupRequestHeader,
     GetMaxOffsetRequestHeader,
     HeartbeatData,
+    LockBatchRequestBody,
+    LockBatchResponseBody,
     PullMessageRequestHeader,
     PullMessageResponseBody,
     PullMessageResponseHeader,
@@ -72,9 +74,11 @@ from rmqspec.reference.protocol import (
     SearchOffsetRequestHeader,
     SendMessageRequestHeader,
     SubscriptionData,
+    UnlockBatchRequestBody,
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
+from rmqspec.reference.rebalance_lock_manager import RebalanceLockManager
 from rmqspec.reference.remoting import ClientConnection, PendingReply, RemotingConnectException
 from rmqspec.reference.scheduler import ScheduledExecutorService, VirtualClock
 
@@ -286,6 +290,15 @@ class DefaultMessageStore:
             raise ValueError(f"message 0 of {topic}:{queue_id} is not in page cache")
         cq.head_in_page_cache = False
 
+    def retention_delete(self, topic: str, queue_id: int) -> None:
+        """Fidelity area: commit-log retention (``cleanExpiredConsumerQueue`` after the commit-log file
+        holding the queue's oldest remaining unit was deleted): the queue's minimum logical offset rises
+        by one (``correctMinOffset``), R5.5."""
+        cq = self.find_consume_queue(topic, queue_id)
+        if cq is None or cq.min_logic_offset >= cq.get_max_offset_in_queue():
+            raise ValueError(f"{topic}:{queue_id} has no message left to delete")
+        cq.min_logic_offset += 1
+
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int, first_of_equal: bool) -> int:
         """``ConsumeQueue#getOffsetInQueueByTime`` (R10.3): binary search over store times. An exact hit
         wins (``first_of_equal`` moves it to the first of the equal run, see SpecCompat); otherwise the
@@ -315,7 +328,9 @@ class DefaultMessageStore:
                 target -= 1
             return target
         if left_value == -1:
-            return right
+            # Nothing visited (retention deleted every unit): Java computes (fileFromOffset + -1) / 20,
+            # which truncates to 0 in the first file (fidelity area).
+            return right if right != -1 else 0
         if right_value == -1:
             return left
         return right if abs(timestamp - left_value) > abs(timestamp - right_value) else left
@@ -889,6 +904,19 @@ class AdminBrokerProcessor:
         )
         return RemotingCommand.create_response_command(ResponseCode.SUCCESS, body=offset)
 
+    # orderly (R8.1, R8.2)
+    def lock_batch_mq(self, request: RemotingCommand) -> RemotingCommand:
+        body = request.body
+        assert isinstance(body, LockBatchRequestBody)
+        locked = self.controller.rebalance_lock_manager.try_lock_batch(body.consumer_group, body.mq_set, body.client_id)
+        return RemotingCommand.create_response_command(ResponseCode.SUCCESS, body=LockBatchResponseBody(locked))
+
+    def unlock_batch_mq(self, request: RemotingCommand) -> RemotingCommand:
+        body = request.body
+        assert isinstance(body, UnlockBatchRequestBody)
+        self.controller.rebalance_lock_manager.unlock_batch(body.consumer_group, body.mq_set, body.client_id)
+        return RemotingCommand.create_response_command(ResponseCode.SUCCESS)
+
 
 # --- process and machine ---------------------------------------------------------------------------
 
@@ -911,6 +939,7 @@ class BrokerController:
         self.client_manage_processor = ClientManageProcessor(self)
         self.admin_broker_processor = AdminBrokerProcessor(self)
         self.scheduled_executor_service = ScheduledExecutorService(host.clock, "BrokerControllerScheduledThread")
+        self.rebalance_lock_manager = RebalanceLockManager(host.clock)  # orderly (R8.1): memory only
 
     def now(self) -> int:
         return self.host.clock.now()
@@ -951,6 +980,8 @@ class BrokerController:
             RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: lambda: self.admin_broker_processor.search_offset_by_timestamp(
                 request
             ),
+            RequestCode.LOCK_BATCH_MQ: lambda: self.admin_broker_processor.lock_batch_mq(request),  # orderly
+            RequestCode.UNLOCK_BATCH_MQ: lambda: self.admin_broker_processor.unlock_batch_mq(request),  # orderly
         }
         if code not in handlers:
             raise ValueError(f"request code {code} is not handled synchronously")

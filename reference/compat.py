@@ -12,7 +12,8 @@ does, unconditionally: a null consumer list keeps the pqs (R9.3), a pull of a gr
 is rejected before its commit (R5.4, postSubscriptionWhenPull=false), a changed allocation bumps
 subVersion and heartbeats (R9.6), FOUND for a dropped pq still submits (R5.7), FOUND and
 PULL_RETRY_IMMEDIATELY are answered at once and only PULL_NOT_FOUND is held (R5.4/R5.5), unregister
-notifies whenever the group exists (R9.7), a pull returns at most 32 messages (R5.5).
+notifies whenever the group exists (R9.7), a pull returns at most 32 messages (R5.5), a pq not pulled
+for 120 s is dropped and re-created by the next rebalance (R9.4, R6.6).
 """
 
 from __future__ import annotations
@@ -22,9 +23,6 @@ from dataclasses import dataclass, fields
 
 @dataclass(frozen=True)
 class SpecCompat:
-    # R9.4 Phase A: a pq not pulled for 120 s (isPullExpired) is dropped and re-created. The model has
-    # no pull expiry (nor the 15 s hold / 30 s client timeouts that keep RocketMQ's pulls short).
-    no_pull_expiry: bool = True
     # R10.3: ConsumeQueue#getOffsetInQueueByTime returns the binary-search hit among equal store times;
     # the model returns the first message stored at that time.
     search_offset_first_equal: bool = True

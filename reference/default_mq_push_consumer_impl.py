@@ -25,6 +25,7 @@ from typing import Final
 
 from rmqspec.reference.allocate import AllocateMessageQueueStrategy
 from rmqspec.reference.consume_message_concurrently_service import ConsumeMessageConcurrentlyService
+from rmqspec.reference.consume_message_orderly_service import ConsumeMessageOrderlyService
 from rmqspec.reference.exceptions import MQClientException
 from rmqspec.reference.local_file_offset_store import LocalFileOffsetStore
 from rmqspec.reference.message import (
@@ -37,7 +38,7 @@ from rmqspec.reference.message import (
     MessageExt,
 )
 from rmqspec.reference.message_queue import MessageQueue, retry_topic
-from rmqspec.reference.mq_client_instance import MQClientInstance, PullResult, PullStatus
+from rmqspec.reference.mq_client_instance import FIX_OFFSET_TASK, MQClientInstance, PullResult, PullStatus
 from rmqspec.reference.offset_store import OffsetStore, ReadOffsetType
 from rmqspec.reference.process_queue import ProcessQueue
 from rmqspec.reference.protocol import (
@@ -83,6 +84,9 @@ class DefaultMQPushConsumer:
     max_reconsume_times: int = -1
     pull_interval: int = 0
     post_subscription_when_pull: bool = False
+    # orderly: registering a MessageListenerOrderly (Java decides by the listener's type). Only the lock
+    # protocol is implemented (consume_message_orderly_service.py); consumption stays concurrent.
+    consume_orderly: bool = False
 
 
 @dataclass(eq=False)
@@ -233,17 +237,36 @@ class PullCallback:
             consumer.execute_pull_request_immediately(pull_request)
         elif status is PullStatus.OFFSET_ILLEGAL:
             log.warning("the pull request offset illegal, %s", pull_request.message_queue)
+            live = consumer.rebalance_impl.process_queue_table.get(pull_request.message_queue) is pq and not pq.dropped
             pull_request.next_offset = pull_result.next_begin_offset
             pq.dropped = True
-            consumer.mq_client_factory.execute_task_later(
-                f"fixOffset-{pull_request.message_queue}-{pq.uid}",
-                lambda: consumer.fix_offset_illegal(pull_request),
-                OFFSET_ILLEGAL_FIX_DELAY,
-            )
+            factory = consumer.mq_client_factory
+            if factory.version.offset_illegal_fixed_at_once:  # 5.2.0+: executeTask, then rebalanceImmediately
+                consumer.fix_offset_illegal(pull_request)
+                factory.rebalance_immediately()
+            else:
+                factory.execute_task_later(
+                    f"{FIX_OFFSET_TASK}{pull_request.message_queue}-{pq.uid}",
+                    FixOffsetTask(consumer, pull_request, live),
+                    OFFSET_ILLEGAL_FIX_DELAY,
+                )
 
     def on_exception(self, e: Exception) -> None:
         log.warning("execute the pull request exception: %s", e)
         self.consumer.execute_pull_request_later(self.pull_request, PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION)
+
+
+class FixOffsetTask:
+    """The Runnable of the 4.9.8 OFFSET_ILLEGAL branch (R5.7). ``live`` is not RocketMQ's: it records,
+    for the abstraction (INV-17), whether the pq was still in the table when the result arrived."""
+
+    def __init__(self, consumer: DefaultMQPushConsumerImpl, pull_request: PullRequest, live: bool) -> None:
+        self.consumer = consumer
+        self.pull_request = pull_request
+        self.live = live
+
+    def __call__(self) -> None:
+        self.consumer.fix_offset_illegal(self.pull_request)
 
 
 class DefaultMQPushConsumerImpl:
@@ -267,6 +290,8 @@ class DefaultMQPushConsumerImpl:
         )
         self.pull_api_wrapper = PullAPIWrapper(mq_client_factory, default_mq_push_consumer.consumer_group)
         self.consume_message_service = ConsumeMessageConcurrentlyService(self, ids)
+        self.consume_orderly = default_mq_push_consumer.consume_orderly
+        self.orderly_service = ConsumeMessageOrderlyService(self) if self.consume_orderly else None  # orderly
         # Chosen by message model in start() (R1.3); a remote store until then.
         self.offset_store: OffsetStore = RemoteBrokerOffsetStore(
             mq_client_factory, default_mq_push_consumer.consumer_group, mq_client_factory.version
@@ -296,6 +321,8 @@ class DefaultMQPushConsumerImpl:
             )
         self.offset_store.load()  # R1.9 / R2.1; an exception fails the start
         self.consume_message_service.start()
+        if self.orderly_service is not None:
+            self.orderly_service.start()  # orderly: lockMQPeriodically (R8.3)
         if not self.mq_client_factory.register_consumer(config.consumer_group, self):
             raise MQClientException(f"The consumer group[{config.consumer_group}] has been created before")
         self.mq_client_factory.start()
@@ -326,6 +353,8 @@ class DefaultMQPushConsumerImpl:
         if self.service_state != "RUNNING":
             return
         self.consume_message_service.shutdown()
+        if self.orderly_service is not None:
+            self.orderly_service.shutdown()  # orderly: unlockAll(false) in CLUSTERING (R4.4, R8.9)
         self.persist_consumer_offset()
         self.mq_client_factory.unregister_consumer(self.default_mq_push_consumer.consumer_group)
         self.mq_client_factory.shutdown()
@@ -347,13 +376,16 @@ class DefaultMQPushConsumerImpl:
             self.offset_store.update_offset(pull_request.message_queue, pull_request.next_offset, True)
 
     def fix_offset_illegal(self, pull_request: PullRequest) -> None:
-        """R5.7 OFFSET_ILLEGAL, 10 s later: overwrite, persist, remove the pq."""
+        """R5.7 OFFSET_ILLEGAL, 10 s later (4.9.8) or at once (5.2.0+): overwrite, persist, remove the
+        pq the table holds for the queue now, whichever it is. 5.2.0's ``updateAndFreezeOffset`` is a
+        plain overwrite here: the freeze lasts until the ``removeOffset`` below, inside this task."""
         mq = pull_request.message_queue
         self.offset_store.update_offset(mq, pull_request.next_offset, False)
         self.offset_store.persist(mq)
         pq = self.rebalance_impl.process_queue_table.pop(mq, None)
         if pq is not None:
             pq.dropped = True
+            self.rebalance_impl.balanced_cid_all = None  # (abstraction: the table misses an allocated queue)
             self.rebalance_impl.remove_unnecessary_message_queue(mq, pq)
 
     # --- pull ---------------------------------------------------------------------------------------
@@ -377,9 +409,11 @@ class DefaultMQPushConsumerImpl:
         if (
             pq.msg_count > config.pull_threshold_for_queue
             or pq.msg_size // (1024 * 1024) > config.pull_threshold_size_for_queue
-            or pq.get_max_span() > config.consume_concurrently_max_span
+            or (not self.consume_orderly and pq.get_max_span() > config.consume_concurrently_max_span)
         ):
             self.execute_pull_request_later(pull_request, PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL)
+            return
+        if self.consume_orderly and not self._orderly_pull_ready(pull_request):  # orderly: R5.1 step 6
             return
         subscription_data = self.rebalance_impl.subscription_inner.get(pull_request.message_queue.topic)
         if subscription_data is None:
@@ -410,10 +444,31 @@ class DefaultMQPushConsumerImpl:
             log.error("pullKernelImpl exception: %s", e)
             self.execute_pull_request_later(pull_request, PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION)
 
+    def _orderly_pull_ready(self, pull_request: PullRequest) -> bool:
+        """R5.1 step 6: an unlocked pq retries in 3 s; the first pull of a locked one re-reads the
+        offset (``computePullFromWhereWithException``) and marks the request ``previouslyLocked``.
+        An exception retries in 3 s. 4.9.8 checks nothing else: a failed read that it maps to -1
+        (R10.1) becomes the next offset, and the pull at -1 meets OFFSET_ILLEGAL; 5.x throws on it."""
+        pq = pull_request.process_queue
+        if not pq.locked:
+            self.execute_pull_request_later(pull_request, PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION)
+            return False
+        if pull_request.previously_locked:
+            return True
+        try:
+            offset = self.rebalance_impl.compute_pull_from_where_with_exception(pull_request.message_queue)
+        except (MQClientException, RemotingException) as e:
+            log.error("Failed to compute pull offset, pullRequest: %s: %s", pull_request.message_queue, e)
+            self.execute_pull_request_later(pull_request, PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION)
+            return False
+        pull_request.previously_locked = True
+        pull_request.next_offset = offset
+        return True
+
     # --- rebalance and heartbeat --------------------------------------------------------------------
 
     def do_rebalance(self) -> None:
-        self.rebalance_impl.do_rebalance(False)
+        self.rebalance_impl.do_rebalance(self.consume_orderly)
 
     def consumer_data(self) -> ConsumerData:
         config = self.default_mq_push_consumer

@@ -30,6 +30,8 @@ from rmqspec.reference.protocol import (
     GetConsumerListByGroupRequestHeader,
     GetMaxOffsetRequestHeader,
     HeartbeatData,
+    LockBatchRequestBody,
+    LockBatchResponseBody,
     PullMessageRequestHeader,
     PullMessageResponseBody,
     PullMessageResponseHeader,
@@ -40,6 +42,7 @@ from rmqspec.reference.protocol import (
     ResponseCode,
     SearchOffsetRequestHeader,
     SendMessageRequestHeader,
+    UnlockBatchRequestBody,
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
@@ -63,6 +66,8 @@ HEARTBEAT_INITIAL_DELAY: Final = 1_000
 HEARTBEAT_BROKER_INTERVAL: Final = 30_000  # ClientConfig.heartbeatBrokerInterval
 PERSIST_TASK_NAME: Final = "persistAllConsumerOffset"
 HEARTBEAT_TASK_NAME: Final = "sendHeartbeatToAllBroker"
+FIX_OFFSET_TASK: Final = "fixOffsetIllegal-"  # fidelity area: prefix of the 4.9.8 OFFSET_ILLEGAL tasks (R5.7)
+LOCK_MQ_TASK_NAME: Final = "lockMQPeriodically"  # orderly: ConsumeMessageOrderlyService's lockAll (R8.3)
 MASTER_ID: Final = 0
 
 
@@ -239,6 +244,25 @@ class MQClientAPIImpl:
             raise MQBrokerException(response.code, response.remark)
         assert isinstance(response.body, int)
         return response.body
+
+    # orderly (R8.2)
+    def lock_batch_mq(self, addr: str, request_body: LockBatchRequestBody) -> set[MessageQueue]:
+        response = self.remoting_client.invoke_sync(
+            RemotingCommand.create_request_command(RequestCode.LOCK_BATCH_MQ, None, request_body)
+        )
+        if response.code != ResponseCode.SUCCESS:
+            raise MQBrokerException(response.code, response.remark)
+        assert isinstance(response.body, LockBatchResponseBody)
+        return set(response.body.lock_ok_mq_set)
+
+    def unlock_batch_mq(self, addr: str, request_body: UnlockBatchRequestBody, oneway: bool) -> None:
+        request = RemotingCommand.create_request_command(RequestCode.UNLOCK_BATCH_MQ, None, request_body)
+        if oneway:
+            self.remoting_client.invoke_oneway(request)
+            return
+        response = self.remoting_client.invoke_sync(request)
+        if response.code != ResponseCode.SUCCESS:
+            raise MQBrokerException(response.code, response.remark)
 
 
 class MQAdminImpl:
@@ -436,15 +460,21 @@ class MQClientInstance:
     def timers(self) -> list[tuple[str, int]]:
         """The timers that must fire on time: (name, due)."""
         out = [(f"client {self.client_id}: {name}", due) for name, due in self._task_times()]
+        out.extend(self._fix_offset_times())  # fidelity area
         out.append((f"client {self.client_id}: rebalance wait", self.rebalance_service.wait_deadline))
         return out
 
     def _task_times(self) -> list[tuple[str, int]]:
         return [
             (name, due)
-            for name in (PERSIST_TASK_NAME, HEARTBEAT_TASK_NAME)
+            for name in (PERSIST_TASK_NAME, HEARTBEAT_TASK_NAME, LOCK_MQ_TASK_NAME)
             if (due := self.scheduled_executor_service.due_time(name)) is not None
         ]
+
+    def _fix_offset_times(self) -> list[tuple[str, int]]:
+        """Fidelity area: the 4.9.8 OFFSET_ILLEGAL tasks (R5.7) are timers too: they fire on time."""
+        tasks = self.scheduled_executor_service.tasks()
+        return [(f"client {self.client_id}: {f.name}", f.due) for f in tasks if f.name.startswith(FIX_OFFSET_TASK)]
 
     def execute_task_later(self, name: str, task: Callable[[], None], delay: int) -> None:
         self.scheduled_executor_service.schedule(name, task, delay)

@@ -13,6 +13,8 @@ one derived property, read at exactly one place:
   (R3.5): 4.9.8 tests ``!checkInDiskByConsumeOffset(0)``, so an empty queue answers 0; 5.x (5.1.0)
   tests ``checkInMemByConsumeOffset(0, 1)``, so it answers QUERY_NOT_FOUND; a 5.x broker also
   answers NOT_FOUND to a request with setZeroIfNotFound=false (5.0.0), which no 5.1.0+ client sends.
+- ``orderly_locks_in_broadcasting`` (orderly), read in ``RebalanceImpl.rebalance_by_topic`` (R8.9):
+  4.9.8 locks each queue an orderly BROADCASTING consumer adds; 5.x (5.3.2) takes no locks there.
 
 The model (``rmqspec.spec.config.Config``) states the same switches independently; the lockstep
 refinement check runs both versions.
@@ -50,7 +52,30 @@ class MQVersion:
         return self.name != V4_9_8
 
     @property
+    def orderly_locks_in_broadcasting(self) -> bool:
+        """R8.9 (orderly): 4.9.8's BROADCASTING rebalance passes ``isOrder`` through, so an orderly
+        broadcast consumer locks each queue it adds (and never renews); 5.3.2 (commit 2956f6d46b)
+        takes no locks in BROADCASTING. Read in ``RebalanceImpl.rebalance_by_topic``."""
+        return self.name == V4_9_8
+
+    @property
     def young_queue_needs_head_in_memory(self) -> bool:
         """R3.5: the broker's young-queue test is ``checkInMemByConsumeOffset(0, 1)`` from 5.1.0
         (commit 3949f6938e), where 4.9.8 has ``!checkInDiskByConsumeOffset(0)``."""
+        return self.name != V4_9_8
+
+    # fidelity area
+    @property
+    def offset_illegal_fixed_at_once(self) -> bool:
+        """R5.7: 4.9.8 runs the OFFSET_ILLEGAL correction 10 s later (``executeTaskLater``); 5.2.0
+        (apache/rocketmq#7645) at once (``executeTask``) with ``updateAndFreezeOffset``, then
+        ``rebalanceImmediately``."""
+        return self.name != V4_9_8
+
+    @property
+    def server_side_reset(self) -> bool:
+        """R3.10a/R3.10b (full fidelity area, admin reset): 4.9.8 resets through the clients
+        (Broker2Client, MQClientInstance#resetOffset); 5.x brokers (``useServerSideResetOffset``, on by
+        default from 5.2.0, RIP-48) keep a pending reset. Mirrors ``Config.server_side_reset``; read
+        nowhere yet: the reference does not implement admin reset (docs/spec.md, "Admin offset reset")."""
         return self.name != V4_9_8

@@ -19,6 +19,7 @@ from typing import Final
 from rmqspec.reference.message import PROPERTY_MAX_OFFSET, MessageExt
 
 PULL_MAX_IDLE_TIME: Final = 120_000  # rocketmq.client.pull.pullMaxIdleTime (R6.6)
+REBALANCE_LOCK_MAX_LIVE_TIME: Final = 30_000  # rocketmq.client.rebalance.lockMaxLiveTime (R6.6)
 
 
 class NoSuchElementError(LookupError):
@@ -39,6 +40,7 @@ class ProcessQueue:
         self.msg_acc_cnt = 0
         self.last_pull_timestamp = now
         self.last_consume_timestamp = now
+        self.last_lock_timestamp = now  # orderly (R6.6, R8.2)
 
     def put_message(self, msgs: list[MessageExt]) -> bool:
         """R6.2: insert by queue offset (an existing key is replaced); each new key counts and moves
@@ -137,6 +139,10 @@ class ProcessQueue:
     def is_pull_expired(self, now: int) -> bool:
         """R6.6: no pull for more than 120 s."""
         return now - self.last_pull_timestamp > PULL_MAX_IDLE_TIME
+
+    def is_lock_expired(self, now: int) -> bool:
+        """R6.6: the client-side lock validity, 30 s since the last granted lock."""
+        return now - self.last_lock_timestamp > REBALANCE_LOCK_MAX_LIVE_TIME
 
     def sorted_offsets(self) -> list[int]:
         return sorted(self.msg_tree_map)

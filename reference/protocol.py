@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from rmqspec.reference.message import MessageExt, tags_string2tags_code
+from rmqspec.reference.message_queue import MessageQueue
 
 SUB_ALL: Final = "*"
 
@@ -31,6 +32,8 @@ class RequestCode:
     CONSUMER_SEND_MSG_BACK: Final = 36
     GET_CONSUMER_LIST_BY_GROUP: Final = 38
     NOTIFY_CONSUMER_IDS_CHANGED: Final = 40
+    LOCK_BATCH_MQ: Final = 41  # orderly (R8.2)
+    UNLOCK_BATCH_MQ: Final = 42  # orderly (R8.2)
 
 
 class ResponseCode:
@@ -237,3 +240,23 @@ class PullMessageResponseBody:
     """The decoded messages of a FOUND pull (``MessageDecoder.decodes`` on the client)."""
 
     messages: list[MessageExt]
+
+
+# --- orderly (R8.1, R8.2): the bodies of LOCK_BATCH_MQ and UNLOCK_BATCH_MQ -----------------------------
+@dataclass
+class LockBatchRequestBody:
+    consumer_group: str
+    client_id: str
+    mq_set: set[MessageQueue]
+
+
+@dataclass
+class UnlockBatchRequestBody:
+    consumer_group: str
+    client_id: str
+    mq_set: set[MessageQueue]
+
+
+@dataclass
+class LockBatchResponseBody:
+    lock_ok_mq_set: set[MessageQueue]

@@ -33,7 +33,12 @@ from rmqspec.reference.message_queue import RETRY_GROUP_TOPIC_PREFIX, MessageQue
 from rmqspec.reference.mq_version import MQVersion
 from rmqspec.reference.offset_store import ReadOffsetType
 from rmqspec.reference.process_queue import ProcessQueue
-from rmqspec.reference.protocol import ResponseCode, SubscriptionData
+from rmqspec.reference.protocol import (
+    LockBatchRequestBody,
+    ResponseCode,
+    SubscriptionData,
+    UnlockBatchRequestBody,
+)
 from rmqspec.reference.scheduler import IdSequence, SchedulerError
 
 if TYPE_CHECKING:
@@ -97,9 +102,6 @@ class RebalanceImpl:
     def consume_passively(self) -> bool:
         raise NotImplementedError
 
-    def pull_expiry_enabled(self) -> bool:
-        raise NotImplementedError
-
     def new_pull_request(self, mq: MessageQueue, pq: ProcessQueue, next_offset: int) -> PullRequest:
         raise NotImplementedError
 
@@ -137,7 +139,9 @@ class RebalanceImpl:
             if mq_set is None:
                 log.warning("doRebalance, %s, but the topic[%s] not exist.", self.consumer_group, topic)
                 return None
-            if self.update_process_queue_table_in_rebalance(topic, mq_set, is_order):
+            # orderly (R8.9): 4.9.8 passes isOrder through, so broadcast queues are locked too; 5.3.2 does not
+            broadcast_order = is_order and self.version.orderly_locks_in_broadcasting
+            if self.update_process_queue_table_in_rebalance(topic, mq_set, broadcast_order):
                 self.message_queue_changed(topic, mq_set, mq_set)
             return None
         cid_all = self.mq_client_factory.find_consumer_id_list(topic, self.consumer_group)
@@ -169,7 +173,7 @@ class RebalanceImpl:
         for mq in sorted(mq for mq in self.process_queue_table if mq.topic == topic):  # Phase A
             pq = self.process_queue_table[mq]
             # Not allocated any more; or (push only) not pulled for 120 s, so it is re-created below.
-            expired = self.pull_expiry_enabled() and pq.is_pull_expired(self.now()) and self.consume_passively()
+            expired = pq.is_pull_expired(self.now()) and self.consume_passively()
             if mq not in mq_set or expired:
                 pq.dropped = True
                 if self.remove_unnecessary_message_queue(mq, pq):
@@ -178,6 +182,9 @@ class RebalanceImpl:
         pull_requests: list[PullRequest] = []
         for mq in sorted(mq_set):  # Phase B
             if mq in self.process_queue_table:
+                continue
+            if is_order and not self.lock(mq):  # orderly (R8.4): the lock first, else skip this round
+                log.warning("doRebalance, %s, add a new mq failed, %s, because lock failed", self.consumer_group, mq)
                 continue
             self.remove_dirty_offset(mq)
             # 4.9.8 calls computePullFromWhereWithException and skips the queue on an exception; 5.x
@@ -200,6 +207,74 @@ class RebalanceImpl:
             changed = True
         self.dispatch_pull_request(pull_requests)
         return changed
+
+    # --- orderly: broker locks (R8.2) ------------------------------------------------------------------
+
+    def _lock_request(self, mqs: set[MessageQueue]) -> LockBatchRequestBody:
+        return LockBatchRequestBody(self.consumer_group, self.mq_client_factory.client_id, set(mqs))
+
+    def lock(self, mq: MessageQueue) -> bool:
+        """``lock(mq)``: LOCK_BATCH_MQ for {mq}, synchronous; granted queues with a pq get locked and
+        a fresh lastLockTimestamp. Any exception means False."""
+        addr = self.mq_client_factory.find_broker_address_in_subscribe(mq.broker_name)
+        if addr is None:
+            return False
+        try:
+            locked = self.mq_client_factory.mq_client_api_impl.lock_batch_mq(addr, self._lock_request({mq}))
+        except Exception as e:
+            log.error("lockBatchMQ exception, %s: %s", mq, e)
+            return False
+        for mmqq in locked:
+            pq = self.process_queue_table.get(mmqq)
+            if pq is not None:
+                pq.locked = True
+                pq.last_lock_timestamp = self.now()
+        return mq in locked
+
+    def lock_all(self) -> None:
+        """``lockAll``: one LOCK_BATCH_MQ per broker for every queue in the table; granted ones are
+        locked with a fresh lastLockTimestamp, the others unlocked. An exception changes nothing."""
+        mqs = set(self.process_queue_table)
+        if not mqs:
+            return
+        broker_name = next(iter(mqs)).broker_name  # the model's one broker
+        addr = self.mq_client_factory.find_broker_address_in_subscribe(broker_name)
+        if addr is None:
+            return
+        try:
+            lock_ok = self.mq_client_factory.mq_client_api_impl.lock_batch_mq(addr, self._lock_request(mqs))
+        except Exception as e:
+            log.error("lockBatchMQ exception, %s: %s", sorted(mqs), e)
+            return
+        for mq in lock_ok:
+            pq = self.process_queue_table.get(mq)
+            if pq is not None:
+                pq.locked = True
+                pq.last_lock_timestamp = self.now()
+        for mq in mqs - lock_ok:
+            pq = self.process_queue_table.get(mq)
+            if pq is not None:
+                pq.locked = False
+
+    def unlock_all(self, oneway: bool) -> None:
+        """``unlockAll``: UNLOCK_BATCH_MQ for every queue in the table, then ``locked := false`` on each.
+        An exception is logged and leaves the pqs as they are."""
+        mqs = set(self.process_queue_table)
+        if not mqs:
+            return
+        addr = self.mq_client_factory.find_broker_address_in_subscribe(next(iter(mqs)).broker_name)
+        if addr is None:
+            return
+        body = UnlockBatchRequestBody(self.consumer_group, self.mq_client_factory.client_id, mqs)
+        try:
+            self.mq_client_factory.mq_client_api_impl.unlock_batch_mq(addr, body, oneway)
+        except Exception as e:
+            log.error("unlockBatchMQ exception, %s: %s", sorted(mqs), e)
+            return
+        for mq in mqs:
+            pq = self.process_queue_table.get(mq)
+            if pq is not None:
+                pq.locked = False
 
     def destroy(self) -> None:
         """R4.4 step 5: every pq is dropped and the table cleared."""
@@ -225,9 +300,6 @@ class RebalancePushImpl(RebalanceImpl):
 
     def consume_passively(self) -> bool:
         return True
-
-    def pull_expiry_enabled(self) -> bool:
-        return not self.mq_client_factory.compat.no_pull_expiry
 
     def remove_unnecessary_message_queue(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
         """R9.5 (not orderly): persist oneway, then forget the memory entry."""

@@ -96,6 +96,10 @@ class ScheduledExecutorService:
         future = self.get(name)
         return None if future is None else future.due
 
+    def tasks(self) -> list[ScheduledFuture]:
+        """Every live task, in scheduling order."""
+        return list(self._live())
+
     def due_times(self) -> list[int]:
         """Due times of every live task."""
         return [f.due for f in self._live()]

@@ -67,6 +67,7 @@ from rmqspec.reference.consumer_offset_manager import ConsumerOffsetManager
 from rmqspec.reference.default_mq_push_consumer_impl import (
     DefaultMQPushConsumer,
     DefaultMQPushConsumerImpl,
+    FixOffsetTask,
     PullRequest,
 )
 from rmqspec.reference.local_file_offset_store import LocalFileOffsetStore
@@ -78,6 +79,7 @@ from rmqspec.reference.message import (
 from rmqspec.reference.message_queue import MessageQueue, dlq_topic, retry_topic
 from rmqspec.reference.mq_client_instance import (
     HEARTBEAT_TASK_NAME,
+    LOCK_MQ_TASK_NAME,
     PERSIST_TASK_NAME,
     MQClientInstance,
     PullInvokeCallback,
@@ -102,6 +104,7 @@ from rmqspec.spec import broker_rules as br
 from rmqspec.spec.allocation import client_id
 from rmqspec.spec.config import BROADCASTING, CLUSTERING, Config
 from rmqspec.spec.state import (
+    PULL_DROPPED,
     PULL_IN_FLIGHT,
     PULL_READY,
     Broker,
@@ -109,6 +112,7 @@ from rmqspec.spec.state import (
     Client,
     Commit,
     Message,
+    OffsetFix,
     OffsetUpdate,
     PullInFlight,
     PullRequestMsg,
@@ -319,6 +323,9 @@ class ReferenceSystem:
             act.StartConsume: self._start_consume,  # type: ignore[dict-item]
             act.FinishConsume: self._finish_consume,  # type: ignore[dict-item]
             act.ApplyConsumeOffset: self._apply_consume_offset,  # type: ignore[dict-item]
+            act.LockAll: self._lock_all,  # type: ignore[dict-item]  # orderly area
+            act.RetentionDelete: self._retention_delete,  # type: ignore[dict-item]  # fidelity area
+            act.FixOffsetIllegal: self._fix_offset_illegal,  # type: ignore[dict-item]  # fidelity area
         }
 
     # --- driver ---------------------------------------------------------------------------------------
@@ -440,6 +447,7 @@ class ReferenceSystem:
             consume_message_batch_max_size=c.consume_batch_size,
             pull_threshold_for_queue=c.pull_threshold_for_queue,
             max_reconsume_times=c.max_reconsume_times,
+            consume_orderly=c.orderly,  # orderly area
         )
         consumer = DefaultMQPushConsumerImpl(settings, instance, self.ids[i], self.offsets_dir)
         self.processes[i] = ClientProcess(instance, consumer)
@@ -500,6 +508,7 @@ class ReferenceSystem:
                 and callback.pull_callback.pull_request.process_queue.uid == a.pq_uid
                 and remoting.connection.request_epoch(opaque) != -1
             ):
+                self.current_cause = "offset-illegal-fix"  # the only commit a callback sends (5.x, R5.7)
                 remoting.process_response(opaque)
                 return
         raise ReferenceActionError(f"client {a.client} has no processed pull for pq {a.pq_uid}")
@@ -545,6 +554,71 @@ class ReferenceSystem:
     def _apply_consume_offset(self, a: act.ApplyConsumeOffset) -> None:
         request = self._running(a.client, a.rid, ConsumeRequestState.UPDATING_OFFSET)
         self._consume_service(a.client).consume_executor.resume(request, None)
+
+    # orderly area
+    # fidelity area: retention and the OFFSET_ILLEGAL task (R5.5, R5.7)
+    def _retention_delete(self, a: act.RetentionDelete) -> None:
+        self._controller()
+        if not 0 <= a.queue < self.config.queues:
+            raise ReferenceActionError(f"no topic queue {a.queue}")
+        self.host.message_store.retention_delete(self.config.topic, a.queue)
+
+    def _fix_offset_illegal(self, a: act.FixOffsetIllegal) -> None:
+        """The earliest due OFFSET_ILLEGAL task of that queue runs (4.9.8, R5.7)."""
+        process = self._process(a.client)
+        mq = self._mq(a.queue)
+        now = self.clock.now()
+        scheduler = process.instance.scheduled_executor_service
+        task = next(
+            (
+                f
+                for f in scheduler.tasks()
+                if isinstance(f.task, FixOffsetTask) and f.task.pull_request.message_queue == mq and f.due <= now
+            ),
+            None,
+        )
+        if task is None:
+            raise ReferenceActionError(f"client {a.client} has no OFFSET_ILLEGAL task due for queue {a.queue}")
+        self.current_cause = "offset-illegal-fix"
+        scheduler.run_due(task.name)
+
+    @staticmethod
+    def _fix_tasks(instance: MQClientInstance) -> dict[int, tuple[int, FixOffsetTask]]:
+        """The pending OFFSET_ILLEGAL tasks by the uid of the pq they were scheduled for: (due, task)."""
+        return {
+            f.task.pull_request.process_queue.uid: (f.due, f.task)
+            for f in instance.scheduled_executor_service.tasks()
+            if isinstance(f.task, FixOffsetTask)
+        }
+
+    def _abstract_fixes(self, instance: MQClientInstance) -> tuple[OffsetFix, ...]:
+        return tuple(
+            OffsetFix(
+                self.index_of[task.pull_request.message_queue],
+                uid,
+                task.pull_request.next_offset,
+                due,
+                task.live,
+            )
+            for uid, (due, task) in self._fix_tasks(instance).items()
+        )
+
+    def _lock_all(self, a: act.LockAll) -> None:
+        """ConsumeMessageOrderlyService's lockMQPeriodically task (R8.3)."""
+        self._process(a.client).instance.scheduled_executor_service.run_due(LOCK_MQ_TASK_NAME)
+
+    def _abstract_locks(self) -> tuple[tuple[int, int] | None, ...]:
+        """orderly area: the RebalanceLockManager table by queue index, () for a non-orderly group."""
+        if not self.config.orderly:
+            return ()
+        controller = self.host.controller
+        if controller is None:
+            return (None,) * len(self.mqs)
+        out: list[tuple[int, int] | None] = []
+        for mq in self.mqs:
+            entry = controller.rebalance_lock_manager.entry(self.config.group, mq)
+            out.append(None if entry is None else (self.cids.index(entry.client_id), entry.last_update_timestamp))
+        return tuple(out)
 
     # --- abstraction ----------------------------------------------------------------------------------
 
@@ -604,6 +678,7 @@ class ReferenceSystem:
             scheduled=scheduled,
             dlq=dlq,
             epoch=self.host.incarnation,
+            locks=self._abstract_locks(),  # orderly area
         )
 
     def _abstract_message(self, msg: MessageExt) -> Message:
@@ -659,6 +734,8 @@ class ReferenceSystem:
                 pull_request, state = queued[owned.uid], PULL_READY
             elif owned.uid in in_flight:
                 pull_request, state = in_flight[owned.uid], PULL_IN_FLIGHT
+            elif owned.dropped and owned.uid in (fixes := self._fix_tasks(instance)):  # fidelity area
+                pull_request, state = fixes[owned.uid][1].pull_request, PULL_DROPPED
             else:
                 raise AssertionError(f"client {i}: the pull request of pq {owned.uid} is lost")
             pqs.append(
@@ -671,8 +748,15 @@ class ReferenceSystem:
                     pull_request.next_offset,
                     state,
                     pull_request.ready_at,
+                    last_pull=owned.last_pull_timestamp,
                 )
             )
+            if self.config.orderly:  # orderly area: lock state (R6.6, R8.2) and previouslyLocked (R5.1)
+                pqs[-1] = pqs[-1]._replace(  # type: ignore[union-attr]
+                    locked=owned.locked,
+                    last_lock=owned.last_lock_timestamp,
+                    previously_locked=pull_request.previously_locked,
+                )
         executor = consumer.consume_message_service.consume_executor
         requests = tuple(self._abstract_consume_request(r, when) for r, when in executor.queue.items())
         consuming = tuple(
@@ -703,6 +787,8 @@ class ReferenceSystem:
             rebalance_requested=instance.rebalance_service.has_notified,
             view=None if view is None else tuple(self.cids.index(cid) for cid in view),
             seq=self.ids[i].value,
+            next_lock_all=scheduler.due_time(LOCK_MQ_TASK_NAME),  # orderly area
+            offset_fixes=self._abstract_fixes(instance),  # fidelity area
         )
 
     def _abstract_pulls(

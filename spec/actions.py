@@ -142,6 +142,59 @@ class ApplyConsumeOffset:
     rid: int
 
 
+# --- orderly area (R8) ----------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class LockAll:
+    """The orderly consumer's lockMQPeriodically timer fires: ``lockAll`` (R8.2, R8.3)."""
+
+    client: int
+
+
+# --- fidelity area (retention, OFFSET_ILLEGAL; R5.5, R5.7) -----------------------------------------
+@dataclass(frozen=True, slots=True)
+class RetentionDelete:
+    """Commit-log retention deletes the oldest remaining message of ``queue``: minOffset rises by one.
+    Budgeted (``Config.retention_deletes``)."""
+
+    queue: int
+
+
+@dataclass(frozen=True, slots=True)
+class FixOffsetIllegal:
+    """The 4.9.8 OFFSET_ILLEGAL task, 10 s after the pull result: updateOffset(increaseOnly=false),
+    persist, removeProcessQueue (R5.7). A declared cause of a falling offset."""
+
+    client: int
+    queue: int
+
+
+# --- full fidelity area (admin reset; R3.10a, R3.10b) -------------------------------------------
+@dataclass(frozen=True, slots=True)
+class AdminReset:
+    """An admin resets the group's offset of topic queue ``queue`` (budgeted, ``Config.admin_resets``):
+    to the offset ``target``, or, with ``by_timestamp``, to the offset the broker's searchOffset finds
+    for the timestamp ``target`` (resetOffsetByTimestamp). Forced (``isForce``), as mqadmin sends it."""
+
+    queue: int
+    target: int
+    by_timestamp: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ClientResetReceive:
+    """4.9.8: the oldest RESET_CONSUMER_CLIENT_OFFSET for ``client`` arrives and
+    MQClientInstance.resetOffset starts: suspend, drop the pqs, then sleep 10 s."""
+
+    client: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClientResetWake:
+    """4.9.8: resetOffset's 10 s sleep ends (a timer): updateOffset, persist, remove pqs, resume."""
+
+    client: int
+
+
 Action = (
     Tick
     | Produce
@@ -164,10 +217,16 @@ Action = (
     | StartConsume
     | FinishConsume
     | ApplyConsumeOffset
+    | LockAll  # orderly area
+    | RetentionDelete  # fidelity area
+    | FixOffsetIllegal  # fidelity area
+    | AdminReset  # full fidelity area (admin reset)
+    | ClientResetReceive  # full fidelity area (admin reset)
+    | ClientResetWake  # full fidelity area (admin reset)
 )
 
 # Perturbing actions draw on Budget; everything else heals or makes progress and is free.
-PERTURBING = (Crash, Shutdown, BrokerCrash, RebalanceQueryError)
+PERTURBING = (Crash, Shutdown, BrokerCrash, RebalanceQueryError, RetentionDelete, AdminReset)
 
 
 def action_name(action: Action) -> str:

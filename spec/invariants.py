@@ -17,12 +17,16 @@ from functools import cache
 from typing import NamedTuple
 
 from rmqspec.spec import broker_rules as br
+from rmqspec.spec import orderly as lk
 from rmqspec.spec.actions import (
     Action,
+    AdminReset,  # full fidelity area
     ApplyConsumeOffset,
     BrokerCrash,
+    BrokerReceive,  # full fidelity area
     BrokerRestart,
     FinishConsume,
+    FixOffsetIllegal,
     PersistOffsets,
     Rebalance,
     RebalanceQueryError,
@@ -30,10 +34,10 @@ from rmqspec.spec.actions import (
     SendPull,
     StartConsume,
 )
-from rmqspec.spec.allocation import NullPointerError, machine_room_eligible
+from rmqspec.spec.allocation import AllocationError, NullPointerError, allocate_queues, machine_room_eligible
 from rmqspec.spec.config import CLUSTERING, CONFIG, CONSISTENT_HASH, MACHINE_ROOM, MACHINE_ROOM_NEARBY, Config
-from rmqspec.spec.model import Model
-from rmqspec.spec.state import State
+from rmqspec.spec.model import PULL_MAX_IDLE_TIME, RESET_APPLY_CAUSES, Model
+from rmqspec.spec.state import PULL_DROPPED, Commit, State, pq_key
 
 
 class Invariant(NamedTuple):
@@ -108,11 +112,20 @@ ALLOCATION_ANOMALIES: dict[str, dict[str, str]] = {
     },
 }
 
+# orderly area: what INV-12a tolerates, for orderly CLUSTERING consumers only.
+ORDERLY_LOCK_TABLE_LOST = (
+    "RebalanceLockManager is broker memory (R8.1): a broker crash forgets every lock, so after the restart "
+    "another consumer may lock a queue whose owner still sees its pq locked and unexpired for up to 30 s "
+    "(R6.6) or until its next lockAll is refused (R8.2). Tolerated only for a belief older than the crash."
+)
+
 
 def allowed_anomalies(config: Config) -> dict[str, str]:
     """Everything ``config`` tolerates: its mode's ``ALLOWED_ANOMALIES`` and, in CLUSTERING, the
     ``ALLOCATION_ANOMALIES`` of its strategy (of the inner one for MACHINE_ROOM_NEARBY)."""
     out = dict(ALLOWED_ANOMALIES[config.mode])
+    if config.orderly and config.mode == CLUSTERING:  # orderly area
+        out["orderly-lock-table-lost"] = ORDERLY_LOCK_TABLE_LOST
     if config.mode == CLUSTERING:
         name = config.nearby_inner if config.strategy == MACHINE_ROOM_NEARBY else config.strategy
         for anomaly, why in ALLOCATION_ANOMALIES.get(name or "", {}).items():
@@ -307,7 +320,7 @@ def _dropped_pq_inert(m: Model, s: State, a: Action, t: State) -> str | None:
     )
     r = next(r for r in reqs if r.rid == a.rid)
     pq = cl.pqs[r.queue]
-    if pq is not None and pq.uid == r.pq_uid:
+    if pq is not None and pq.uid == r.pq_uid and pq.pull_state != PULL_DROPPED:
         return None
     if t.clients[a.client].mem != cl.mem or t.broker.offsets != s.broker.offsets:
         return f"client {a.client}: the result of dropped pq {r.pq_uid} (queue {r.queue}) changed an offset"
@@ -321,6 +334,7 @@ def _persist_all_prunes(m: Model, s: State, a: Action, t: State) -> str | None:
         return None
     cl = t.clients[a.client]
     owned = {q for q, pq in enumerate(cl.pqs) if pq is not None}
+    owned |= {q for q, _ in cl.reset_held}  # full fidelity: a sleeping reset's dropped pqs are still table keys
     if not owned:
         return None
     extra = sorted(q for q, v in enumerate(cl.mem) if v is not None and q not in owned)
@@ -344,6 +358,10 @@ def _broker_decrease_attributed(m: Model, s: State, a: Action, t: State) -> str 
         old, new = s.broker.offsets[q], t.broker.offsets[q]
         if old is None or new is None or new >= old:
             continue
+        if _by_admin_reset(m, s, a, t, q):
+            continue  # full fidelity: an admin reset is a declared cause (DECLARED_DECREASE_CAUSES)
+        if _by_offset_illegal_fix(m, s, a, t, q):
+            continue  # fidelity area: the OFFSET_ILLEGAL correction overwrites either way (R5.7, S5)
         if t.ghost.last_writer[q] == s.ghost.last_writer[q]:
             return f"queue {q}: broker offset fell {old} -> {new}, written by the same pq"
     return None
@@ -356,7 +374,9 @@ def _piggyback_rule(m: Model, s: State, a: Action, t: State) -> str | None:
     if len(after.channel) == len(before.channel):
         return None  # the send failed: nothing reached the broker
     req = after.channel[-1]
-    mem = before.mem[a.queue]
+    # An orderly consumer's first locked pull re-reads the offset into memory before it piggy-backs
+    # (R5.1 step 6); SendPull changes memory in no other way, so the value sent is the one after.
+    mem = (after if m.orderly else before).mem[a.queue]
     expected = (mem if mem is not None else -1) if m.clustering else 0
     if req.commit_offset != expected or req.commit_flag != (m.clustering and expected > 0):  # type: ignore[union-attr]
         return f"client {a.client} queue {a.queue}: piggy-backed {req!r}, memory offset was {mem}"
@@ -375,6 +395,233 @@ def _resume_at_stored(m: Model, s: State, a: Action, t: State) -> str | None:
         stored = b.offsets[q]
         if stored is not None and stored >= 0 and new.next_offset != stored:
             return f"client {a.client} queue {q}: resumed at {new.next_offset}, last landed commit is {stored}"
+    return None
+
+
+# --- fidelity (pull expiry, retention, OFFSET_ILLEGAL) ---------------------------------------------
+def _allocation_throws(m: Model, i: int, queues: tuple[int, ...], members: frozenset[int]) -> bool:
+    cid_all = tuple(sorted(m.cids[j] for j in members))
+    try:
+        allocate_queues(m.strategies[i], m.cids[i], tuple(m.mqs[q] for q in queues), cid_all)
+    except AllocationError:
+        return True
+    return False
+
+
+def _offset_illegal_fix_while_owned(m: Model, s: State, a: Action, t: State) -> str | None:
+    if not isinstance(a, FixOffsetIllegal):
+        return None
+    cl = s.clients[a.client]
+    fix = next(f for f in cl.offset_fixes if f.queue == a.queue and f.due <= s.now)
+    pq = cl.pqs[a.queue]
+    if not fix.live or (pq is not None and pq.uid == fix.pq_uid):
+        return None
+    now = "no pq" if pq is None else f"pq {pq.uid}"
+    return (
+        f"client {a.client} queue {a.queue}: the OFFSET_ILLEGAL correction to {fix.offset} for pq {fix.pq_uid} "
+        f"ran after a rebalance removed it (the table holds {now}); it overwrote the offset as a non-owner"
+    )
+
+
+def _pull_stalled_recreated(m: Model, s: State, a: Action, t: State) -> str | None:
+    """LIV-3 as a step property: the liveness claim "re-created at the next rebalance" is checked at
+    that rebalance. A rebalance that leaves the table alone (CLUSTERING with no consumer list, R9.3
+    step 3; an allocation that throws, R9.3 step 5) is exempt."""
+    if not isinstance(a, Rebalance | RebalanceQueryError):
+        return None
+    i = a.client
+    if m.clustering and (not s.broker.up or not s.broker.registered):
+        return None
+    before, after = s.clients[i], t.clients[i]
+    for q, pq in enumerate(before.pqs):
+        if pq is None or s.now - pq.last_pull <= PULL_MAX_IDLE_TIME:
+            continue
+        kept = after.pqs[q]
+        if kept is None or kept.uid != pq.uid:
+            continue
+        queues = (q,) if q == m.retry_queue else m.topic_queues
+        members = (s.broker.registered, t.broker.registered)
+        if m.clustering and any(_allocation_throws(m, i, queues, r) for r in members):
+            continue
+        return f"client {i} queue {q}: pq {pq.uid} last pulled at {pq.last_pull} survived the rebalance at {s.now}"
+    return None
+
+
+# --- orderly area (R8) ------------------------------------------------------------------------------
+def _broker_lock_exclusive(m: Model, s: State, a: Action, t: State) -> str | None:
+    """INV-11 as a step property: an entry of the lock table changes hands only when its holder's lock
+    had expired (60 s without renewal), was released, or was lost with the broker."""
+    before, after = s.broker.locks, t.broker.locks
+    if before == after or not after:
+        return None
+    for q, entry in enumerate(after):
+        if entry is None or entry == before[q]:
+            continue
+        held_by = lk.holder(before, q, t.now)
+        if held_by is not None and held_by != entry[0]:
+            return f"queue {q}: client {entry[0]} was granted the lock client {held_by} holds ({before[q]})"
+    return None
+
+
+def _lock_belief_exclusive(m: Model, s: State) -> str | None:
+    """INV-12a: two running clients never both see a queue as theirs to consume orderly, i.e. a pq
+    with ``locked`` and not ``isLockExpired()`` (the test R8.5 step 1 makes before each run), except
+    where one belief predates a broker crash that emptied the lock table (allowed anomaly)."""
+    if not m.lock_renewal:
+        return None
+    lost = s.ghost.lock_table_lost_at
+    for q in range(m.q_count):
+        believers = [
+            (i, pq.last_lock)
+            for i, cl in enumerate(s.clients)
+            if cl.running
+            and (pq := cl.pqs[q]) is not None
+            and pq.locked
+            and not lk.client_lock_expired(pq.last_lock, s.now)
+        ]
+        fresh = [i for i, last in believers if last > lost]
+        if len(fresh) > 1:
+            return f"queue {q}: clients {fresh} all hold a live lock (locked, renewed within 30 s) at {s.now}"
+    return None
+
+
+# --- full fidelity area (admin reset; R3.10a, R3.10b) -------------------------------------------------
+class DecreaseCause(NamedTuple):
+    """A declared cause of a falling broker offset (INV-8r): ``applies(model, before, action, after,
+    queue)`` says whether this step's decrease of ``queue`` has that cause."""
+
+    name: str
+    rules: str
+    why: str
+    applies: Callable[[Model, State, Action, State, int], bool]
+
+
+def _landed_commit(s: State, a: Action, q: int) -> tuple[int, str, int] | None:
+    """(pq key, cause, value) of the commit of ``queue`` that BrokerReceive ``a`` lands, if any."""
+    if not isinstance(a, BrokerReceive) or not s.clients[a.client].channel:
+        return None
+    item = s.clients[a.client].channel[0]
+    if item.queue != q:
+        return None
+    if isinstance(item, Commit):
+        return pq_key(a.client, item.pq_uid), item.cause, item.offset
+    if item.commit_flag:
+        return pq_key(a.client, item.pq_uid), "piggyback", item.commit_offset
+    return None
+
+
+def _by_failover(m: Model, s: State, a: Action, t: State, q: int) -> bool:
+    return isinstance(a, (BrokerCrash, BrokerRestart))
+
+
+def _by_admin_reset(m: Model, s: State, a: Action, t: State, q: int) -> bool:
+    if isinstance(a, AdminReset):
+        return a.queue == q
+    landed = _landed_commit(s, a, q)
+    targets = s.ghost.reset_targets
+    return landed is not None and landed[1] in RESET_APPLY_CAUSES and bool(targets and targets[q] >> landed[2] & 1)
+
+
+def _by_stale_owner(m: Model, s: State, a: Action, t: State, q: int) -> bool:
+    landed = _landed_commit(s, a, q)
+    return landed is not None and s.ghost.last_writer[q] != landed[0]
+
+
+def _by_offset_illegal_fix(m: Model, s: State, a: Action, t: State, q: int) -> bool:
+    landed = _landed_commit(s, a, q)
+    return landed is not None and landed[1] == "offset-illegal-fix"
+
+
+# The declared causes of a falling committed (broker) offset, semantics INV-8 and known-bugs I3. The
+# lead extends this tuple as other areas land: the orderly increaseOnly=false commit (R8.6) is not here
+# yet; slave sync (R3.8) is not modelled.
+DECLARED_DECREASE_CAUSES: tuple[DecreaseCause, ...] = (
+    DecreaseCause(
+        "failover",
+        "R3.6, R3.7",
+        "A restarted broker loads consumerOffset.json, flushed up to 5 s earlier.",
+        _by_failover,
+    ),
+    DecreaseCause(
+        "admin-reset",
+        "R3.10a, R3.10b",
+        "An admin reset moves offsets either way (forced): the admin's own write (4.9.8's old method, 5.x "
+        "assignResetOffset) or a client's commit applying it (4.9.8 resetOffset's persist, 5.x's OFFSET_ILLEGAL "
+        "adoption), carrying the reset's target.",
+        _by_admin_reset,
+    ),
+    DecreaseCause(
+        "stale-owner",
+        "R3.2, S5",
+        "Allowed anomaly 'broker-offset-decrease-by-another-owner' (ALLOWED_ANOMALIES): the broker is "
+        "last-writer-wins and 4.9.8 lets a stale or overlapping owner's late commit land; only a commit from a "
+        "pq other than the last writer counts.",
+        _by_stale_owner,
+    ),
+    DecreaseCause(
+        "offset-illegal-fix",
+        "R5.7",
+        "Fidelity area (lead to confirm): the OFFSET_ILLEGAL correction commits nextBeginOffset with "
+        "increaseOnly=false, in either direction.",
+        _by_offset_illegal_fix,
+    ),
+)
+
+
+def _committed_decrease_declared(m: Model, s: State, a: Action, t: State) -> str | None:
+    if not m.clustering:
+        return None
+    for q in range(m.q_count):
+        old, new = s.broker.offsets[q], t.broker.offsets[q]
+        if old is None or new is None or new >= old:
+            continue
+        if not any(cause.applies(m, s, a, t, q) for cause in DECLARED_DECREASE_CAUSES):
+            return f"queue {q}: broker offset fell {old} -> {new} by {type(a).__name__} with no declared cause"
+    return None
+
+
+def _reset_takes_effect(m: Model, s: State, a: Action, t: State) -> str | None:
+    """INV-18: the first batch that a pq created after a completed reset receives starts at the target
+    (minOffset if that is higher; the first subscribed offset from there). The model's ghost ends the
+    expectation at that batch, at a later reset or broker crash, or when a commit from a pq that existed
+    at completion lands (a stale owner; in 5.x the erasing pull's own piggy-back)."""
+    if not isinstance(a, ReceivePull) or not s.ghost.reset_expect:
+        return None
+    pull = next((p for p in s.clients[a.client].pulls if p.pq_uid == a.pq_uid and p.epoch != -1), None)
+    if pull is None:
+        return None
+    q = pull.queue
+    entry = m._per_q(s.ghost.reset_expect)[q]
+    if entry is None or m._per_q(t.ghost.reset_expect)[q] is not None:
+        return None
+    pq, before = t.clients[a.client].pqs[q], s.clients[a.client].pqs[q]
+    if pq is None:
+        return None
+    new = pq.tree & ~(before.tree if before is not None and before.uid == pq.uid else 0)
+    queue = t.broker.queues[q]
+    expected = max(entry[0], queue.min_offset)
+    unsubscribed = m._unsubscribed_bits(queue)
+    while expected < queue.max_offset and unsubscribed >> expected & 1:
+        expected += 1
+    first = _low(new)
+    if first != expected:
+        return (
+            f"queue {q}: the reset to {entry[0]} completed, but the first batch of client {a.client}'s new pq "
+            f"{a.pq_uid} starts at {first}"
+        )
+    return None
+
+
+def _first_locked_pull_valid(m: Model, s: State, a: Action, t: State) -> str | None:
+    """INV-19: the offset re-read of an orderly consumer's first locked pull (R5.1 step 6) is a real
+    position, never the -1 of a failed read."""
+    if not isinstance(a, SendPull) or not m.orderly:
+        return None
+    before, after = s.clients[a.client].pqs[a.queue], t.clients[a.client].pqs[a.queue]
+    if before is None or after is None or before.previously_locked or not after.previously_locked:
+        return None
+    if after.next_offset < 0:
+        return f"client {a.client} queue {a.queue}: the first locked pull set nextOffset {after.next_offset}"
     return None
 
 
@@ -418,6 +665,17 @@ INVARIANTS: tuple[Invariant, ...] = (
         "R3.2, R6.3",
         "The broker validates nothing (R3.2); an offset past maxOffset skips future messages.",
         _committed_in_range,
+    ),
+    # orderly area (R8)
+    Invariant(
+        "INV-12a",
+        "lock_belief_exclusive",
+        "No two running orderly CLUSTERING consumers both hold a pq that is locked and not lock-expired "
+        "(lastLockTimestamp within 30 s) for one queue, unless the broker lost its lock table since.",
+        "R6.6, R8.1-R8.5",
+        "It is the test the orderly consume loop makes before it calls the listener (R8.5 step 1): two "
+        "believers consume one queue at once and out of order (INV-12).",
+        _lock_belief_exclusive,
     ),
     Invariant(
         "INV-13a",
@@ -505,6 +763,68 @@ ACTION_PROPERTIES: tuple[ActionProperty, ...] = (
         "So redelivery after a crash or handover is bounded by the work since that commit plus what was in "
         "flight; replaying from elsewhere (RMQ-14) is unbounded.",
         _resume_at_stored,
+    ),
+    # fidelity (pull expiry, retention, OFFSET_ILLEGAL)
+    ActionProperty(
+        "LIV-3",
+        "pull_stalled_pq_recreated",
+        "A rebalance that updates a topic's pq table drops every pull-expired pq of it (no pull for more than "
+        "120 s): the queue gets a new pq or none.",
+        "R6.6, R9.4",
+        "A pull request lost or stuck would otherwise leave the queue owned but never consumed again.",
+        _pull_stalled_recreated,
+    ),
+    ActionProperty(
+        "INV-17",
+        "offset_illegal_fix_while_owned",
+        "An OFFSET_ILLEGAL correction for a pq that was in the table when the result arrived runs while that "
+        "pq is still there.",
+        "R5.7, R9.4, S9",
+        "4.9.8's 10 s window: a rebalance that takes the queue away meanwhile lets the correction overwrite the "
+        "new owner's offset and drop whatever pq the table holds then (apache/rocketmq#7645 closed it in 5.2.0).",
+        _offset_illegal_fix_while_owned,
+    ),
+    # orderly area (R8)
+    ActionProperty(
+        "INV-11",
+        "broker_lock_exclusive",
+        "The broker never grants a queue's lock to a client while another client holds it unexpired "
+        "(renewed within the last 60 s), so at most one client holds a live lock on a queue.",
+        "R8.1, R8.2",
+        "Orderly consumption rests on this lock: two holders consume one queue at once, out of order.",
+        _broker_lock_exclusive,
+    ),
+    ActionProperty(
+        "INV-19",
+        "first_locked_pull_positions_validly",
+        "An orderly consumer's first pull after its lock re-reads the offset and starts at a real position "
+        "(>= 0), or waits when the read fails.",
+        "R5.1 step 6, R2.3, R10.1",
+        "4.9.8 takes a failed read's -1 as nextOffset: the pull gets OFFSET_ILLEGAL and the committed offset "
+        "is reset to minOffset, replaying the retained queue (docs/spec.md, orderly section).",
+        _first_locked_pull_valid,
+    ),
+    # full fidelity area (admin reset; R3.10a, R3.10b)
+    ActionProperty(
+        "INV-18",
+        "reset_takes_effect",
+        "After an admin reset completes (4.9.8: the resetting client resumes, or the admin's old-method write; "
+        "5.x: the broker's assignResetOffset), the first batch a newly created pq of that queue receives starts "
+        "at the reset offset (or minOffset if higher), unless a broker crash, a later reset, or a commit from a "
+        "pq that existed at completion intervenes.",
+        "R3.10a, R3.10b, R5.7, R9.4",
+        "A reset that does not take effect silently replays or skips what the operator asked for (RMQ-26).",
+        _reset_takes_effect,
+    ),
+    ActionProperty(
+        "INV-8r",
+        "committed_decrease_declared",
+        "The broker's committed offset falls only with a cause in DECLARED_DECREASE_CAUSES (failover, admin "
+        "reset, a stale owner's commit, the OFFSET_ILLEGAL fix-up).",
+        "R3.2, R3.7, R3.10a, R3.10b, R5.7",
+        "The broker never enforces monotonicity (R3.2), so every decrease must be explained by a declared cause "
+        "(semantics INV-8, known-bugs I3).",
+        _committed_decrease_declared,
     ),
 )
 

@@ -20,26 +20,33 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from rmqspec.spec import broker_rules as br
+from rmqspec.spec import orderly as lk
 from rmqspec.spec.actions import (
     CONSUME_SUCCESS,
     RECONSUME_LATER,
     Action,
+    AdminReset,  # full fidelity area
     ApplyConsumeOffset,
     BrokerCrash,
     BrokerFlush,
     BrokerReceive,
     BrokerRestart,
+    ClientResetReceive,  # full fidelity area
+    ClientResetWake,  # full fidelity area
     CoolQueueHead,
     Crash,
     DeliverScheduled,
     ExpireChannel,
     FinishConsume,
+    FixOffsetIllegal,
     Heartbeat,
+    LockAll,
     PersistOffsets,
     Produce,
     Rebalance,
     RebalanceQueryError,
     ReceivePull,
+    RetentionDelete,
     SendPull,
     Shutdown,
     Start,
@@ -55,6 +62,7 @@ from rmqspec.spec.config import (
     Config,
 )
 from rmqspec.spec.state import (
+    PULL_DROPPED,
     PULL_IN_FLIGHT,
     PULL_READY,
     Broker,
@@ -67,6 +75,7 @@ from rmqspec.spec.state import (
     Ghost,
     History,
     Message,
+    OffsetFix,
     OffsetUpdate,
     ProcessQueue,
     PullInFlight,
@@ -87,6 +96,13 @@ FLUSH_FIRST_DELAY: Final = 10_000  # broker consumer-offset flush first run (R3.
 FLUSH_INTERVAL: Final = 5_000  # flushConsumerOffsetInterval (R3.6)
 PULL_DELAY_WHEN_EXCEPTION: Final = 3_000  # pullTimeDelayMillsWhenException (R5.7)
 SEND_BACK_RESUBMIT_DELAY: Final = 5_000  # local resubmit after a failed send-back (R7.3)
+OFFSET_ILLEGAL_FIX_DELAY: Final = 10_000  # executeTaskLater of the 4.9.8 OFFSET_ILLEGAL task (R5.7)
+RESET_SLEEP: Final = 10_000  # full fidelity: MQClientInstance.resetOffset's Thread.sleep(10000) (R3.10a)
+PULL_DELAY_WHEN_SUSPEND: Final = 1_000  # full fidelity: PULL_TIME_DELAY_MILLS_WHEN_SUSPEND (R3.10a)
+ADMIN_WRITER: Final = -1  # full fidelity: ghost writer key of the admin's own table writes
+# full fidelity: commit causes that apply a reset (the 4.9.8 client's persist; 5.x adoption via R5.7)
+RESET_APPLY_CAUSES: Final = ("admin-reset-client", "offset-illegal-fix")
+PULL_MAX_IDLE_TIME: Final = 120_000  # rocketmq.client.pull.pullMaxIdleTime: isPullExpired (R6.6)
 
 
 class ActionNotEnabled(Exception):
@@ -136,7 +152,16 @@ class Model:
         self.m_commit_past = "commit_past_cached" in m
         self.m_resume_ignores = "resume_ignores_stored_offset" in m
         self.m_avg_overlap = "avg_blocks_overlap" in m
+        # fidelity (pull expiry, retention, OFFSET_ILLEGAL)
+        self.m_no_pull_expiry = "pull_expiry_ignored" in m
+        self.m_fix_deferred = "offset_illegal_fix_deferred" in m
         self.strategies = tuple(strategy_for(c, i, self.m_avg_overlap) for i in range(c.consumers))
+        # orderly area (R8): which lock rules apply
+        self.orderly = c.orderly
+        self.lock_renewal = c.orderly and self.clustering  # lockMQPeriodically, unlockAll at shutdown (R8.3, R8.9)
+        self.lock_on_add = c.orderly and (self.clustering or c.orderly_locks_in_broadcasting)  # R8.4, R8.9
+        self.m_lock_ignores_holder = "lock_ignores_holder" in m
+        self.m_add_without_lock = "add_without_lock" in m
         self._steps: dict[type, Callable[[State, Any], State]] = {
             Tick: self._tick,
             Produce: self._produce,
@@ -159,7 +184,11 @@ class Model:
             StartConsume: self._start_consume,
             FinishConsume: self._finish_consume,
             ApplyConsumeOffset: self._apply_consume_offset,
+            LockAll: self._lock_all,  # orderly area
+            RetentionDelete: self._retention_delete,  # fidelity area
+            FixOffsetIllegal: self._fix_offset_illegal,  # fidelity area
         }
+        self._reset_init()  # full fidelity area (admin reset)
 
     # --- the three entry points ---------------------------------------------------------------
     def initial(self) -> State:
@@ -173,6 +202,8 @@ class Model:
         ) + ((BrokerQueue((), False),) if self.retry_queue is not None else ())
         none_q: tuple[int | None, ...] = (None,) * q_count
         broker = Broker(True, queues, none_q, none_q, FLUSH_FIRST_DELAY, frozenset(), (), ())
+        if self.orderly:  # orderly area: an empty RebalanceLockManager table (R8.1)
+            broker = broker._replace(locks=(None,) * q_count)
         client = Client(False, none_q, none_q, (None,) * q_count, (), (), (), (), (), None, None, None, False, None, 0)
         ledgers = c.consumers if c.mode == BROADCASTING else 1
         zeros = (0,) * (ledgers * q_count)
@@ -188,7 +219,9 @@ class Model:
             c.send_back_failures,
             (c.messages_per_queue - c.backlog,) * c.queues,
             c.query_errors,
+            retention_deletes=c.retention_deletes,
         )
+        budget = budget._replace(admin_resets=c.admin_resets)  # full fidelity area (admin reset)
         start = History(Event(0, "start", -1, -1, 0, "initial state"), None)
         return State(0, broker, (client,) * c.consumers, ghost, budget, start)
 
@@ -238,6 +271,8 @@ class Model:
                 out.append(Heartbeat(i))
             if cl.next_persist is not None and cl.next_persist <= state.now:
                 out.append(PersistOffsets(i))
+            if cl.next_lock_all is not None and cl.next_lock_all <= state.now:
+                out.append(LockAll(i))  # orderly area
             if cl.rebalance_requested or (cl.next_rebalance is not None and cl.next_rebalance <= state.now):
                 out.append(Rebalance(i))
                 if self.clustering and state.budget.query_errors > 0 and b.up and b.registered:
@@ -255,6 +290,8 @@ class Model:
             for r in cl.consuming:
                 out.extend(self._finish_choices(state, i, r))
             out.extend(ApplyConsumeOffset(i, u.rid) for u in cl.offset_updates)
+        out.extend(self._fidelity_enabled(state))
+        out.extend(self._reset_enabled(state))  # full fidelity area (admin reset)
         return out
 
     # --- time ---------------------------------------------------------------------------------
@@ -267,6 +304,9 @@ class Model:
                 (cl.next_persist is not None and cl.next_persist <= now)
                 or (cl.next_rebalance is not None and cl.next_rebalance <= now)
                 or (cl.next_heartbeat is not None and cl.next_heartbeat <= now)
+                or (cl.next_lock_all is not None and cl.next_lock_all <= now)
+                or any(f.due <= now for f in cl.offset_fixes)  # fidelity area
+                or (cl.reset_wake is not None and cl.reset_wake <= now)  # full fidelity area (admin reset)
             ):
                 return True
         return False
@@ -282,11 +322,14 @@ class Model:
         for cl in s.clients:
             if not cl.running:
                 continue
-            for t in (cl.next_persist, cl.next_rebalance, cl.next_heartbeat):
+            for t in (cl.next_persist, cl.next_rebalance, cl.next_heartbeat, cl.next_lock_all):
                 if t is not None:
                     times.append(t)
             times.extend(r.ready_at for r in cl.requests)
             times.extend(pq.pull_ready_at for pq in cl.pqs if pq is not None and pq.pull_state == PULL_READY)
+            times.extend(f.due for f in cl.offset_fixes)  # fidelity area
+            if cl.reset_wake is not None:  # full fidelity area (admin reset)
+                times.append(cl.reset_wake)
         later = [t for t in times if t > now]
         return min(later) if later else None
 
@@ -379,10 +422,20 @@ class Model:
             pulls = tuple(p._replace(epoch=-2) if p.epoch == -1 else p for p in cl.pulls)
             clients.append(cl._replace(channel=(), pulls=pulls))
         return s._replace(
-            broker=b._replace(up=False, offsets=b.flushed, next_flush=None, registered=frozenset(), epoch=b.epoch + 1),
+            broker=b._replace(
+                up=False,
+                offsets=b.flushed,
+                next_flush=None,
+                registered=frozenset(),
+                epoch=b.epoch + 1,
+                locks=(None,) * len(b.locks),  # orderly area: the lock table is memory only (R8.1)
+            ),
             clients=tuple(clients),
             budget=s.budget._replace(broker_crashes=s.budget.broker_crashes - 1),
-            ghost=s.ghost._replace(last_writer=s.ghost.flushed_writer),
+            ghost=s.ghost._replace(
+                last_writer=s.ghost.flushed_writer,
+                lock_table_lost_at=s.now if self.orderly else s.ghost.lock_table_lost_at,  # orderly area
+            ),
             history=hist,
         )
 
@@ -480,6 +533,7 @@ class Model:
             next_heartbeat=s.now + HEARTBEAT_FIRST_DELAY,
             rebalance_requested=True,
             view=None,
+            next_lock_all=s.now + lk.LOCK_ALL_FIRST_DELAY if self.lock_renewal else None,  # orderly area (R8.3)
         )
         return self._register(s._replace(clients=_put(s.clients, i, cl)), i)
 
@@ -499,6 +553,13 @@ class Model:
             next_heartbeat=None,
             rebalance_requested=False,
             view=None,
+            next_lock_all=None,
+            offset_fixes=(),  # fidelity area: the pull service's pending tasks die with it
+            paused=False,  # full fidelity area (admin reset): the sleeping resetOffset dies with it
+            reset_inbox=(),
+            reset_table=(),
+            reset_wake=None,
+            reset_held=(),
         )
 
     def _shutdown(self, s: State, a: Shutdown) -> State:
@@ -514,6 +575,8 @@ class Model:
             clients=_put(s.clients, i, cl),
             budget=s.budget._replace(client_shutdowns=s.budget.client_shutdowns - 1),
         )
+        if self.lock_renewal:  # orderly area: ConsumeMessageOrderlyService.shutdown's unlockAll(false) (R4.4, R8.9)
+            s = self._unlock_all(s, i)
         s = self._persist_all(s, i, "shutdown")
         if s.broker.up and s.broker.registered:  # the group exists: CHANGE goes out (R9.7)
             s = self._notify(s._replace(broker=s.broker._replace(registered=s.broker.registered - {i})))
@@ -702,14 +765,15 @@ class Model:
     ) -> tuple[State, bool]:
         """updateProcessQueueTableInRebalance (R9.4), concurrent push consumer.
 
-        Phase A drops each pq no longer allocated: ``persist`` then ``removeOffset`` (R9.5). Phase B
+        Phase A drops each pq no longer allocated, or pull-expired (R6.6): ``persist`` then
+        ``removeOffset`` (R9.5). Phase B
         creates a pq for each new queue: ``removeDirtyOffset``, then ``computePullFromWhere``
         (R10.1); a queue whose start cannot be computed is skipped this round. Returns the new
         state and whether every allocated queue now has a pq.
         """
         for q in topic_queues:
             pq = s.clients[i].pqs[q]
-            if pq is None or q in mine:
+            if pq is None or (q in mine and not self.pull_expired(s, pq)):
                 continue
             s = self._persist_one(s, i, q, pq.uid, "rebalance-removal")
             cl = s.clients[i]
@@ -720,6 +784,11 @@ class Model:
         for q in sorted(mine, key=self.mqs.__getitem__):
             if s.clients[i].pqs[q] is not None:
                 continue
+            if self.lock_on_add and not self.m_add_without_lock:  # orderly area: lock(mq) first, else skip (R8.4)
+                s, granted = self._lock(s, i, (q,), False)
+                if q not in granted:
+                    complete = False
+                    continue
             cl = s.clients[i]
             s = s._replace(clients=_put(s.clients, i, self._remove_offset(cl, q)))  # removeDirtyOffset
             s, start = self._compute_pull_from_where(s, i, q, fault == q)
@@ -727,7 +796,9 @@ class Model:
                 complete = False
                 continue
             cl = s.clients[i]
-            pq = ProcessQueue(cl.seq, 0, 0, 0, 0, start, PULL_READY, s.now)
+            pq = ProcessQueue(cl.seq, 0, 0, 0, 0, start, PULL_READY, s.now, last_pull=s.now)
+            if self.orderly:  # orderly area: pq.locked := true; lastLockTimestamp is its creation (R8.4)
+                pq = pq._replace(locked=True, last_lock=s.now)
             cl = cl._replace(pqs=_put(cl.pqs, q, pq), seq=cl.seq + 1)
             s = s._replace(clients=_put(s.clients, i, cl))
         return s, complete
@@ -805,6 +876,12 @@ class Model:
             or pq.msg_count > self.config.pull_threshold_for_queue
         ):
             raise ActionNotEnabled(a, "no ready pull request under the flow-control threshold")
+        pq = pq._replace(last_pull=s.now)  # R5.1 step 2
+        if self.orderly:  # orderly area: R5.1 step 6
+            s, pq, ready = self._orderly_pull_gate(s, i, q, pq)
+            if not ready:
+                return s
+            cl = s.clients[i]
         if not s.broker.up:
             pq = pq._replace(pull_ready_at=s.now + PULL_DELAY_WHEN_EXCEPTION)
             return s._replace(clients=_put(s.clients, i, cl._replace(pqs=_put(cl.pqs, q, pq))))
@@ -856,7 +933,7 @@ class Model:
         queue = s.broker.queues[q]
         result = pull.result if pull.result is not None else self._pull_result(s, q, pull.offset)
         if result.status == br.OFFSET_ILLEGAL:
-            raise AssertionError("OFFSET_ILLEGAL is outside this model's scope: no retention moves minOffset")
+            return self._offset_illegal(s, i, pull, result.next_begin)
         if not live or pq is None:
             if result.status == br.FOUND:  # no dropped check here: requests are submitted (R5.7)
                 cl = self._submit_consume_requests(cl, q, pull.pq_uid, result.found, queue, s.now)
@@ -911,7 +988,7 @@ class Model:
         r = cl.requests[k]
         cl = cl._replace(requests=cl.requests[:k] + cl.requests[k + 1 :])
         pq = cl.pqs[r.queue]
-        if pq is None or pq.uid != r.pq_uid:
+        if pq is None or pq.uid != r.pq_uid or pq.pull_state == PULL_DROPPED:
             return s._replace(clients=_put(s.clients, i, cl))
         cl = cl._replace(consuming=(*cl.consuming, r))
         g = s.ghost
@@ -980,7 +1057,7 @@ class Model:
         cl = cl._replace(consuming=cl.consuming[:k] + cl.consuming[k + 1 :])
         q = r.queue
         pq = cl.pqs[q]
-        if pq is None or pq.uid != r.pq_uid:  # dropped meanwhile: skip processConsumeResult
+        if pq is None or pq.uid != r.pq_uid or pq.pull_state == PULL_DROPPED:  # dropped: skip processConsumeResult
             return s._replace(clients=_put(s.clients, i, cl))
         g = s.ghost
         idx = self._ledger(i) * self.q_count + q
@@ -1032,7 +1109,7 @@ class Model:
         u = cl.offset_updates[k]
         cl = cl._replace(offset_updates=cl.offset_updates[:k] + cl.offset_updates[k + 1 :])
         pq = cl.pqs[u.queue]
-        if (pq is not None and pq.uid == u.pq_uid) or self.m_dropped_pq_commits:
+        if (pq is not None and pq.uid == u.pq_uid and pq.pull_state != PULL_DROPPED) or self.m_dropped_pq_commits:
             cl = cl._replace(mem=_put(cl.mem, u.queue, self._updated(cl.mem[u.queue], u.offset, True)))
         return s._replace(clients=_put(s.clients, i, cl))
 
@@ -1079,6 +1156,520 @@ class Model:
         if sub is None:
             return 0
         return sum(1 << o for o, m in enumerate(queue.messages) if m.tag not in sub)
+
+    # --- fidelity: pull expiry (R6.6, R9.4) ---------------------------------------------------------
+    def pull_expired(self, s: State, pq: ProcessQueue) -> bool:
+        """ProcessQueue.isPullExpired (R6.6): no pullMessage run for more than 120 s. R9.4 Phase A
+        drops such a pq (push consumers) and Phase B re-creates it in the same pass. The 50 ms
+        flow-control retries that refresh lastPullTimestamp in RocketMQ are folded into SendPull's
+        enabling condition, so a pq held by flow control for 120 s also counts as expired here
+        (docs/spec.md, "Pull expiry")."""
+        return not self.m_no_pull_expiry and s.now - pq.last_pull > PULL_MAX_IDLE_TIME
+
+    # --- fidelity: retention and OFFSET_ILLEGAL (R5.5, R5.7) -----------------------------------------
+    def _fidelity_enabled(self, s: State) -> list[Action]:
+        out: list[Action] = []
+        b = s.broker
+        if b.up and s.budget.retention_deletes > 0:
+            out.extend(RetentionDelete(q) for q in self.topic_queues if b.queues[q].min_offset < b.queues[q].max_offset)
+        for i, cl in enumerate(s.clients):
+            if cl.running:
+                due = dict.fromkeys(f.queue for f in cl.offset_fixes if f.due <= s.now)
+                out.extend(FixOffsetIllegal(i, q) for q in due)
+        return out
+
+    def _retention_delete(self, s: State, a: RetentionDelete) -> State:
+        """RetentionDelete(queue) (budgeted). Enabled: the broker is up, ``queue`` is a topic queue
+        holding a message at or above minOffset, and ``retention_deletes`` budget is left. Effect:
+        commit-log retention deleted the file holding the queue's oldest remaining message, and the
+        consume queue's minOffset rises by one (R5.5). A pull below it now gets OFFSET_ILLEGAL with
+        nextBeginOffset = minOffset (R5.5, R5.7); with message 0 gone the queue is no longer young,
+        so a group with no offset is told QUERY_NOT_FOUND (R3.5). Messages below minOffset are no
+        longer owed (INV-9 counts from minOffset)."""
+        q = a.queue
+        b = s.broker
+        queue = b.queues[q] if 0 <= q < self.config.queues else None
+        if queue is None or not b.up or s.budget.retention_deletes <= 0 or queue.min_offset >= queue.max_offset:
+            raise ActionNotEnabled(a, "broker down, no message left to delete, or retention budget used up")
+        queue = queue._replace(min_offset=queue.min_offset + 1)
+        return s._replace(
+            broker=b._replace(queues=_put(b.queues, q, queue)),
+            budget=s.budget._replace(retention_deletes=s.budget.retention_deletes - 1),
+        )
+
+    def _offset_illegal(self, s: State, i: int, pull: PullInFlight, next_begin: int) -> State:
+        """The PullCallback's OFFSET_ILLEGAL branch (R5.7), which runs whether or not the pq was
+        dropped meanwhile: nextOffset := nextBeginOffset, pq.dropped := true (its PullRequest is not
+        re-queued, PULL_DROPPED). 4.9.8 schedules the correction 10 s later (FixOffsetIllegal);
+        5.2.0+ runs it at once, then rebalanceImmediately (``Config.offset_illegal_fixed_at_once``).
+        5.2.0's updateAndFreezeOffset freezes the entry until the removeOffset of the same task: at
+        this model's granularity (the task is one step) the freeze has no effect, except after a
+        removeProcessQueue that finds no pq, which 5.2.0 leaves frozen; not modelled."""
+        cl = s.clients[i]
+        q = pull.queue
+        pq = cl.pqs[q]
+        live = pq is not None and pq.uid == pull.pq_uid and pq.pull_state != PULL_DROPPED
+        if live and pq is not None:
+            cl = cl._replace(pqs=_put(cl.pqs, q, pq._replace(next_offset=next_begin, pull_state=PULL_DROPPED)))
+        if self.m_fix_deferred or not self.config.offset_illegal_fixed_at_once:
+            fix = OffsetFix(q, pull.pq_uid, next_begin, s.now + OFFSET_ILLEGAL_FIX_DELAY, live)
+            cl = cl._replace(offset_fixes=(*cl.offset_fixes, fix))
+            return s._replace(clients=_put(s.clients, i, cl))
+        s = self._apply_offset_fix(s._replace(clients=_put(s.clients, i, cl)), i, q, next_begin)
+        cl = s.clients[i]
+        return s._replace(clients=_put(s.clients, i, cl._replace(rebalance_requested=True)))
+
+    def _fix_offset_illegal(self, s: State, a: FixOffsetIllegal) -> State:
+        """FixOffsetIllegal(client, queue) (a timer, 4.9.8). Enabled: running and the OFFSET_ILLEGAL
+        task of ``queue`` scheduled 10 s earlier is due (the earliest, if several). Effect: the task
+        (R5.7): updateOffset(mq, nextOffset, increaseOnly=false), persist(mq), removeProcessQueue(mq),
+        which removes *whatever pq the table now holds* for mq, drops it and runs
+        removeUnnecessaryMessageQueue (persist, removeOffset). The queue waits for the next
+        rebalance. A declared cause of a falling offset (commits with cause "offset-illegal-fix")."""
+        i, q = a.client, a.queue
+        cl = s.clients[i]
+        k = next((k for k, f in enumerate(cl.offset_fixes) if f.queue == q and f.due <= s.now), None)
+        if not cl.running or k is None:
+            raise ActionNotEnabled(a, "no OFFSET_ILLEGAL task due for this queue")
+        fix = cl.offset_fixes[k]
+        cl = cl._replace(offset_fixes=cl.offset_fixes[:k] + cl.offset_fixes[k + 1 :])
+        return self._apply_offset_fix(s._replace(clients=_put(s.clients, i, cl)), i, q, fix.offset)
+
+    def _apply_offset_fix(self, s: State, i: int, q: int, offset: int) -> State:
+        """updateOffset(increaseOnly=false) (R1.5), persist(mq) (R2.6 / R1.13), removeProcessQueue."""
+        cl = s.clients[i]
+        s = s._replace(clients=_put(s.clients, i, cl._replace(mem=_put(cl.mem, q, offset))))
+        pq = cl.pqs[q]
+        s = self._persist_one(s, i, q, -1 if pq is None else pq.uid, "offset-illegal-fix")
+        if pq is None:
+            return s  # removeProcessQueue finds nothing: the memory entry stays until pruned (R2.7)
+        cl = s.clients[i]._replace(pqs=_put(s.clients[i].pqs, q, None), view=None)
+        s = self._persist_one(s._replace(clients=_put(s.clients, i, cl)), i, q, -1, "offset-illegal-fix")
+        cl = s.clients[i]
+        pulls = tuple(p._replace(dropped_empty=pq.msg_count == 0) if p.pq_uid == pq.uid else p for p in cl.pulls)
+        cl = self._remove_offset(cl, q)._replace(pulls=pulls)
+        return s._replace(clients=_put(s.clients, i, cl))
+
+    # --- orderly area: broker locks (semantics §8) -------------------------------------------------
+    def _lock(self, s: State, i: int, queues: tuple[int, ...], lock_all: bool) -> tuple[State, frozenset[int]]:
+        """LOCK_BATCH_MQ, synchronous (R8.2): ``lock(mq)`` for one queue or ``lockAll`` for every queue
+        in the pq table. The broker runs tryLockBatch (R8.1). Every granted queue with a pq gets
+        ``locked := true, lastLockTimestamp := now``; ``lockAll`` also sets ``locked := false`` on
+        the denied ones. A down broker is an exception: nothing granted, nothing changed."""
+        b = s.broker
+        if not b.up:
+            return s, frozenset()
+        locks, granted = lk.try_lock_batch(b.locks, queues, i, s.now, self.m_lock_ignores_holder)
+        cl = s.clients[i]
+        pqs = list(cl.pqs)
+        for q in queues:
+            pq = pqs[q]
+            if pq is None:
+                continue
+            if q in granted:
+                pqs[q] = pq._replace(locked=True, last_lock=s.now)
+            elif lock_all:
+                pqs[q] = pq._replace(locked=False)
+        return s._replace(
+            broker=b._replace(locks=locks), clients=_put(s.clients, i, cl._replace(pqs=tuple(pqs)))
+        ), granted
+
+    def _unlock_all(self, s: State, i: int) -> State:
+        """``unlockAll(oneway=false)`` (R8.2): UNLOCK_BATCH_MQ, synchronous, for every queue in the pq
+        table; each pq gets ``locked := false``. A down broker is an exception, logged."""
+        cl = s.clients[i]
+        owned = tuple(q for q, pq in enumerate(cl.pqs) if pq is not None)
+        if not owned or not s.broker.up:
+            return s
+        b = s.broker._replace(locks=lk.unlock_batch(s.broker.locks, owned, i))
+        pqs = tuple(pq._replace(locked=False) if pq is not None else None for pq in cl.pqs)
+        return s._replace(broker=b, clients=_put(s.clients, i, cl._replace(pqs=pqs)))
+
+    def _lock_all(self, s: State, a: LockAll) -> State:
+        """LockAll(client). Enabled: running, an orderly CLUSTERING consumer, and its
+        lockMQPeriodically timer due (first 1 s after start, then every 20 s; R8.3). Effect:
+        ``lockAll`` over the queues of the pq table (R8.2), nothing when it is empty."""
+        i = a.client
+        cl = s.clients[i]
+        if not cl.running or cl.next_lock_all is None or cl.next_lock_all > s.now:
+            raise ActionNotEnabled(a, "lockAll timer not due")
+        s = s._replace(clients=_put(s.clients, i, cl._replace(next_lock_all=cl.next_lock_all + lk.LOCK_ALL_INTERVAL)))
+        owned = tuple(q for q, pq in enumerate(cl.pqs) if pq is not None)
+        if not owned:
+            return s
+        s, _ = self._lock(s, i, owned, True)
+        return s
+
+    def _orderly_pull_gate(self, s: State, i: int, q: int, pq: ProcessQueue) -> tuple[State, ProcessQueue, bool]:
+        """R5.1 step 6 of an orderly consumer's pullMessage, for ``pq`` as steps 1-5 left it: a pq
+        not locked waits 3 s; the first pull of a locked pq re-reads the offset
+        (computePullFromWhereWithException, R10.1: CLUSTERING asks the broker, so a handover resumes
+        at the previous owner's last landed commit) and marks the request previouslyLocked; a
+        failed read waits 3 s. Returns the state, the pq, and whether the pull goes on (when it
+        does not, the state already holds the delayed pq).
+
+        An unreachable broker is a failed read (readOffset gives -2, R2.3). 5.x throws on it and
+        waits 3 s; 4.9.8's computePullFromWhereWithException returns -1 (R10.1), which pullMessage
+        takes as the next offset without a check, marking the request previouslyLocked: the pull
+        at -1 then gets OFFSET_ILLEGAL and the offset is reset to minOffset (INV-19)."""
+        if pq.locked and pq.previously_locked:
+            return s, pq, True
+        start: int | None = None
+        if pq.locked:
+            s, start = self._compute_pull_from_where(s, i, q, False)
+            if start is None and self.clustering and not s.broker.up and not self.config.read_error_throws:
+                start = -1  # 4.9.8: the failed read's -1 becomes nextOffset
+        cl = s.clients[i]
+        if start is None or (start < 0 and self.config.read_error_throws):
+            pq = pq._replace(pull_ready_at=s.now + PULL_DELAY_WHEN_EXCEPTION)
+            return s._replace(clients=_put(s.clients, i, cl._replace(pqs=_put(cl.pqs, q, pq)))), pq, False
+        return s, pq._replace(next_offset=start, previously_locked=True), True
+
+    # --- full fidelity area: admin reset (R3.10a 4.9.8 client-driven; R3.10b 5.x server-side) -------
+    # The reset's effects on shared transitions (pause, the pending reset, the crash) are wrappers
+    # installed here only when Config.admin_resets > 0, so every other configuration runs the
+    # unwrapped transitions and keeps its exact state space.
+    def _reset_init(self) -> None:
+        m = self.config.mutations
+        self.reset_on = self.config.admin_resets > 0 and self.clustering
+        self.m_reset_off_by_one = "client_reset_off_by_one" in m
+        self.m_reset_skips_update = "client_reset_skips_update" in m
+        # INV-18's declared event "a commit from a pq older than the reset lands after it". Tests set it
+        # false to show what it covers: in 5.x that includes R3.10b's window (docs/spec.md §12).
+        self.reset_declare_stale = True
+        self._steps[AdminReset] = self._admin_reset
+        self._steps[ClientResetReceive] = self._client_reset_receive
+        self._steps[ClientResetWake] = self._client_reset_wake
+        self._reset_wrapped: dict[type, Callable[[State, Any], State]] = {}
+        if not self.reset_on:
+            return
+        wrappers: dict[type, Callable[[State, Any], State]] = {
+            BrokerReceive: self._reset_broker_receive,
+            BrokerCrash: self._reset_broker_crash,
+            SendPull: self._reset_send_pull,
+            Rebalance: self._reset_rebalance,
+            RebalanceQueryError: self._reset_rebalance,
+            PersistOffsets: self._reset_persist_offsets,
+            ReceivePull: self._reset_receive_pull,
+        }
+        for kind, wrapper in wrappers.items():
+            self._reset_wrapped[kind] = self._steps[kind]
+            self._steps[kind] = wrapper
+
+    def _per_q(self, values: tuple[Any, ...]) -> tuple[Any, ...]:
+        """A per-queue ghost or broker tuple whose default () means "None for every queue"."""
+        return values if values else (None,) * self.q_count
+
+    def reset_stamps(self, queue: BrokerQueue) -> list[int]:
+        """The timestamps an AdminReset by timestamp may name: the store times of the readable messages."""
+        return sorted({msg.store_time for msg in queue.messages[queue.min_offset :]})
+
+    def _reset_enabled(self, s: State) -> list[Action]:
+        if not self.reset_on:
+            return []
+        out: list[Action] = []
+        b = s.broker
+        if b.up and s.budget.admin_resets > 0:
+            for q in self.topic_queues:
+                if b.offsets[q] is None:
+                    continue
+                queue = b.queues[q]
+                out.extend(AdminReset(q, o, False) for o in range(queue.min_offset, queue.max_offset + 1))
+                out.extend(AdminReset(q, t, True) for t in self.reset_stamps(queue))
+        for i, cl in enumerate(s.clients):
+            if not cl.running:
+                continue
+            if cl.reset_inbox and cl.reset_wake is None:
+                out.append(ClientResetReceive(i))
+            if cl.reset_wake is not None and cl.reset_wake <= s.now:
+                out.append(ClientResetWake(i))
+        return out
+
+    def _admin_reset(self, s: State, a: AdminReset) -> State:
+        """AdminReset(queue, target, by_timestamp) (budgeted, CLUSTERING). Enabled: the broker is up, the
+        group has an offset for that topic queue (R3.10a step 2 fails the whole reset with SYSTEM_ERROR
+        otherwise; the model asks it of 5.x too, so that resets strike mid-run), ``admin_resets`` budget
+        is left, and the target is an offset in [minOffset, maxOffset] or the store time of a readable
+        message, which searchOffset turns into an offset (R10.3). Forced, as mqadmin sends it.
+
+        4.9.8 (R3.10a): Broker2Client.resetOffset does not write the broker's table; it pushes
+        RESET_CONSUMER_CLIENT_OFFSET oneway to every online channel of the group (lost for a process
+        that is gone, or when the connection breaks). With no consumer online (CONSUMER_NOT_ONLINE)
+        mqadmin falls back to the old method, UPDATE_CONSUMER_OFFSET from the admin, which is where
+        the reset completes. 5.x (R3.10b, ``Config.server_side_reset``): assignResetOffset records
+        the pending reset and overwrites the table; the reset completes here."""
+        q = a.queue
+        b = s.broker
+        if not self.reset_on or not 0 <= q < self.config.queues or not b.up or s.budget.admin_resets <= 0:
+            raise ActionNotEnabled(a, "no admin reset possible (mode, broker down, budget or queue)")
+        if b.offsets[q] is None:
+            raise ActionNotEnabled(a, "the group has no offset for this queue: SYSTEM_ERROR (R3.10a step 2)")
+        queue = b.queues[q]
+        if a.by_timestamp:
+            if a.target not in self.reset_stamps(queue):
+                raise ActionNotEnabled(a, "not the store time of a readable message")
+            target = br.search_offset(queue, a.target)
+        else:
+            if not queue.min_offset <= a.target <= queue.max_offset:
+                raise ActionNotEnabled(a, "target outside [minOffset, maxOffset]")
+            target = a.target
+        g = s.ghost
+        # Semantics INV-9: what lies below an explicit reset's target is a declared skip (a forward reset
+        # skips it on purpose; a backward one replays from the target, not before it).
+        g = g._replace(skipped=_put(g.skipped, q, g.skipped[q] | ((1 << target) - 1)))
+        targets = g.reset_targets or (0,) * self.q_count
+        g = g._replace(
+            reset_targets=_put(targets, q, targets[q] | 1 << target),
+            reset_expect=_put(self._per_q(g.reset_expect), q, None),  # a later reset replaces the expectation
+        )
+        how = f"by timestamp {a.target}" if a.by_timestamp else "by offset"
+        s = s._replace(
+            budget=s.budget._replace(admin_resets=s.budget.admin_resets - 1),
+            ghost=g,
+            history=History(Event(s.now, "admin-reset", -1, q, target, how), s.history),
+        )
+        if self.config.server_side_reset:
+            pending = _put(self._per_q(b.reset_pending), q, target)
+            s = s._replace(broker=b._replace(reset_pending=pending))
+            return self._reset_completed(self._admin_write(s, q, target), q, target, ())
+        if not b.registered:  # CONSUMER_NOT_ONLINE: the admin's old method writes the broker directly
+            return self._reset_completed(self._admin_write(s, q, target), q, target, ())
+        clients = tuple(
+            cl._replace(reset_inbox=(*cl.reset_inbox, (q, target))) if i in b.registered and cl.running else cl
+            for i, cl in enumerate(s.clients)
+        )
+        return s._replace(clients=clients)
+
+    def _admin_write(self, s: State, q: int, target: int) -> State:
+        """The admin's own write of the broker table (the old method's UPDATE_CONSUMER_OFFSET, or
+        5.x assignResetOffset); its writer key is -1, no pq's."""
+        b, g = s.broker, s.ghost
+        return s._replace(
+            broker=b._replace(offsets=_put(b.offsets, q, target)),
+            ghost=g._replace(last_writer=_put(g.last_writer, q, ADMIN_WRITER)),
+            history=History(Event(s.now, "admin-write", -1, q, target, "admin-reset"), s.history),
+        )
+
+    def _reset_completed(self, s: State, q: int, target: int, extra: tuple[int, ...]) -> State:
+        """Ghost: the reset of ``q`` to ``target`` completed; INV-18 now expects the first batch that a
+        pq created from here on receives to start at ``target`` (or minOffset, if higher). The pqs
+        alive now, those whose commits are on the wire now, and ``extra`` (the resetting client's dropped
+        one) are the old owners', exempt. A
+        later commit of an old owner's pq is a declared event, except from ``extra``: the resetting
+        client knew of the reset before it completed, so its older commits landing late are RMQ-26's
+        race (b), not a stale owner."""
+        old = set(extra)
+        for i, cl in enumerate(s.clients):
+            pq = cl.pqs[q]
+            if pq is not None:
+                old.add(pq_key(i, pq.uid))
+            old.update(pq_key(i, uid) for hq, uid in cl.reset_held if hq == q)
+            old.update(pq_key(i, item.pq_uid) for item in cl.channel if item.queue == q)  # sent before completion
+        g = s.ghost
+        expect = _put(self._per_q(g.reset_expect), q, (target, tuple(sorted(old)), extra))
+        return s._replace(
+            ghost=g._replace(reset_expect=expect),
+            history=History(Event(s.now, "reset-completed", -1, q, target, "admin-reset"), s.history),
+        )
+
+    def _client_reset_receive(self, s: State, a: ClientResetReceive) -> State:
+        """ClientResetReceive(client) (4.9.8). Enabled: running, a RESET_CONSUMER_CLIENT_OFFSET is on
+        the wire to it, and no earlier reset sleeps (resetOffset is synchronized). Effect:
+        MQClientInstance.resetOffset steps 1-3 (R3.10a): suspend() (pause); every owned pq of the
+        table's queues is dropped and cleared but stays in processQueueTable (``reset_held``); then
+        the 10 s sleep starts, ending at ClientResetWake. While paused, pullMessage re-queues itself
+        after 1 s and doRebalance does nothing; the persist timer still runs over the whole table."""
+        i = a.client
+        cl = s.clients[i]
+        if not self.reset_on or not cl.running or not cl.reset_inbox or cl.reset_wake is not None:
+            raise ActionNotEnabled(a, "no reset for this client, or one sleeps already")
+        table, rest = cl.reset_inbox[:1], cl.reset_inbox[1:]
+        pqs, pulls, held = cl.pqs, cl.pulls, list(cl.reset_held)
+        for q, _ in table:
+            pq = pqs[q]
+            if pq is None:
+                continue
+            held.append((q, pq.uid))
+            pqs = _put(pqs, q, None)  # dropped and clear()ed: msgCount is 0, which correctTagsOffset reads
+            pulls = tuple(p._replace(dropped_empty=True) if p.pq_uid == pq.uid else p for p in pulls)
+        cl = cl._replace(
+            reset_inbox=rest,
+            paused=True,
+            reset_table=table,
+            reset_wake=s.now + RESET_SLEEP,
+            reset_held=tuple(held),
+            pqs=pqs,
+            pulls=pulls,
+            view=None if held != list(cl.reset_held) else cl.view,  # no longer every allocated queue placed
+        )
+        return s._replace(clients=_put(s.clients, i, cl))
+
+    def _client_reset_wake(self, s: State, a: ClientResetWake) -> State:
+        """ClientResetWake(client) (4.9.8, a timer). Enabled: running and the 10 s sleep is over.
+        Effect: resetOffset steps 4-5 (R3.10a): for each held queue of the table,
+        updateOffset(mq, offset, increaseOnly=false), removeUnnecessaryMessageQueue (persist oneway,
+        then removeOffset) and removal from the table; then resume(): pause = false and
+        doRebalance now, which reads the broker (READ_FROM_STORE) whether or not the persist has
+        landed: the race of RMQ-26. The reset completes here for each queue the client held."""
+        i = a.client
+        cl = s.clients[i]
+        if not self.reset_on or not cl.running or cl.reset_wake is None or cl.reset_wake > s.now:
+            raise ActionNotEnabled(a, "no reset sleep over")
+        held = dict(cl.reset_held)
+        done: list[tuple[int, int, int]] = []
+        for q, offset in cl.reset_table:
+            uid = held.get(q)
+            if uid is None:
+                continue  # not in processQueueTable: this client does nothing for q
+            value = max(offset - 1, 0) if self.m_reset_off_by_one else offset
+            if not self.m_reset_skips_update:
+                cl = s.clients[i]
+                s = s._replace(clients=_put(s.clients, i, cl._replace(mem=_put(cl.mem, q, value))))
+            s = self._persist_one(s, i, q, uid, "admin-reset-client")
+            s = s._replace(clients=_put(s.clients, i, self._remove_offset(s.clients[i], q)))
+            done.append((q, offset, uid))
+        cl = s.clients[i]
+        remaining = tuple((q, uid) for q, uid in cl.reset_held if all(q != d[0] for d in done))
+        cl = cl._replace(paused=False, reset_table=(), reset_wake=None, reset_held=remaining, rebalance_requested=True)
+        if done:
+            cl = cl._replace(view=None)
+        s = s._replace(clients=_put(s.clients, i, cl))
+        for q, offset, uid in done:
+            s = self._reset_completed(s, q, offset, (pq_key(i, uid),))
+        return s
+
+    def _reset_broker_receive(self, s: State, a: BrokerReceive) -> State:
+        """BrokerReceive with a pending server-side reset of the request's queue (5.x, R3.10b):
+        UPDATE_CONSUMER_OFFSET is ignored (answered SUCCESS, "Offset has been previously reset",
+        R3.4); PULL_MESSAGE takes the pending entry (queryThenEraseResetOffset) and is answered
+        OFFSET_RESET, i.e. PULL_OFFSET_MOVED with nextBeginOffset = the reset offset, which the
+        client's OFFSET_ILLEGAL path adopts (R5.7); tryCommitOffset runs after the erase
+        (DefaultPullMessageResultHandler.handle), so a flagged piggy-back lands over the reset: the
+        window of R3.10b. Everything else is BrokerReceive as before."""
+        cl = s.clients[a.client]
+        pending = self._per_q(s.broker.reset_pending)
+        item = cl.channel[0] if cl.channel else None
+        if item is None or pending[item.queue] is None:
+            return self._reset_note_stale(s, self._reset_wrapped[BrokerReceive](s, a), a.client, item)
+        q = item.queue
+        if isinstance(item, Commit):
+            cl = cl._replace(channel=cl.channel[1:])
+            return s._replace(
+                clients=_put(s.clients, a.client, cl),
+                history=History(Event(s.now, "commit-ignored", a.client, q, item.offset, item.cause), s.history),
+            )
+        if not s.broker.registered:  # rejected before the reset lookup (SUBSCRIPTION_NOT_EXIST)
+            return self._reset_wrapped[BrokerReceive](s, a)
+        before = s
+        target = pending[q]
+        cl = cl._replace(channel=cl.channel[1:])
+        s = s._replace(
+            clients=_put(s.clients, a.client, cl),
+            broker=s.broker._replace(reset_pending=_put(pending, q, None)),
+        )
+        if item.commit_flag:
+            s = self._land_commit(s, a.client, q, item.commit_offset, item.pq_uid, "piggyback")
+        result = PullResult(br.OFFSET_ILLEGAL, (), target)
+        epoch = s.broker.epoch
+        cl = s.clients[a.client]
+        pulls = tuple(
+            p._replace(epoch=epoch, result=result) if p.pq_uid == item.pq_uid and p.epoch == -1 else p for p in cl.pulls
+        )
+        s = s._replace(clients=_put(s.clients, a.client, cl._replace(pulls=pulls)))
+        return self._reset_note_stale(before, s, a.client, item)
+
+    def _reset_note_stale(self, s: State, t: State, i: int, item: Commit | PullRequestMsg | None) -> State:
+        """Ghost, INV-17's declared later event: a commit from a pq that existed when the reset of its
+        queue completed lands afterwards (a stale owner's commit, S5; in 5.x also the erasing pull's
+        own piggy-back, R3.10b's window). The reset's own applications do not count."""
+        if item is None or not t.ghost.reset_expect or not self.reset_declare_stale:
+            return t
+        expect = self._per_q(t.ghost.reset_expect)
+        entry = expect[item.queue]
+        event = t.history.event if t.history is not None and t.history is not s.history else None
+        if (
+            entry is None
+            or event is None
+            or event.kind != "commit-landed"
+            or event.cause in RESET_APPLY_CAUSES
+            or event.offset == entry[0]
+            or pq_key(i, item.pq_uid) not in entry[1]
+            or pq_key(i, item.pq_uid) in entry[2]
+        ):
+            return t
+        return t._replace(
+            ghost=t.ghost._replace(reset_expect=_put(expect, item.queue, None)),
+            history=History(Event(t.now, "reset-overwritten", i, item.queue, event.offset, event.cause), t.history),
+        )
+
+    def _reset_broker_crash(self, s: State, a: BrokerCrash) -> State:
+        """BrokerCrash also loses the pending resets (resetOffsetTable is memory only) and the
+        RESET_CONSUMER_CLIENT_OFFSET pushes on the wire; a completed reset's expectation ends (the
+        table falls back to the flushed file: a declared later event of INV-17)."""
+        s = self._reset_wrapped[BrokerCrash](s, a)
+        clients = tuple(cl._replace(reset_inbox=()) for cl in s.clients)
+        return s._replace(
+            broker=s.broker._replace(reset_pending=()),
+            clients=clients,
+            ghost=s.ghost._replace(reset_expect=()),
+        )
+
+    def _reset_send_pull(self, s: State, a: SendPull) -> State:
+        """SendPull while the consumer is paused (R3.10a step 1): pullMessage sets lastPullTimestamp,
+        sees ``isPause`` and re-queues itself after PULL_TIME_DELAY_MILLS_WHEN_SUSPEND (1 s)."""
+        i, q = a.client, a.queue
+        cl = s.clients[i]
+        pq = cl.pqs[q] if cl.running and 0 <= q < self.q_count else None
+        if not cl.paused or pq is None or pq.pull_state != PULL_READY or pq.pull_ready_at > s.now:
+            return self._reset_wrapped[SendPull](s, a)
+        pq = pq._replace(last_pull=s.now, pull_ready_at=s.now + PULL_DELAY_WHEN_SUSPEND)
+        return s._replace(clients=_put(s.clients, i, cl._replace(pqs=_put(cl.pqs, q, pq))))
+
+    def _reset_rebalance(self, s: State, a: Rebalance | RebalanceQueryError) -> State:
+        """A due rebalance of a paused consumer does nothing: DefaultMQPushConsumerImpl.doRebalance
+        runs only when not paused (R3.10a step 1); the RebalanceService wait starts again."""
+        i = a.client
+        cl = s.clients[i]
+        if not cl.paused or not self._rebalance_due(s, i):
+            return self._reset_wrapped[type(a)](s, a)
+        cl = cl._replace(next_rebalance=s.now + REBALANCE_WAIT, rebalance_requested=False)
+        return s._replace(clients=_put(s.clients, i, cl))
+
+    def _reset_persist_offsets(self, s: State, a: PersistOffsets) -> State:
+        """PersistOffsets also covers the pqs a sleeping reset dropped: they are still keys of
+        processQueueTable (R4.1), so their memory offsets are sent and kept (R2.7)."""
+        i = a.client
+        cl = s.clients[i]
+        if not cl.reset_held or not cl.running or cl.next_persist is None or cl.next_persist > s.now:
+            return self._reset_wrapped[PersistOffsets](s, a)
+        for q, uid in cl.reset_held:
+            value = s.clients[i].mem[q]
+            if value is not None:
+                s = self._send_commit(s, i, q, value, uid, "persist-timer")
+        kept = {q: s.clients[i].mem[q] for q, _ in cl.reset_held}
+        s = self._reset_wrapped[PersistOffsets](s, a)
+        cl = s.clients[i]
+        mem = tuple(kept.get(q, v) for q, v in enumerate(cl.mem))
+        return s._replace(clients=_put(s.clients, i, cl._replace(mem=mem)))
+
+    def _reset_receive_pull(self, s: State, a: ReceivePull) -> State:
+        """ReceivePull, plus INV-17's ghost: the first batch that a pq created after a completed reset
+        receives ends the expectation (the invariant compares it with the target)."""
+        t = self._reset_wrapped[ReceivePull](s, a)
+        expect = self._per_q(t.ghost.reset_expect)
+        pull = next(p for p in s.clients[a.client].pulls if p.pq_uid == a.pq_uid and p.epoch != -1)
+        entry = expect[pull.queue]
+        if entry is None or pq_key(a.client, a.pq_uid) in entry[1]:
+            return t
+        pq = t.clients[a.client].pqs[pull.queue]
+        if pq is None or pq.uid != a.pq_uid or pq.tree == _old_tree(s, a.client, pull.queue, a.pq_uid):
+            return t
+        return t._replace(ghost=t.ghost._replace(reset_expect=_put(expect, pull.queue, None)))
+
+
+def _old_tree(s: State, i: int, q: int, uid: int) -> int:
+    pq = s.clients[i].pqs[q]
+    return pq.tree if pq is not None and pq.uid == uid else 0
 
 
 def initial(config: Config) -> State:

@@ -10,8 +10,11 @@ from __future__ import annotations
 import pytest
 
 from rmqspec.properties.explore import explore, replay, shrink
+from rmqspec.properties.reset_scenarios import patient_reset_violations
+from rmqspec.spec import actions as act
 from rmqspec.spec.config import BROADCASTING, CLUSTERING, MUTATIONS, Config
-from rmqspec.spec.model import ActionNotEnabled
+from rmqspec.spec.invariants import check_state, check_step
+from rmqspec.spec.model import ActionNotEnabled, Model
 
 BASE = {"consumers": 3, "queues": 4, "messages_per_queue": 4, "max_reconsume_times": 2}
 
@@ -30,6 +33,13 @@ CASES: dict[str, tuple[str, dict[str, object]]] = {
     "piggyback_next_offset": ("INV-14", {"mode": CLUSTERING}),
     "resume_ignores_stored_offset": ("INV-15", {"mode": CLUSTERING}),
     "commit_past_cached": ("INV-16", {"mode": BROADCASTING}),
+    # fidelity area: 5.x with the OFFSET_ILLEGAL correction deferred 10 s again (4.9.8's window)
+    "offset_illegal_fix_deferred": ("INV-17", {"mode": CLUSTERING, "version": "5.x", "retention_deletes": 2}),
+    # orderly area (R8)
+    "lock_ignores_holder": ("INV-11", {"mode": CLUSTERING, "orderly": True}),
+    "add_without_lock": ("INV-12a", {"mode": CLUSTERING, "orderly": True}),
+    # full fidelity area (admin reset, R3.10a): the reset's commit carries no target of any reset
+    "client_reset_off_by_one": ("INV-8r", {"mode": CLUSTERING, "admin_resets": 2}),
 }
 # Properties refuted a second time by a bug above, watched alone.
 SECOND_WITNESSES = [
@@ -42,7 +52,7 @@ WALKS, STEPS = 300, 300  # enough for every case below; the slowest needs ~60 wa
 
 
 def test_every_mutation_has_a_refuting_property() -> None:
-    assert set(CASES) == set(MUTATIONS)
+    assert set(CASES) | set(SCHEDULED_CASES) | set(RESET_SCRIPTED_CASES) == set(MUTATIONS)
 
 
 @pytest.mark.parametrize(
@@ -77,3 +87,65 @@ def test_shrunk_counterexample_is_one_minimal_and_still_fails() -> None:
         except ActionNotEnabled:
             continue
         assert "INV-2" not in {v.id for v in violations}
+
+
+# --- fidelity: planted bugs whose property needs an adversarial schedule ---------------------------------
+# A stalled pull (no pullMessage for 120 s) needs a scheduler that keeps a ready or answered pull waiting
+# for two minutes; uniform random walks almost never do that. A fixed schedule (start, then only timers
+# and ticks) does, and shows the property refutes the bug alone while the correct model passes.
+TIMERS = (act.Tick, act.BrokerFlush, act.PersistOffsets, act.Heartbeat, act.Rebalance, act.DeliverScheduled)
+SCHEDULED_CASES: dict[str, tuple[str, dict[str, object]]] = {
+    "pull_expiry_ignored": ("LIV-3", {"consumers": 1, "queues": 2}),
+}
+
+
+def _stalled_run(config: Config, prop: str, until: int = 200_000) -> list[str]:
+    """Start client 0, then fire only timers and ticks until ``until``: pulls stall."""
+    model = Model(config)
+    state = model.initial()
+    found: list[str] = []
+    first = True
+    while state.now < until:
+        enabled = model.enabled(state)
+        if first:
+            action: act.Action = act.Start(0)
+            first = False
+        else:
+            options = [a for a in enabled if isinstance(a, TIMERS)]
+            action = next((a for a in options if not isinstance(a, act.Tick)), options[0])
+        after = model.step(state, action)
+        found += [v.id for v in check_step(model, state, action, after) + check_state(model, after) if v.id == prop]
+        state = after
+    return found
+
+
+@pytest.mark.parametrize(("mutation", "prop", "overrides"), [(m, p, o) for m, (p, o) in SCHEDULED_CASES.items()])
+def test_property_refutes_planted_bug_under_a_stalling_schedule(
+    mutation: str, prop: str, overrides: dict[str, object]
+) -> None:
+    base = {**BASE, **overrides}
+    assert _stalled_run(Config(**{**base, "mutations": frozenset({mutation})}), prop)  # type: ignore[arg-type]
+    assert not _stalled_run(Config(**base), prop)  # type: ignore[arg-type]
+
+
+# --- full fidelity area (admin reset; R3.10a) -------------------------------------------------------------
+# Under 4.9.8, INV-18 also fails without any bug (RMQ-26's race), so its planted bug is shown on the patient
+# schedule of tests/test_admin_reset.py, where the reset's persist lands before the rebalance: the correct
+# model passes it, the mutated one fails INV-18 alone. INV-8r's bug is refuted by random walks above, and
+# the correct model passes INV-8r on the same budget.
+RESET_SCRIPTED_CASES: dict[str, tuple[str, dict[str, object]]] = {
+    "client_reset_skips_update": ("INV-18", {}),
+}
+
+
+@pytest.mark.parametrize(("mutation", "prop"), [(m, p) for m, (p, _) in RESET_SCRIPTED_CASES.items()])
+def test_property_refutes_planted_reset_bug_on_the_patient_schedule(mutation: str, prop: str) -> None:
+    assert patient_reset_violations(frozenset({mutation})) == [prop]
+    assert patient_reset_violations(frozenset()) == []
+
+
+def test_correct_model_passes_inv8r_with_admin_resets() -> None:
+    config = Config(**{**BASE, "mode": CLUSTERING, "admin_resets": 2})  # type: ignore[arg-type]
+    result = explore(config, 100, STEPS, watch=frozenset({"INV-8r"}))
+    assert result.valid, result.counterexamples[0].describe()
+    assert result.actions["ClientResetWake"] > 0

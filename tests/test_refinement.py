@@ -59,6 +59,8 @@ from rmqspec.spec.state import State
 STEPS = 300
 SEEDS = (0, 1, 2)
 
+FIDELITY: dict[str, Any] = {"retention_deletes": 4, "backlog": 2, "consume_from_where": "CONSUME_FROM_FIRST_OFFSET"}
+
 CONFIGS: dict[str, dict[str, Any]] = {
     "clustering-avg": {},
     "clustering-avg-by-circle-3-consumers": {
@@ -155,6 +157,18 @@ CONFIGS: dict[str, dict[str, Any]] = {
     # 4.9.8 with query errors: the reference follows the model onto RMQ-14's path (INV-15 fails there;
     # the lockstep check compares states only).
     "4.9.8-query-errors-from-first": {"query_errors": 2, "consume_from_where": "CONSUME_FROM_FIRST_OFFSET"},
+    # orderly area (R8.1-R8.4, R8.9): broker locks, lockAll, lock-first rebalance and the first locked
+    # pull's offset re-read, under both versions; crashes leave locks to expire, a broker crash loses them.
+    "orderly-clustering": {"orderly": True, "consumers": 3, "client_crashes": 2, "broker_crashes": 2},
+    "5x-orderly-clustering": {"orderly": True, "version": "5.x", "consumers": 3, "client_shutdowns": 2},
+    "orderly-broadcasting": {"orderly": True, "mode": "BROADCASTING", "client_crashes": 2},
+    "5x-orderly-broadcasting": {"orderly": True, "version": "5.x", "mode": "BROADCASTING"},
+    # fidelity area (R5.5, R5.7, R9.4): retention raises minOffset under a consumer positioned at 0, so pulls
+    # get OFFSET_ILLEGAL; 4.9.8 corrects 10 s later (FixOffsetIllegal), 5.x at once, in both modes.
+    "fidelity-retention": {**FIDELITY, "consumers": 3, "queues": 3, "client_crashes": 2, "broker_crashes": 2},
+    "5x-fidelity-retention": {**FIDELITY, "version": "5.x", "consumers": 3, "queues": 3, "broker_crashes": 2},
+    "fidelity-retention-broadcasting": {**FIDELITY, "mode": "BROADCASTING", "client_crashes": 2},
+    "5x-fidelity-retention-broadcasting": {**FIDELITY, "mode": "BROADCASTING", "version": "5.x"},
 }
 
 # What each configuration must have exercised over its seeds, beyond the common core (or instead of it).
@@ -171,6 +185,12 @@ EXPECTED: dict[str, set[str]] = {
     "5x-from-timestamp-cold-backlog": {"query-error"},
     "5x-broadcasting": {"local-file-written"},
     "4.9.8-query-errors-from-first": {"query-error"},
+    "orderly-clustering": {"LockAll", "lock-denied"},  # orderly area
+    "5x-orderly-clustering": {"LockAll"},
+    "fidelity-retention": {"RetentionDelete", "FixOffsetIllegal"},  # fidelity area
+    "5x-fidelity-retention": {"RetentionDelete", "offset-illegal-at-once"},
+    "fidelity-retention-broadcasting": {"RetentionDelete", "FixOffsetIllegal", "local-file-written"},
+    "5x-fidelity-retention-broadcasting": {"RetentionDelete", "offset-illegal-at-once"},
 }
 
 
@@ -246,7 +266,11 @@ def run_lockstep(
                 break
             run.trace.append(action)
             run.counts[type(action).__name__] += 1
-            state = model.step(state, action)
+            previous, state = state, model.step(state, action)
+            if isinstance(action, act.ReceivePull):  # fidelity area: only OFFSET_ILLEGAL at once (5.x) removes a pq
+                q = next(p.queue for p in previous.clients[action.client].pulls if p.pq_uid == action.pq_uid)
+                if previous.clients[action.client].pqs[q] is not None and state.clients[action.client].pqs[q] is None:
+                    run.seen.add("offset-illegal-at-once")
             try:
                 reference.apply(action)
             except ReferenceActionError as e:
@@ -263,6 +287,10 @@ def run_lockstep(
                 run.seen.add("local-file-written")
             if state.budget.query_errors < config.query_errors:
                 run.seen.add("query-error")
+            if config.orderly and any(  # orderly area: a pq lost its lock at lockAll, or a lock was refused
+                pq is not None and not pq.locked for cl in state.clients for pq in cl.pqs
+            ):
+                run.seen.add("lock-denied")
     finally:
         reference.close()
     return run
@@ -372,12 +400,6 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         9,
     ),
-    # Scripted: a pq that is never pulled for more than 120 s is re-created at the next rebalance.
-    "no_pull_expiry": (
-        {"consumers": 1, "queues": 1},
-        lambda _seed: script_chooser(act.Start(0), Until(lambda s: s.now >= 141_000)),
-        400,
-    ),
 }
 
 
@@ -400,6 +422,30 @@ def test_turning_one_compat_switch_off_makes_the_check_fail(switch: str, tmp_pat
         pytest.fail(f"{switch}: no divergence found with the switch off")
     again = run_lockstep(config, tmp_path / f"on{seed}", chooser(seed), len(run.trace), switch)
     assert again.failure is None, again.report()
+
+
+# --- fidelity: pull expiry, retention, OFFSET_ILLEGAL (both versions) ---------------------------------
+
+
+def test_pull_expired_pq_is_recreated_by_the_next_rebalance_in_model_and_reference(tmp_path: Path) -> None:
+    """R9.4, R6.6 (LIV-3): a pq never pulled for more than 120 s is dropped by the next rebalance and
+    re-created with a new pq in the same pass, in the model and the reference alike (this was the
+    reference's compat switch ``no_pull_expiry``; the model now has the rule)."""
+    for version in ("4.9.8", "5.x"):
+        config = Config(consumers=1, queues=1, version=version)
+        chooser = script_chooser(act.Start(0), Until(lambda s: s.now >= 141_000))
+        run = run_lockstep(config, tmp_path / version, chooser, 400, f"pull expiry {version}")
+        assert run.failure is None, run.report()
+        model = Model(config)
+        state = model.initial()
+        uids = set()
+        for action in run.trace:
+            after = model.step(state, action)
+            assert not check_step(model, state, action, after), action
+            state = after
+            pq = state.clients[0].pqs[0]
+            uids.add(-1 if pq is None else pq.uid)
+        assert len(uids - {-1}) >= 2, "the stalled pq was never re-created"
 
 
 # --- unit tests: claims the walks do not make obvious -------------------------------------------------

@@ -38,6 +38,7 @@ from rmqspec.spec.config import (
     MACHINE_ROOM,
     MACHINE_ROOM_NEARBY,
     NEARBY_INNER_STRATEGIES,
+    V4_9_8,
     V5_X,
     VERSIONS,
     Config,
@@ -75,6 +76,12 @@ _FAMILY_OF: dict[type, str] = {
     act.StartConsume: "consume",
     act.FinishConsume: "consume",
     act.ApplyConsumeOffset: "consume",
+    act.LockAll: "client_timer",  # orderly area
+    act.RetentionDelete: "retention",  # fidelity area
+    act.AdminReset: "admin_reset",  # full fidelity area (admin reset)
+    act.ClientResetReceive: "admin_reset",  # full fidelity area
+    act.ClientResetWake: "client_timer",  # full fidelity area: the end of resetOffset's sleep is a timer
+    act.FixOffsetIllegal: "offset_fix",  # fidelity area
 }
 
 
@@ -140,7 +147,21 @@ def sample_config(rng: random.Random, mutations: frozenset[str] = frozenset()) -
         query_errors=query_errors,
         mutations=mutations,
     )
-    return with_allocation_strategy(rng, config)
+    config = with_allocation_strategy(rng, config)
+    # orderly area: one run in four is an orderly consumer (R8.1-R8.4), drawn last to keep the other draws
+    config = replace(config, orderly=rng.random() < 0.25)
+    # full fidelity area (admin reset): one CLUSTERING, non-orderly 5.x run in three gets an admin reset
+    # (R3.10b). Under 4.9.8 a reset is RMQ-26, which INV-18 reports (tests/test_admin_reset.py). Drawn
+    # last, after the draws above, so that those keep their values for a given seed.
+    if config.version == V5_X and config.mode == CLUSTERING and not config.orderly and rng.random() < 1 / 3:
+        config = replace(config, admin_resets=1)
+    # fidelity area: one run in three gets commit-log retention (RetentionDelete, hence OFFSET_ILLEGAL).
+    # Under 4.9.8 only where no rebalance takes a queue away (one consumer, or BROADCASTING): elsewhere it
+    # exposes the OFFSET_ILLEGAL window, which INV-17 reports (tests/test_fidelity.py). Drawn last.
+    clean = config.version == V5_X or config.consumers == 1 or config.mode == BROADCASTING
+    if clean and rng.random() < 1 / 3:
+        config = replace(config, retention_deletes=rng.randint(1, 2))
+    return config
 
 
 def with_allocation_strategy(rng: random.Random, config: Config) -> Config:
@@ -252,11 +273,16 @@ def run_unit(
     rng = random.Random(seed)
     profile = PROFILE_BY_NAME[profile_name]
     config = profile.apply(sample_config(rng, mutations))
+    if config.orderly and config.version == V4_9_8 and config.mode == CLUSTERING:
+        # orderly area: a broker outage at a 4.9.8 orderly consumer's first locked pull is a real bug that
+        # INV-19 reports (tests/test_orderly.py reproduces it): clean runs keep the broker up there.
+        config = replace(config, broker_crashes=0)
     model = Model(config)
     result = RunResult(unit, seed, profile_name, config)
     tmp: Path | None = None
     reference: Any = None
-    if lockstep and not config.mutations:
+    # full fidelity area: the reference does not implement admin reset yet, so such runs are model-only
+    if lockstep and not config.mutations and not config.admin_resets:
         from rmqspec.reference.system import ReferenceSystem
 
         tmp = Path(tempfile.mkdtemp(prefix="rmqspec-run-", dir=scratch_dir()))

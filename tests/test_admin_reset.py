@@ -1,0 +1,139 @@
+"""Admin offset reset (full fidelity area): 4.9.8's client-driven reset (R3.10a) and 5.x's server-side
+reset (R3.10b), the invariants INV-18 (reset takes effect) and INV-8r (a committed offset falls only with
+a declared cause), and the known race RMQ-26: 4.9.8 fails INV-18 with a short counterexample, 5.x passes.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+from rmqspec.properties.explore import explore, walk
+from rmqspec.properties.machines import configs, machine_for, outcomes
+from rmqspec.properties.profiles import scaled
+from rmqspec.properties.reset_scenarios import QUIET, consumed_then_reset, resume_after_reset
+from rmqspec.spec import actions as act
+from rmqspec.spec import broker_rules as br
+from rmqspec.spec.config import CLUSTERING, V4_9_8, V5_X, Config
+from rmqspec.spec.model import PULL_DELAY_WHEN_SUSPEND, Model
+
+
+def test_4_9_8_reset_race_fails_inv18_with_a_short_counterexample() -> None:
+    d = consumed_then_reset(V4_9_8)
+    resume_after_reset(d, patient=False)
+    assert d.violations == [
+        "INV-18 reset_takes_effect: queue 0: the reset to 0 completed, but the first batch of client 0's "
+        "new pq 4 starts at 1"
+    ]
+    assert len(d.taken) <= 40
+
+
+def test_4_9_8_reset_takes_effect_when_the_persist_lands_before_the_rebalance() -> None:
+    d = consumed_then_reset(V4_9_8)
+    resume_after_reset(d, patient=True)
+    assert d.violations == []
+    assert d.state.clients[0].pqs[0] is not None and d.state.clients[0].pqs[0].tree & 1
+
+
+def test_4_9_8_paused_consumer_neither_rebalances_nor_pulls() -> None:
+    d = consumed_then_reset(V4_9_8)
+    d.fire(act.ClientResetReceive)
+    cl = d.state.clients[0]
+    assert cl.paused and cl.pqs[0] is None and cl.reset_held
+    retry = d.model.retry_queue
+    assert retry is not None
+    while not any(isinstance(a, act.SendPull) for a in d.model.enabled(d.state)):
+        d.do(next(a for a in d.model.enabled(d.state) if isinstance(a, act.Tick | act.PersistOffsets)))
+    d.do(act.SendPull(0, retry))
+    pq = d.state.clients[0].pqs[retry]
+    assert pq is not None and pq.pull_ready_at == d.state.now + PULL_DELAY_WHEN_SUSPEND and not d.state.clients[0].pulls
+    d.until(act.Rebalance)
+    before = d.state.clients[0].pqs
+    d.fire(act.Rebalance)
+    assert d.state.clients[0].pqs == before  # doRebalance skipped while paused
+    assert d.violations == []
+
+
+def test_5x_reset_ignores_commits_while_pending_and_the_next_pull_answers_offset_moved() -> None:
+    d = consumed_then_reset(V5_X)
+    assert d.state.broker.offsets[0] == 0 and d.state.broker.reset_pending[0] == 0
+    d.until(act.PersistOffsets)
+    d.fire(act.PersistOffsets)  # memory still says 1: this UPDATE_CONSUMER_OFFSET is ignored
+    d.drain()
+    assert d.state.broker.offsets[0] == 0 and d.state.broker.reset_pending[0] == 0
+    d.do(act.SendPull(0, 0))
+    d.drain()
+    pull = d.state.clients[0].pulls[0]
+    assert pull.result == br.PullResult(br.OFFSET_ILLEGAL, (), 0) and d.state.broker.reset_pending[0] is None
+    d.fire(act.ReceivePull)  # 5.x adopts at once: updateOffset(0), persist, remove the pq, rebalance now
+    d.drain()
+    d.fire(act.Rebalance)
+    d.do(act.SendPull(0, 0))
+    d.drain()
+    d.fire(act.ReceivePull)
+    assert d.violations == []
+    assert d.state.ghost.reset_expect[0] is None  # INV-18 was checked on this batch
+
+
+def test_5x_single_resets_pass_every_property_with_faults() -> None:
+    for consumers, queues in ((2, 2), (3, 2)):
+        config = Config(
+            consumers=consumers,
+            queues=queues,
+            messages_per_queue=4,
+            admin_resets=1,
+            version=V5_X,
+            max_reconsume_times=2,
+        )
+        result = explore(config, 40, 300)
+        assert result.valid, result.counterexamples[0].describe()
+        assert result.actions["AdminReset"] == 40
+
+
+def test_5x_inv18_strict_finds_the_r3_10b_window() -> None:
+    """Without the declared event "a commit from a pq older than the reset lands after it", INV-18
+    fails under 5.x too: the pull that takes the pending reset still applies its stale piggy-back
+    (tryCommitOffset after queryThenEraseResetOffset), and the adopting client's rebalance can read
+    it before its own persist lands (docs/spec.md §12)."""
+    model = Model(Config(consumers=2, queues=2, messages_per_queue=4, admin_resets=1, version=V5_X, **QUIET))
+    model.reset_declare_stale = False
+    found = next(f for seed in range(200) if (f := walk(model, seed, 300)) is not None)
+    assert {v.id for v in found.violations} == {"INV-18"}
+
+
+TestAdminResetMachine = machine_for(
+    configs(mode=CLUSTERING, version=V5_X, admin_resets=1, orderly=False, query_errors=0)
+).TestCase
+TestAdminResetMachine.settings = scaled(0.25)
+
+
+def test_default_configuration_has_no_reset_action_or_wrapper() -> None:
+    model = Model(Config())
+    assert not model.reset_on and not model._reset_wrapped
+    state = model.initial()
+    for _ in range(60):
+        enabled = model.enabled(state)
+        assert not any(isinstance(a, act.AdminReset | act.ClientResetReceive | act.ClientResetWake) for a in enabled)
+        state = model.step(state, enabled[0])
+
+
+def test_walks_reach_every_reset_outcome_the_machine_reports() -> None:
+    """The events the Hypothesis machine records (``outcomes``), counted over seeded 5.x walks."""
+    model = Model(Config(consumers=2, queues=2, messages_per_queue=4, admin_resets=1, version=V5_X, **QUIET))
+    counts: Counter[str] = Counter()
+    for seed in range(40):
+        rng = random.Random(seed)
+        state = model.initial()
+        for _ in range(300):
+            enabled = model.enabled(state)
+            after = model.step(state, enabled[rng.randrange(len(enabled))])
+            counts.update(outcomes(model, state, after))
+            state = after
+    for name in (
+        "admin reset completed",
+        "commit ignored during a pending reset",
+        "OFFSET_ILLEGAL correction sent",
+        "reset expectation ended",
+        "broker offset decreased",
+    ):
+        assert counts[name] > 0, (name, counts)

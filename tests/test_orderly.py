@@ -1,0 +1,249 @@
+"""Orderly consumption's lock protocol (semantics R8.1-R8.4, R8.9, R5.1 step 6), in the model and the
+reference: the broker lock table, lock-first rebalance, lockAll renewal, unlockAll at shutdown, the
+first locked pull's offset re-read, and the version switch for BROADCASTING."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from rmqspec.properties.machines import LockstepMachine, configs, machine_for
+from rmqspec.properties.profiles import scaled
+from rmqspec.reference.message_queue import MessageQueue
+from rmqspec.reference.rebalance_lock_manager import RebalanceLockManager
+from rmqspec.reference.scheduler import VirtualClock
+from rmqspec.reference.system import ReferenceSystem
+from rmqspec.spec import actions as act
+from rmqspec.spec import orderly as lk
+from rmqspec.spec.config import Config
+from rmqspec.spec.invariants import check_state, check_step
+from rmqspec.spec.model import Model
+from rmqspec.spec.state import State
+
+# Pinned orderly machines: the model alone (both versions and modes drawn), and model + reference.
+TestOrderlyMachine = machine_for(configs(orderly=True, consumers=3)).TestCase
+TestOrderlyMachine.settings = scaled(0.25)
+TestOrderlyLockstep = machine_for(configs(orderly=True, mode="CLUSTERING"), base=LockstepMachine).TestCase
+TestOrderlyLockstep.settings = scaled(0.1)
+
+LOCK_CASES = [
+    # (entry before as (holder, lastUpdate) or None, caller, now, granted)
+    (None, 0, 100, True),
+    ((0, 0), 0, 60_000, True),  # own live lock: refreshed
+    ((1, 0), 0, 60_000, False),  # another's lock, exactly 60 s old: still live
+    ((1, 0), 0, 60_001, True),  # another's lock, expired: taken over
+    ((0, 0), 0, 90_000, True),  # own expired lock: taken over (by itself)
+]
+
+
+@pytest.mark.parametrize(("before", "caller", "now", "granted"), LOCK_CASES)
+def test_broker_grants_a_free_own_or_expired_lock_and_refuses_a_live_one_in_model_and_reference(
+    before: tuple[int, int] | None, caller: int, now: int, granted: bool
+) -> None:
+    table, got = lk.try_lock_batch((before,), (0,), caller, now)
+    assert (0 in got) == granted
+    assert table[0] == ((caller, now) if granted else before)
+    clock = VirtualClock(0)
+    manager = RebalanceLockManager(clock)
+    mq = MessageQueue("T", "b", 0)
+    if before is not None:
+        clock.advance_to(before[1])
+        manager.try_lock_batch("G", {mq}, f"c{before[0]}")
+    clock.advance_to(now)
+    assert (mq in manager.try_lock_batch("G", {mq}, f"c{caller}")) == granted
+    entry = manager.entry("G", mq)
+    assert entry is not None
+    assert (entry.client_id, entry.last_update_timestamp) == (
+        (f"c{caller}", now) if granted else (f"c{before[0]}", before[1])
+    )  # type: ignore[index]
+
+
+def test_unlock_batch_removes_only_the_callers_entries_in_model_and_reference() -> None:
+    assert lk.unlock_batch(((0, 5), (1, 5), None), (0, 1, 2), 0) == (None, (1, 5), None)
+    manager = RebalanceLockManager(VirtualClock(0))
+    mqs = [MessageQueue("T", "b", q) for q in range(2)]
+    manager.try_lock_batch("G", {mqs[0]}, "c0")
+    manager.try_lock_batch("G", {mqs[1]}, "c1")
+    manager.unlock_batch("G", set(mqs), "c0")
+    assert manager.entry("G", mqs[0]) is None and manager.entry("G", mqs[1]) is not None
+
+
+def _run(config: Config, actions: list[act.Action], tmp_path: Path | None = None) -> State:
+    """Step the model (and the reference in lockstep when ``tmp_path`` is given), checking every
+    property on the way."""
+    model = Model(config)
+    state = model.initial()
+    reference = ReferenceSystem(config, tmp_path) if tmp_path is not None else None
+    for a in actions:
+        after = model.step(state, a)
+        assert check_step(model, state, a, after) == [] and check_state(model, after) == []
+        state = after
+        if reference is not None:
+            reference.apply(a)
+            assert reference.abstract() == (state.now, state.broker, state.clients), a
+    return state
+
+
+ORDERLY = Config(orderly=True, consumers=2, queues=2, client_crashes=1, broker_crashes=1)
+
+
+def test_rebalance_adds_a_queue_only_after_its_broker_lock_succeeds(tmp_path: Path) -> None:
+    # Client 0 owns and locks everything; client 1 joins and is dealt queue 1, whose lock client 0
+    # still holds: no pq for it this round (R8.4), in the model and in the reference.
+    s = _run(ORDERLY, [act.Start(0), act.Rebalance(0), act.Start(1), act.Rebalance(1)], tmp_path)
+    assert s.broker.locks[:2] == ((0, 0), (0, 0))
+    assert s.clients[0].pqs[1] is not None and s.clients[0].pqs[1].locked
+    assert s.clients[1].pqs[1] is None
+    assert s.clients[1].view is None  # not every allocated queue was placed
+
+
+def test_lock_all_renews_every_20_s_and_a_crashed_owners_locks_expire_after_60_s(tmp_path: Path) -> None:
+    model = Model(ORDERLY)
+    s = _run(ORDERLY, [act.Start(0), act.Rebalance(0)], tmp_path)
+    assert s.clients[0].next_lock_all == 1_000
+    s = model.step(s, act.Tick())  # to the heartbeat / lockAll at 1 s
+    s = model.step(model.step(s, act.Heartbeat(0)), act.LockAll(0))
+    assert s.broker.locks[0] == (0, 1_000) and s.clients[0].next_lock_all == 21_000
+    s = model.step(s, act.Crash(0))
+    assert lk.holder(s.broker.locks, 0, 61_000) == 0 and lk.holder(s.broker.locks, 0, 61_001) is None
+
+
+def test_a_broker_crash_loses_every_lock_and_lock_all_then_unlocks_the_loser(tmp_path: Path) -> None:
+    # The lock table is broker memory (R8.1): after a crash client 1 locks queue 1 at once, while
+    # client 0 still has its pq marked locked, and its lockAll then marks it unlocked (R8.2).
+    model = Model(ORDERLY)
+    s = _run(ORDERLY, [act.Start(0), act.Rebalance(0), act.BrokerCrash(), act.BrokerRestart(), act.Start(1)], tmp_path)
+    assert all(e is None for e in s.broker.locks)
+    s = model.step(s, act.Rebalance(1))
+    assert s.clients[1].pqs[1] is not None and s.broker.locks[1] == (1, 0)
+    both = s.clients[0].pqs[1], s.clients[1].pqs[1]
+    assert all(pq is not None and pq.locked and not lk.client_lock_expired(pq.last_lock, s.now) for pq in both)
+    s = model.step(model.step(s, act.Tick()), act.Heartbeat(0))
+    s = model.step(s, act.LockAll(0))
+    pq0 = s.clients[0].pqs[1]
+    assert pq0 is not None and not pq0.locked
+
+
+def test_shutdown_unlocks_every_owned_queue_synchronously_before_persisting(tmp_path: Path) -> None:
+    s = _run(ORDERLY, [act.Start(0), act.Rebalance(0), act.Shutdown(0)], tmp_path)
+    assert all(e is None for e in s.broker.locks)
+
+
+def test_the_first_locked_pull_rereads_the_broker_offset_and_later_pulls_do_not() -> None:
+    # The rebalance read "no offset" and positioned at 0 (a young queue); the previous owner's final
+    # commit of 1 lands before the first pull, which re-reads the broker (R5.1 step 6) and starts at 1:
+    # what RocketMQ added so that a handover does not replay (known-bugs RMQ-09, item 3).
+    config = Config(orderly=True, consumers=1, queues=1, backlog=2, messages_per_queue=2)
+    model = Model(config)
+    s = _run(config, [act.Start(0), act.Rebalance(0)])
+    pq = s.clients[0].pqs[0]
+    assert pq is not None and pq.next_offset == 0 and not pq.previously_locked
+    s = s._replace(broker=s.broker._replace(offsets=(1, None)))
+    s = model.step(s, act.SendPull(0, 0))
+    pq = s.clients[0].pqs[0]
+    assert pq is not None and pq.previously_locked and s.clients[0].mem[0] == 1
+    assert s.clients[0].channel[-1].offset == 1  # type: ignore[union-attr]
+    s = s._replace(broker=s.broker._replace(offsets=(0, None)))
+    s = model.step(model.step(s, act.BrokerReceive(0)), act.ReceivePull(0, pq.uid))
+    s = model.step(s, act.SendPull(0, 0))
+    assert s.clients[0].channel[-1].offset == 2  # type: ignore[union-attr]  # no second re-read
+
+
+@pytest.mark.parametrize(("version", "locks"), [("4.9.8", True), ("5.x", False)])
+def test_orderly_broadcasting_locks_each_added_queue_in_4_9_8_only(version: str, locks: bool, tmp_path: Path) -> None:
+    config = Config(orderly=True, mode="BROADCASTING", consumers=2, queues=2, version=version)
+    s = _run(config, [act.Start(0), act.Rebalance(0), act.Start(1), act.Rebalance(1)], tmp_path)
+    assert (s.broker.locks[0] == (0, 0)) == locks
+    assert (s.clients[1].pqs[0] is None) == locks  # 4.9.8: client 1 is kept off until the lock expires
+    assert s.clients[0].next_lock_all is None  # never renewed in BROADCASTING (R8.3)
+
+
+def test_a_belief_older_than_a_broker_crash_is_the_only_tolerated_double_lock() -> None:
+    # After the crash client 1 locks queue 1 while client 0 still sees its pq locked: INV-12a holds by
+    # the allowed anomaly "orderly-lock-table-lost" (the belief predates the crash) ...
+    model = Model(ORDERLY)
+    s = _run(ORDERLY, [act.Start(0), act.Rebalance(0), act.BrokerCrash(), act.BrokerRestart(), act.Start(1)])
+    s = model.step(s, act.Rebalance(1))
+    assert check_state(model, s) == []
+    # ... but the same two beliefs with no crash behind them are a violation.
+    s = s._replace(ghost=s.ghost._replace(lock_table_lost_at=-1))
+    assert [v.id for v in check_state(model, s)] == ["INV-12a"]
+
+
+@pytest.mark.parametrize("version", ["4.9.8", "5.x"])
+@pytest.mark.parametrize("mode", ["CLUSTERING", "BROADCASTING"])
+def test_correct_orderly_model_passes_every_property_on_seeded_walks(version: str, mode: str) -> None:
+    from rmqspec.properties.explore import explore
+
+    config = Config(
+        orderly=True, mode=mode, version=version, consumers=3, queues=4, messages_per_queue=4, max_reconsume_times=2
+    )
+    if version == "4.9.8" and mode == "CLUSTERING":
+        config = replace(config, broker_crashes=0)  # INV-19: the 4.9.8 outage bug, reproduced below
+    result = explore(config, 60, 300)
+    assert result.valid, result.counterexamples[0].describe()
+    assert result.actions["Rebalance"] > 0 and (mode == "BROADCASTING" or result.actions["LockAll"] > 0)
+
+
+PRIORITY = (
+    "ReceivePull",
+    "BrokerReceive",
+    "StartConsume",
+    "FinishConsume",
+    "ApplyConsumeOffset",
+    "SendPull",
+    "FixOffsetIllegal",
+    "PersistOffsets",
+    "Heartbeat",
+    "LockAll",
+    "BrokerFlush",
+    "Rebalance",
+    "Tick",
+)
+
+
+def _idle_pull(s: State, a: act.Action) -> bool:
+    """A pull that could only be held for long polling: the driver leaves it alone."""
+    if not isinstance(a, act.SendPull):
+        return False
+    pq = s.clients[a.client].pqs[a.queue]
+    return pq is not None and pq.next_offset >= s.broker.queues[a.queue].max_offset
+
+
+def _drive(model: Model, reference: ReferenceSystem, s: State, script: list[act.Action], until: object) -> State:
+    """Apply ``script``, then the first enabled action by PRIORITY until ``until(s)``; the reference
+    follows in lockstep."""
+    for step in range(200):
+        if script:
+            a = script.pop(0)
+        elif until(s):  # type: ignore[operator]
+            return s
+        else:
+            enabled = [x for x in model.enabled(s) if not _idle_pull(s, x)]
+            a = min(enabled, key=lambda x: PRIORITY.index(type(x).__name__) if type(x).__name__ in PRIORITY else 99)
+        s = model.step(s, a)
+        reference.apply(a)
+        assert reference.abstract() == (s.now, s.broker, s.clients), (step, a)
+    raise AssertionError("condition not reached in 200 steps")
+
+
+@pytest.mark.parametrize(("version", "replayed"), [("4.9.8", True), ("5.x", False)])
+def test_4_9_8_first_locked_pull_during_a_broker_outage_resets_the_offset_to_min_offset_and_5x_does_not(
+    version: str, replayed: bool, tmp_path: Path
+) -> None:
+    # Client 0 consumes both messages and commits 2; it restarts, and the broker is down at its first
+    # locked pull. 4.9.8 takes the failed read's -1 as nextOffset (INV-19), the pull gets OFFSET_ILLEGAL,
+    # and 10 s later the offset is overwritten with minOffset 0: both messages are replayed. 5.x waits.
+    config = Config(orderly=True, consumers=1, queues=1, backlog=2, messages_per_queue=2, version=version)
+    model = Model(config)
+    reference = ReferenceSystem(config, tmp_path)
+    s = model.initial()
+    s = _drive(model, reference, s, [act.Start(0), act.Rebalance(0)], lambda t: t.broker.flushed[0] == 2)
+    s = _drive(model, reference, s, [act.Crash(0), act.Start(0), act.Rebalance(0), act.BrokerCrash()], lambda t: True)
+    before = s
+    s = _drive(model, reference, s, [act.SendPull(0, 0)], lambda t: True)
+    assert [v.id for v in check_step(model, before, act.SendPull(0, 0), s)] == (["INV-19"] if replayed else [])
+    s = _drive(model, reference, s, [act.BrokerRestart()], lambda t: t.broker.offsets[0] != 2 or t.now > 60_000)
+    assert (s.broker.offsets[0] == 0) == replayed
