@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from rmqspec.properties.liveness import describe, quiesce_and_check
 from rmqspec.spec.actions import Action, action_name
 from rmqspec.spec.config import Config
 from rmqspec.spec.invariants import ACTION_PROPERTIES, INVARIANTS, Violation, check_state, check_step
@@ -104,21 +105,48 @@ def explore(
     stop_at_first: bool = True,
     track_states: bool = False,
     watch: frozenset[str] | None = None,
+    liveness: bool = False,
 ) -> ExploreResult:
-    """Run ``walks`` seeded walks of ``config``; optionally count distinct states."""
+    """Run ``walks`` seeded walks of ``config``; optionally count distinct states. With ``liveness``,
+    every walk that ends without a violation is then quiesced and its end state checked against the
+    liveness properties (``liveness.quiesce_and_check``, docs/spec.md §13); a failure is reported as
+    a counterexample whose actions are the walk's followed by the quiescence steps."""
     model = Model(config)
     result = ExploreResult()
     seen: set[State] = set()
-    on_state = seen.add if track_states else None
+    last: list[State] = [model.initial()]
+
+    def on_state(state: State) -> None:
+        last[0] = state
+        if track_states:
+            seen.add(state)
+
     for k in range(walks):
         result.walks += 1
-        found = walk(model, first_seed + k, max_steps, on_state, result, watch)
+        last[0] = model.initial()
+        taken: list[Action] = []
+        found = walk(model, first_seed + k, max_steps, on_state, result, watch, record=taken)
+        if found is None and liveness:
+            found = _liveness_counterexample(model, first_seed + k, taken, last[0], watch)
         if found is not None:
             result.counterexamples.append(found)
             if stop_at_first:
                 break
     result.distinct_states = len(seen)
     return result
+
+
+def _liveness_counterexample(
+    model: Model, seed: int, taken: list[Action], state: State, watch: frozenset[str] | None
+) -> Counterexample | None:
+    quiescence, found = quiesce_and_check(model, state)
+    if watch is not None:
+        found = [v for v in found if v.id in watch]
+    if not found:
+        return None
+    report = describe(model, quiescence, found)
+    violations = [Violation(v.id, "liveness at quiescence", report) for v in found]
+    return Counterexample(model.config, seed, taken + quiescence.steps, violations)
 
 
 def replay(config: Config, actions: list[Action]) -> tuple[State, list[Violation]]:

@@ -24,6 +24,7 @@ from hypothesis import event, note
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+from rmqspec.properties.liveness import describe, quiesce_and_check
 from rmqspec.spec import actions as act
 from rmqspec.spec.config import (
     BROADCASTING,
@@ -209,6 +210,18 @@ class SpecMachine(RuleBasedStateMachine):
             return
         violations = check_state(self.model, self.state)
         assert not violations, "; ".join(f"{v.id} {v.name}: {v.detail}" for v in violations)
+
+
+class LivenessMachine(SpecMachine):
+    """``SpecMachine`` whose every example ends in quiescence: faults stop, timers run, and the end
+    state must satisfy the liveness properties (``liveness.quiesce_and_check``, docs/spec.md §13)."""
+
+    def teardown(self) -> None:
+        if self.model is None or self.state is None:
+            return
+        quiescence, found = quiesce_and_check(self.model, self.state)
+        event(f"quiescence: {'settled early' if quiescence.state.now < quiescence.horizon else 'ran to the horizon'}")
+        assert not found, describe(self.model, quiescence, found)
 
 
 def outcomes(model: Model, before: State, after: State) -> list[str]:

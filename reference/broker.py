@@ -52,7 +52,7 @@ from rmqspec.reference.message import (
     decode_message_id,
     tags_string2tags_code,
 )
-from rmqspec.reference.message_queue import RETRY_GROUP_TOPIC_PREFIX, dlq_topic, retry_topic
+from rmqspec.reference.message_queue import RETRY_GROUP_TOPIC_PREFIX, MessageQueue, dlq_topic, retry_topic
 from rmqspec.reference.mq_version import MQVersion
 from rmqspec.reference.protocol import (
     SUB_ALL,
@@ -70,6 +70,8 @@ from rmqspec.reference.protocol import (
     QueryConsumerOffsetResponseHeader,
     RemotingCommand,
     RequestCode,
+    ResetOffsetBody,
+    ResetOffsetRequestHeader,
     ResponseCode,
     SearchOffsetRequestHeader,
     SendMessageRequestHeader,
@@ -611,6 +613,50 @@ class Broker2Client:
         for channel in channels:
             self.notify_consumer_ids_changed(channel, group)
 
+    # full fidelity (admin reset)
+    def reset_offset(
+        self, topic: str, group: str, timestamp: int, is_force: bool, queue_id: int, offset: int
+    ) -> RemotingCommand:
+        """R3.10a (4.9.8 ``Broker2Client#resetOffset``), for the one queue the request names: SYSTEM_ERROR
+        without a topic config or without an offset of the group (step 1, step 2's "THe consumer group
+        not exist"); the target is ``offset`` when given (the model's abstraction of the timestamp that
+        finds it), else ``offsetInQueueByTime`` (-1: maxOffset), a negative one 0; forced or lower than
+        the current one, it is taken (step 2). The broker does not write its own table (step 3); it
+        pushes RESET_CONSUMER_CLIENT_OFFSET oneway to every channel of the group (step 4), or answers
+        CONSUMER_NOT_ONLINE when there is none (step 5)."""
+        c = self.controller
+        if topic not in c.durable.topic_config_table:
+            return RemotingCommand.create_response_command(ResponseCode.SYSTEM_ERROR, f"[{topic}] not exist")
+        current = c.consumer_offset_manager.query_offset(group, topic, queue_id)
+        if current == -1:
+            return RemotingCommand.create_response_command(
+                ResponseCode.SYSTEM_ERROR, f"THe consumer group <{group}> not exist"
+            )
+        if offset >= 0:
+            target = offset
+        elif timestamp == -1:
+            target = c.message_store.get_max_offset_in_queue(topic, queue_id)
+        else:
+            target = c.message_store.get_offset_in_queue_by_time(
+                topic, queue_id, timestamp, c.compat.search_offset_first_equal
+            )
+        target = max(target, 0)
+        chosen = target if is_force or target < current else current
+        table = {MessageQueue(topic, c.host.broker_name, queue_id): chosen}
+        group_info = c.consumer_manager.get_consumer_group_info(group)
+        channels = [] if group_info is None else group_info.get_all_channel()
+        if not channels:
+            return RemotingCommand.create_response_command(
+                ResponseCode.CONSUMER_NOT_ONLINE, f"Consumer not online, so can not reset offset, Group: {group}"
+            )
+        for channel in channels:
+            channel.push_to_client(
+                RemotingCommand.create_request_command(
+                    RequestCode.RESET_CONSUMER_CLIENT_OFFSET, None, ResetOffsetBody(topic, group, dict(table))
+                )
+            )
+        return RemotingCommand.create_response_command(ResponseCode.SUCCESS, body=ResetOffsetBody(topic, group, table))
+
     def notify_consumer_ids_changed(self, channel: ClientConnection, group: str) -> None:
         """NOTIFY_CONSUMER_IDS_CHANGED, oneway to the client."""
         channel.notify_client(
@@ -642,9 +688,14 @@ class ConsumerManageProcessor:
         )
 
     def update_consumer_offset(self, channel: ClientConnection, request: RemotingCommand) -> RemotingCommand:
-        """R3.4: commit unconditionally (no role or range check), always SUCCESS."""
+        """R3.4: commit unconditionally (no role or range check), always SUCCESS. A 5.x broker ignores
+        the commit while a server-side reset of that queue is pending (R3.4, R3.10b step 5)."""
         h = request.header
         assert isinstance(h, UpdateConsumerOffsetRequestHeader)
+        if self.version.server_side_reset and self.controller.consumer_offset_manager.has_offset_reset(
+            h.topic, h.consumer_group, h.queue_id
+        ):
+            return RemotingCommand.create_response_command(ResponseCode.SUCCESS, "Offset has been previously reset")
         self.controller.consumer_offset_manager.commit_offset(
             channel.local_address, h.consumer_group, h.topic, h.queue_id, h.commit_offset
         )
@@ -721,6 +772,25 @@ class PullMessageProcessor:
                     ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest"
                 )
             subscription_data = found
+        if c.host.version.server_side_reset:  # full fidelity (admin reset): R3.10b step 6
+            reset_offset = c.consumer_offset_manager.query_then_erase_reset_offset(
+                h.topic, h.consumer_group, h.queue_id
+            )
+            if reset_offset is not None:  # OFFSET_RESET, answered PULL_OFFSET_MOVED; the commit still follows
+                reset_response = RemotingCommand.create_response_command(
+                    ResponseCode.PULL_OFFSET_MOVED,
+                    "OFFSET_RESET",
+                    PullMessageResponseHeader(
+                        reset_offset,
+                        c.message_store.get_min_offset_in_queue(h.topic, h.queue_id),
+                        c.message_store.get_max_offset_in_queue(h.topic, h.queue_id),
+                    ),
+                )
+                if broker_allow_suspend and PullSysFlag.has_commit_offset_flag(h.sys_flag):
+                    c.consumer_offset_manager.commit_offset(
+                        channel.local_address, h.consumer_group, h.topic, h.queue_id, h.commit_offset
+                    )
+                return reset_response
         result = c.message_store.get_message(
             h.consumer_group,
             h.topic,
@@ -904,6 +974,42 @@ class AdminBrokerProcessor:
         )
         return RemotingCommand.create_response_command(ResponseCode.SUCCESS, body=offset)
 
+    # full fidelity (admin reset)
+    def reset_offset(self, request: RemotingCommand) -> RemotingCommand:
+        """INVOKE_BROKER_TO_RESET_OFFSET: 4.9.8 hands it to ``Broker2Client#resetOffset`` (R3.10a); a 5.x
+        broker with ``useServerSideResetOffset`` runs ``resetOffsetInner`` (R3.10b)."""
+        h = request.header
+        assert isinstance(h, ResetOffsetRequestHeader)
+        if not self.controller.host.version.server_side_reset:
+            return self.controller.broker2client.reset_offset(
+                h.topic, h.group, h.timestamp, h.is_force, h.queue_id, h.offset
+            )
+        return self.reset_offset_inner(h.topic, h.group, h.queue_id, h.timestamp, h.offset)
+
+    def reset_offset_inner(self, topic: str, group: str, queue_id: int, timestamp: int, offset: int) -> RemotingCommand:
+        """R3.10b steps 1-4 for one queue (``queueId >= 0``): the topic must exist; an explicit offset
+        must pass the range check (rejected when ``(min >= 0 and offset < min) or offset > max + 1``),
+        otherwise the offset is found by timestamp; then ``assignResetOffset``. No ``isForce`` (step 7).
+        The subscription group is auto-created here (``findSubscriptionGroupConfig``)."""
+        c = self.controller
+        store = c.message_store
+        if topic not in c.durable.topic_config_table:
+            return RemotingCommand.create_response_command(
+                ResponseCode.TOPIC_NOT_EXIST, f"Topic {topic} does not exist"
+            )
+        c.durable.find_subscription_group_config(group)
+        if offset != -1:
+            low, high = store.get_min_offset_in_queue(topic, queue_id), store.get_max_offset_in_queue(topic, queue_id)
+            if (low >= 0 and offset < low) or offset > high + 1:
+                return RemotingCommand.create_response_command(
+                    ResponseCode.SYSTEM_ERROR, f"Target offset {offset} not in consume queue range [{low}-{high}]"
+                )
+            target = offset
+        else:
+            target = store.get_offset_in_queue_by_time(topic, queue_id, timestamp, c.compat.search_offset_first_equal)
+        c.consumer_offset_manager.assign_reset_offset(topic, group, queue_id, target)
+        return RemotingCommand.create_response_command(ResponseCode.SUCCESS)
+
     # orderly (R8.1, R8.2)
     def lock_batch_mq(self, request: RemotingCommand) -> RemotingCommand:
         body = request.body
@@ -982,6 +1088,7 @@ class BrokerController:
             ),
             RequestCode.LOCK_BATCH_MQ: lambda: self.admin_broker_processor.lock_batch_mq(request),  # orderly
             RequestCode.UNLOCK_BATCH_MQ: lambda: self.admin_broker_processor.unlock_batch_mq(request),  # orderly
+            RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: lambda: self.admin_broker_processor.reset_offset(request),
         }
         if code not in handlers:
             raise ValueError(f"request code {code} is not handled synchronously")

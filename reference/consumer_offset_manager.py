@@ -68,6 +68,8 @@ class ConsumerOffsetManager:
         self.store_path_root_dir = Path(store_path_root_dir)
         self.file_format = check_file_format(file_format)
         self.offset_table: dict[str, dict[int, int]] = {}
+        # full fidelity (admin reset): 5.x ``resetOffsetTable``, memory only (R3.10b)
+        self.reset_offset_table: dict[str, dict[int, int]] = {}
         self._persist_lock = threading.Lock()  # ConfigManager#persist is synchronized
 
     def config_file_path(self) -> Path:
@@ -94,8 +96,30 @@ class ConsumerOffsetManager:
             )
 
     def query_offset(self, group: str, topic: str, queue_id: int) -> int:
-        """R3.3: the stored offset, or -1 when the key or the queue is absent."""
+        """R3.3: the stored offset, or -1 when the key or the queue is absent; a pending 5.x reset
+        (R3.10b) is answered first."""
+        pending = self.reset_offset_table.get(topic + TOPIC_GROUP_SEPARATOR + group, {}).get(queue_id)
+        if pending is not None:
+            return pending
         return self.offset_table.get(topic + TOPIC_GROUP_SEPARATOR + group, {}).get(queue_id, -1)
+
+    # full fidelity (admin reset): the 5.x server-side reset (R3.10b steps 4-6)
+    def assign_reset_offset(self, topic: str, group: str, queue_id: int, offset: int) -> None:
+        """R3.10b step 4: ignore blank names, a negative queue or offset; else record the pending reset
+        and overwrite the offset table."""
+        if not topic or not group or queue_id < 0 or offset < 0:
+            return
+        key = topic + TOPIC_GROUP_SEPARATOR + group
+        self.reset_offset_table.setdefault(key, {})[queue_id] = offset
+        self.offset_table.setdefault(key, {})[queue_id] = offset
+
+    def has_offset_reset(self, topic: str, group: str, queue_id: int) -> bool:
+        """R3.10b step 5, R3.4: a reset of that queue is pending."""
+        return queue_id in self.reset_offset_table.get(topic + TOPIC_GROUP_SEPARATOR + group, {})
+
+    def query_then_erase_reset_offset(self, topic: str, group: str, queue_id: int) -> int | None:
+        """R3.10b step 6: the pending reset of that queue, taken out of the table (None if none)."""
+        return self.reset_offset_table.get(topic + TOPIC_GROUP_SEPARATOR + group, {}).pop(queue_id, None)
 
     def clone_table(self) -> dict[str, dict[int, int]]:
         """A deep copy of the table, for snapshots (changing it does not touch the manager)."""

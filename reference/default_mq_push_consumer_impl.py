@@ -297,6 +297,7 @@ class DefaultMQPushConsumerImpl:
             mq_client_factory, default_mq_push_consumer.consumer_group, mq_client_factory.version
         )
         self.service_state = "CREATE_JUST"
+        self.pause = False  # full fidelity (admin reset): set by suspend() (R3.10a step 1)
 
     def now(self) -> int:
         return self.mq_client_factory.clock.now()
@@ -361,6 +362,25 @@ class DefaultMQPushConsumerImpl:
         self.rebalance_impl.destroy()
         self.service_state = "SHUTDOWN_ALREADY"
 
+    # --- suspend and resume (full fidelity, admin reset) ------------------------------------------
+
+    def suspend(self) -> None:
+        """R3.10a step 1: ``pause = true``; pulls re-queue themselves, ``doRebalance`` does nothing."""
+        self.pause = True
+
+    def resume(self) -> None:
+        """R3.10a step 5: ``pause = false`` and a rebalance now. Java calls ``doRebalance()`` in this
+        thread; here the rebalance service is woken and the driver runs it as the next ``Rebalance``
+        step, as the model does (docs/spec.md §12: the reset's oneway persist and the rebalance's
+        QUERY_CONSUMER_OFFSET reach the broker in either order; running it at once is one of those
+        interleavings)."""
+        self.pause = False
+        self.mq_client_factory.rebalance_immediately()
+
+    def update_consume_offset(self, mq: MessageQueue, offset: int) -> None:
+        """``updateConsumeOffset``: ``offsetStore.updateOffset(mq, offset, false)`` (R3.10a step 4)."""
+        self.offset_store.update_offset(mq, offset, False)
+
     # --- offsets ------------------------------------------------------------------------------------
 
     def persist_consumer_offset(self) -> None:
@@ -404,6 +424,9 @@ class DefaultMQPushConsumerImpl:
         pq.last_pull_timestamp = self.now()
         if self.service_state != "RUNNING":
             self.execute_pull_request_later(pull_request, PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION)
+            return
+        if self.pause:  # full fidelity (admin reset): R3.10a step 1, PULL_TIME_DELAY_MILLS_WHEN_SUSPEND
+            self.execute_pull_request_later(pull_request, PULL_TIME_DELAY_MILLS_WHEN_SUSPEND)
             return
         config = self.default_mq_push_consumer
         if (
@@ -468,7 +491,9 @@ class DefaultMQPushConsumerImpl:
     # --- rebalance and heartbeat --------------------------------------------------------------------
 
     def do_rebalance(self) -> None:
-        self.rebalance_impl.do_rebalance(self.consume_orderly)
+        """Only when not paused (R3.10a step 1)."""
+        if not self.pause:
+            self.rebalance_impl.do_rebalance(self.consume_orderly)
 
     def consumer_data(self) -> ConsumerData:
         config = self.default_mq_push_consumer

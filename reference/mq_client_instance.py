@@ -10,7 +10,9 @@ Mirrors RocketMQ 4.9.8:
   (R5.5 response code to ``PullStatus``) and ``queryConsumerOffset`` (any non-SUCCESS code raises
   ``MQBrokerException``, R2.3/R2.4).
 - :class:`MQAdminImpl`: ``maxOffset`` and ``searchOffset`` (R10.1), re-thrown as ``MQClientException``.
-- :class:`ClientRemotingProcessor`: NOTIFY_CONSUMER_IDS_CHANGED from the broker (R9.7).
+- :class:`ClientRemotingProcessor`: NOTIFY_CONSUMER_IDS_CHANGED from the broker (R9.7) and, full
+  fidelity (admin reset), RESET_CONSUMER_CLIENT_OFFSET (R3.10a), which runs ``MQClientInstance#resetOffset``;
+  its 10 s sleep is a scheduler task (:class:`ResetOffsetTask`), a timer that fires on time.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from rmqspec.reference.protocol import (
     QueryConsumerOffsetResponseHeader,
     RemotingCommand,
     RequestCode,
+    ResetOffsetBody,
     ResponseCode,
     SearchOffsetRequestHeader,
     SendMessageRequestHeader,
@@ -68,6 +71,8 @@ PERSIST_TASK_NAME: Final = "persistAllConsumerOffset"
 HEARTBEAT_TASK_NAME: Final = "sendHeartbeatToAllBroker"
 FIX_OFFSET_TASK: Final = "fixOffsetIllegal-"  # fidelity area: prefix of the 4.9.8 OFFSET_ILLEGAL tasks (R5.7)
 LOCK_MQ_TASK_NAME: Final = "lockMQPeriodically"  # orderly: ConsumeMessageOrderlyService's lockAll (R8.3)
+RESET_OFFSET_TASK: Final = "resetOffset-"  # full fidelity (admin reset): prefix of the sleeping resetOffset (R3.10a)
+RESET_OFFSET_SLEEP: Final = 10_000  # MQClientInstance#resetOffset's Thread.sleep(10000) (R3.10a step 3)
 MASTER_ID: Final = 0
 
 
@@ -299,6 +304,42 @@ class ClientRemotingProcessor:
     def process_request(self, request: RemotingCommand) -> None:
         if request.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
             self.factory.rebalance_immediately()  # R9.7
+        elif request.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
+            self.reset_offset(request)
+
+    def reset_offset(self, request: RemotingCommand) -> None:
+        """Full fidelity (admin reset): ``ClientRemotingProcessor#resetOffset`` decodes the
+        ``ResetOffsetBody`` and calls ``MQClientInstance#resetOffset`` (R3.10a)."""
+        body = request.body
+        assert isinstance(body, ResetOffsetBody)
+        self.factory.reset_offset(body.topic, body.group, dict(body.offset_table))
+
+
+class ResetOffsetTask:
+    """Full fidelity (admin reset): the rest of ``MQClientInstance#resetOffset`` after its 10 s sleep
+    (R3.10a steps 4-5): for each mq of ``processQueueTable`` with that topic and an entry in the table,
+    ``updateOffset(mq, v, increaseOnly=false)``, ``removeUnnecessaryMessageQueue`` (persist oneway,
+    ``removeOffset``) and removal from the table; finally ``resume()``."""
+
+    def __init__(self, consumer: DefaultMQPushConsumerImpl, topic: str, offset_table: dict[MessageQueue, int]) -> None:
+        self.consumer = consumer
+        self.topic = topic
+        self.offset_table = offset_table
+
+    def __call__(self) -> None:
+        consumer = self.consumer
+        table = consumer.rebalance_impl.process_queue_table
+        try:
+            for mq in sorted(table):
+                pq = table[mq]
+                if mq.topic != self.topic or mq not in self.offset_table:
+                    continue
+                consumer.update_consume_offset(mq, self.offset_table[mq])
+                consumer.rebalance_impl.remove_unnecessary_message_queue(mq, pq)
+                del table[mq]
+                consumer.rebalance_impl.balanced_cid_all = None  # (abstraction: an allocated queue is missing)
+        finally:
+            consumer.resume()
 
 
 class MQClientInstance:
@@ -461,6 +502,9 @@ class MQClientInstance:
         """The timers that must fire on time: (name, due)."""
         out = [(f"client {self.client_id}: {name}", due) for name, due in self._task_times()]
         out.extend(self._fix_offset_times())  # fidelity area
+        sleeping = self.sleeping_reset()  # full fidelity (admin reset): the 10 s sleep ends on time
+        if sleeping is not None:
+            out.append((f"client {self.client_id}: resetOffset sleep", sleeping[0]))
         out.append((f"client {self.client_id}: rebalance wait", self.rebalance_service.wait_deadline))
         return out
 
@@ -475,6 +519,37 @@ class MQClientInstance:
         """Fidelity area: the 4.9.8 OFFSET_ILLEGAL tasks (R5.7) are timers too: they fire on time."""
         tasks = self.scheduled_executor_service.tasks()
         return [(f"client {self.client_id}: {f.name}", f.due) for f in tasks if f.name.startswith(FIX_OFFSET_TASK)]
+
+    # full fidelity (admin reset)
+    def reset_offset(self, topic: str, group: str, offset_table: dict[MessageQueue, int]) -> None:
+        """``MQClientInstance#resetOffset`` (4.9.8, ``synchronized``; push consumers only), R3.10a steps
+        1-3: ``suspend()``; every pq of that topic whose mq is in the table is set dropped and
+        cleared (it stays in ``processQueueTable``); then the 10 s sleep, which is the
+        :class:`ResetOffsetTask` due 10 s from now. The driver delivers no second push while one
+        sleeps: the method is synchronized, so the remoting thread would block."""
+        consumer = self.consumer_table.get(group)
+        if consumer is None:
+            log.info("[reset-offset] consumer does not exist. group=%s", group)
+            return
+        if self.sleeping_reset() is not None:
+            raise RuntimeError("resetOffset is synchronized: a reset already sleeps")
+        consumer.suspend()
+        for mq, pq in consumer.rebalance_impl.process_queue_table.items():
+            if mq.topic == topic and mq in offset_table and not pq.dropped:
+                pq.dropped = True
+                pq.clear()
+                consumer.rebalance_impl.balanced_cid_all = None  # (abstraction: an allocated queue is missing)
+        name = f"{RESET_OFFSET_TASK}{topic}@{group}"
+        self.scheduled_executor_service.schedule(
+            name, ResetOffsetTask(consumer, topic, offset_table), RESET_OFFSET_SLEEP
+        )
+
+    def sleeping_reset(self) -> tuple[int, ResetOffsetTask] | None:
+        """Full fidelity (admin reset): the reset that sleeps now, with the end of its sleep."""
+        for f in self.scheduled_executor_service.tasks():
+            if isinstance(f.task, ResetOffsetTask):
+                return f.due, f.task
+        return None
 
     def execute_task_later(self, name: str, task: Callable[[], None], delay: int) -> None:
         self.scheduled_executor_service.schedule(name, task, delay)

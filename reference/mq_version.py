@@ -13,6 +13,8 @@ one derived property, read at exactly one place:
   (R3.5): 4.9.8 tests ``!checkInDiskByConsumeOffset(0)``, so an empty queue answers 0; 5.x (5.1.0)
   tests ``checkInMemByConsumeOffset(0, 1)``, so it answers QUERY_NOT_FOUND; a 5.x broker also
   answers NOT_FOUND to a request with setZeroIfNotFound=false (5.0.0), which no 5.1.0+ client sends.
+- ``server_side_reset`` (admin reset), read by the broker's reset, commit and pull processors
+  (R3.10a/R3.10b): 4.9.8 pushes the reset to the clients; 5.x keeps a pending reset.
 - ``orderly_locks_in_broadcasting`` (orderly), read in ``RebalanceImpl.rebalance_by_topic`` (R8.9):
   4.9.8 locks each queue an orderly BROADCASTING consumer adds; 5.x (5.3.2) takes no locks there.
 
@@ -76,6 +78,8 @@ class MQVersion:
     def server_side_reset(self) -> bool:
         """R3.10a/R3.10b (full fidelity area, admin reset): 4.9.8 resets through the clients
         (Broker2Client, MQClientInstance#resetOffset); 5.x brokers (``useServerSideResetOffset``, on by
-        default from 5.2.0, RIP-48) keep a pending reset. Mirrors ``Config.server_side_reset``; read
-        nowhere yet: the reference does not implement admin reset (docs/spec.md, "Admin offset reset")."""
+        default from 5.2.0, RIP-48) keep a pending reset. Mirrors ``Config.server_side_reset``; read by
+        the broker only: ``AdminBrokerProcessor.reset_offset`` (which path), ``ConsumerManageProcessor.
+        update_consumer_offset`` (commits ignored while pending) and ``PullMessageProcessor.process_request``
+        (``queryThenEraseResetOffset``, answered PULL_OFFSET_MOVED)."""
         return self.name != V4_9_8

@@ -34,6 +34,8 @@ class RequestCode:
     NOTIFY_CONSUMER_IDS_CHANGED: Final = 40
     LOCK_BATCH_MQ: Final = 41  # orderly (R8.2)
     UNLOCK_BATCH_MQ: Final = 42  # orderly (R8.2)
+    RESET_CONSUMER_CLIENT_OFFSET: Final = 220  # full fidelity (admin reset): broker to client (R3.10a)
+    INVOKE_BROKER_TO_RESET_OFFSET: Final = 222  # full fidelity (admin reset): admin to broker (R3.10a/b)
 
 
 class ResponseCode:
@@ -47,6 +49,7 @@ class ResponseCode:
     SUBSCRIPTION_NOT_EXIST: Final = 24
     SUBSCRIPTION_NOT_LATEST: Final = 25
     SUBSCRIPTION_GROUP_NOT_EXIST: Final = 26
+    CONSUMER_NOT_ONLINE: Final = 206  # full fidelity (admin reset): Broker2Client#resetOffset (R3.10a step 5)
 
 
 class PullSysFlag:
@@ -211,6 +214,31 @@ class SearchOffsetRequestHeader:
 
 
 _opaque = itertools.count(1)
+
+
+@dataclass
+class ResetOffsetRequestHeader:
+    """Full fidelity (admin reset): INVOKE_BROKER_TO_RESET_OFFSET (R3.10a, R3.10b). 4.9.8's header has
+    {topic, group, timestamp, isForce}; 5.x adds ``queueId`` and ``offset`` (-1: by timestamp). The
+    reference sends one queue, as the model does; a 4.9.8 reset by offset carries the offset itself
+    (the model's abstraction: the timestamp that finds it)."""
+
+    topic: str
+    group: str
+    timestamp: int
+    is_force: bool = True
+    queue_id: int = -1
+    offset: int = -1
+
+
+@dataclass
+class ResetOffsetBody:
+    """Full fidelity (admin reset): ``ResetOffsetBody{offsetTable}`` of RESET_CONSUMER_CLIENT_OFFSET
+    (R3.10a step 4); the header {topic, group, timestamp, isForce} is kept beside it."""
+
+    topic: str
+    group: str
+    offset_table: dict[MessageQueue, int]
 
 
 @dataclass(eq=False)

@@ -87,13 +87,16 @@ class ClientConnection:
     outbound: deque[RemotingCommand] = field(default_factory=deque)
     replies: dict[int, PendingReply] = field(default_factory=dict)
     client_processor: ClientRequestProcessor | None = None
+    # full fidelity (admin reset): oneway pushes from the broker not yet read by the client (R3.10a step 4)
+    inbound: deque[RemotingCommand] = field(default_factory=deque)
 
     def is_active(self) -> bool:
         return self.broker.is_up()
 
     def break_connection(self) -> None:
-        """The broker process died: what was still on the wire never arrives."""
+        """The broker process died: what was still on the wire never arrives, either way."""
         self.outbound.clear()
+        self.inbound.clear()
 
     def read_request(self) -> RemotingCommand:
         """The broker reads the oldest request (raises ``IndexError`` when the wire is empty)."""
@@ -121,6 +124,24 @@ class ClientConnection:
         """A oneway request from the broker to the client process, if one is listening."""
         if self.client_processor is not None:
             self.client_processor.process_request(request)
+
+    def push_to_client(self, request: RemotingCommand) -> None:
+        """Full fidelity (admin reset): a oneway request from the broker that travels: it waits on the
+        wire until the client reads it (``read_push``), and is lost if nobody listens or the
+        connection breaks (R3.10a step 4, ``invokeOneway``)."""
+        if self.client_processor is not None:
+            self.inbound.append(request)
+
+    def read_push(self) -> None:
+        """The client's remoting thread reads the oldest push and hands it to its processor."""
+        request = self.inbound.popleft()
+        if self.client_processor is not None:
+            self.client_processor.process_request(request)
+
+    def drop_client(self) -> None:
+        """The client process ended: nobody listens, and what was on its way in is lost."""
+        self.client_processor = None
+        self.inbound.clear()
 
 
 @dataclass(eq=False)
@@ -184,4 +205,4 @@ class NettyRemotingClient:
         """The process ends: pending futures are forgotten; the wire keeps what was sent."""
         self.response_table.clear()
         if self.connection.client_processor is not None:
-            self.connection.client_processor = None
+            self.connection.drop_client()

@@ -29,6 +29,11 @@ How each action maps:
   ``FinishConsume``: the listener returns (status, ackIndex); the injected send-back faults make the
   chosen CONSUMER_SEND_MSG_BACK calls and their producer fall-backs fail; the thread runs up to
   ``removeMessage``. ``ApplyConsumeOffset``: the thread runs the dropped check and ``updateOffset``.
+- Full fidelity (admin reset, R3.10a/R3.10b): ``AdminReset``: mqadmin's INVOKE_BROKER_TO_RESET_OFFSET
+  for one queue, forced, by offset or by timestamp (``AdminBrokerProcessor.reset_offset``); on
+  CONSUMER_NOT_ONLINE (4.9.8) the admin's old method, UPDATE_CONSUMER_OFFSET straight to the broker.
+  ``ClientResetReceive``: the client reads the oldest RESET_CONSUMER_CLIENT_OFFSET on its connection
+  (``MQClientInstance.reset_offset``: suspend, drop, sleep). ``ClientResetWake``: the sleep's task runs.
 
 Representation choices of the abstraction (where the model records something RocketMQ does not):
 ``Commit.cause`` / ``pq_uid`` and a pull's ``pq_uid`` are stamped by an ``RPCHook``; a sent-back
@@ -83,6 +88,7 @@ from rmqspec.reference.mq_client_instance import (
     PERSIST_TASK_NAME,
     MQClientInstance,
     PullInvokeCallback,
+    ResetOffsetTask,  # full fidelity area (admin reset)
     TopicRouteData,
 )
 from rmqspec.reference.mq_version import MQVersion
@@ -94,7 +100,10 @@ from rmqspec.reference.protocol import (
     QueryConsumerOffsetRequestHeader,
     RemotingCommand,
     RequestCode,
+    ResetOffsetBody,
+    ResetOffsetRequestHeader,
     ResponseCode,
+    SearchOffsetRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
 from rmqspec.reference.remoting import ClientConnection
@@ -131,6 +140,7 @@ from rmqspec.spec.state import (
 PQ_UID_FIELD = "rmqspecPqUid"
 CAUSE_FIELD = "rmqspecCause"
 BROKER_ADDR = "broker-a:10911"
+ADMIN_ADDR = "10.0.0.200:60000"  # full fidelity (admin reset): the mqadmin tool's connection
 
 
 class ReferenceActionError(RuntimeError):
@@ -298,6 +308,7 @@ class ReferenceSystem:
             self.host.connect(f"10.0.0.{i + 1}:{50000 + i}") for i in range(c.consumers)
         ]
         self.connection_index = {conn: i for i, conn in enumerate(self.connections)}
+        self.admin_connection = self.host.connect(ADMIN_ADDR)  # full fidelity area (admin reset)
         self.ids = [IdSequence() for _ in range(c.consumers)]
         self.processes: list[ClientProcess | None] = [None] * c.consumers
         self.current_cause: str | None = None
@@ -326,6 +337,9 @@ class ReferenceSystem:
             act.LockAll: self._lock_all,  # type: ignore[dict-item]  # orderly area
             act.RetentionDelete: self._retention_delete,  # type: ignore[dict-item]  # fidelity area
             act.FixOffsetIllegal: self._fix_offset_illegal,  # type: ignore[dict-item]  # fidelity area
+            act.AdminReset: self._admin_reset,  # type: ignore[dict-item]  # full fidelity area (admin reset)
+            act.ClientResetReceive: self._client_reset_receive,  # type: ignore[dict-item]
+            act.ClientResetWake: self._client_reset_wake,  # type: ignore[dict-item]
         }
 
     # --- driver ---------------------------------------------------------------------------------------
@@ -461,7 +475,7 @@ class ReferenceSystem:
 
     def _crash(self, a: act.Crash) -> None:
         self._process(a.client)
-        self.connections[a.client].client_processor = None  # nobody listens any more
+        self.connections[a.client].drop_client()  # nobody listens any more; pushes on the way are lost
         self.processes[a.client] = None
 
     def _heartbeat(self, a: act.Heartbeat) -> None:
@@ -620,6 +634,98 @@ class ReferenceSystem:
             out.append(None if entry is None else (self.cids.index(entry.client_id), entry.last_update_timestamp))
         return tuple(out)
 
+    # full fidelity area: admin reset (R3.10a 4.9.8 client-driven; R3.10b 5.x server-side)
+    def _admin_reset(self, a: act.AdminReset) -> None:
+        """mqadmin ``resetOffsetByTime`` (or by offset) of one topic queue, forced: INVOKE_BROKER_TO_RESET_OFFSET
+        (R3.10a, R3.10b). On CONSUMER_NOT_ONLINE (4.9.8) ``ResetOffsetByTimeCommand`` falls back to
+        ``resetOffsetByTimestampOld``: the offset (searchOffset for a timestamp) goes to the broker with
+        UPDATE_CONSUMER_OFFSET (R3.10a). Any other refusal is an action the reference cannot perform."""
+        controller = self._controller()
+        c = self.config
+        if not 0 <= a.queue < c.queues:
+            raise ReferenceActionError(f"no topic queue {a.queue}")
+        header = ResetOffsetRequestHeader(
+            c.topic,
+            c.group,
+            a.target if a.by_timestamp else -1,
+            True,
+            a.queue,
+            -1 if a.by_timestamp else a.target,
+        )
+        request = RemotingCommand.create_request_command(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header)
+        response = controller.process_sync(self.admin_connection, request)
+        if response.code == ResponseCode.CONSUMER_NOT_ONLINE:
+            offset = a.target
+            if a.by_timestamp:
+                search = RemotingCommand.create_request_command(
+                    RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, SearchOffsetRequestHeader(c.topic, a.queue, a.target)
+                )
+                found = controller.process_sync(self.admin_connection, search).body
+                assert isinstance(found, int)
+                offset = found
+            update = RemotingCommand.create_request_command(
+                RequestCode.UPDATE_CONSUMER_OFFSET, UpdateConsumerOffsetRequestHeader(c.group, c.topic, a.queue, offset)
+            )
+            response = controller.process_sync(self.admin_connection, update)
+        if response.code != ResponseCode.SUCCESS:
+            raise ReferenceActionError(f"the broker refused the reset: {response.code} {response.remark}")
+
+    def _client_reset_receive(self, a: act.ClientResetReceive) -> None:
+        """The client's remoting thread reads the oldest RESET_CONSUMER_CLIENT_OFFSET (R3.10a); not while
+        an earlier resetOffset sleeps (the method is synchronized)."""
+        process = self._process(a.client)
+        connection = self.connections[a.client]
+        if not connection.inbound or process.instance.sleeping_reset() is not None:
+            raise ReferenceActionError(f"client {a.client}: no reset push to read, or a reset sleeps")
+        connection.read_push()
+
+    def _client_reset_wake(self, a: act.ClientResetWake) -> None:
+        """resetOffset's 10 s sleep ends: the rest of the method runs (R3.10a steps 4-5)."""
+        instance = self._process(a.client).instance
+        sleeping = instance.sleeping_reset()
+        if sleeping is None or sleeping[0] > self.clock.now():
+            raise ReferenceActionError(f"client {a.client}: no reset sleep is over")
+        task = next(f for f in instance.scheduled_executor_service.tasks() if f.task is sleeping[1])
+        self.current_cause = "admin-reset-client"
+        instance.scheduled_executor_service.run_due(task.name)
+
+    def _abstract_reset_pending(self, controller: BrokerController | None) -> tuple[int | None, ...]:
+        """5.x ``resetOffsetTable`` by queue index; () while the table has no key of the group (the
+        model's "none anywhere"; a key stays once a reset was assigned, as in Java)."""
+        if controller is None:
+            return ()
+        table = controller.consumer_offset_manager.reset_offset_table
+        keys = {mq.topic + "@" + self.config.group for mq in self.mqs}
+        if not keys & set(table):
+            return ()
+        return tuple(table.get(mq.topic + "@" + self.config.group, {}).get(mq.queue_id) for mq in self.mqs)
+
+    def _abstract_reset_client(
+        self, i: int, instance: MQClientInstance
+    ) -> tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...], int | None, tuple[tuple[int, int], ...]]:
+        """The client's (reset_inbox, reset_table, reset_wake, reset_held): pushes on the wire, the
+        sleeping reset's table and wake time, and the pqs it holds."""
+        inbox: list[tuple[int, int]] = []
+        for request in self.connections[i].inbound:
+            body = request.body
+            assert isinstance(body, ResetOffsetBody)
+            inbox.extend((self.index_of[mq], offset) for mq, offset in body.offset_table.items())
+        sleeping = instance.sleeping_reset()
+        if sleeping is None:
+            return tuple(inbox), (), None, ()
+        due, task = sleeping
+        table = tuple((self.index_of[mq], offset) for mq, offset in task.offset_table.items())
+        return tuple(inbox), table, due, self._held(task)
+
+    def _held(self, task: ResetOffsetTask) -> tuple[tuple[int, int], ...]:
+        """The pqs the sleeping reset dropped: those of its table still in ``processQueueTable``."""
+        table = task.consumer.rebalance_impl.process_queue_table
+        return tuple(
+            (self.index_of[mq], table[mq].uid)
+            for mq in sorted(table)
+            if mq.topic == task.topic and mq in task.offset_table
+        )
+
     # --- abstraction ----------------------------------------------------------------------------------
 
     def abstract(self) -> tuple[int, Broker, tuple[Client, ...]]:
@@ -679,6 +785,7 @@ class ReferenceSystem:
             dlq=dlq,
             epoch=self.host.incarnation,
             locks=self._abstract_locks(),  # orderly area
+            reset_pending=self._abstract_reset_pending(controller),  # full fidelity area (admin reset)
         )
 
     def _abstract_message(self, msg: MessageExt) -> Message:
@@ -721,13 +828,15 @@ class ReferenceSystem:
                 seq=self.ids[i].value,
             )
         instance, consumer = process.instance, process.consumer
+        reset_inbox, reset_table, reset_wake, reset_held = self._abstract_reset_client(i, instance)  # full fidelity
+        held = {self.mqs[q] for q, _ in reset_held}
         mem = consumer.offset_store.clone_offset_table(None)
         pulls, in_flight = self._abstract_pulls(i, instance)
         queued = {r.process_queue.uid: r for r in instance.pull_message_service.pending()}
         pqs: list[SpecProcessQueue | None] = []
         for mq in self.mqs:
             owned = consumer.rebalance_impl.process_queue_table.get(mq)
-            if owned is None:
+            if owned is None or mq in held:  # a sleeping reset's pq is dropped, out of the model's pqs
                 pqs.append(None)
                 continue
             if owned.uid in queued:  # one PullRequest circulates per pq: queued, or on its way
@@ -789,6 +898,11 @@ class ReferenceSystem:
             seq=self.ids[i].value,
             next_lock_all=scheduler.due_time(LOCK_MQ_TASK_NAME),  # orderly area
             offset_fixes=self._abstract_fixes(instance),  # fidelity area
+            paused=consumer.pause,  # full fidelity area (admin reset)
+            reset_inbox=reset_inbox,
+            reset_table=reset_table,
+            reset_wake=reset_wake,
+            reset_held=reset_held,
         )
 
     def _abstract_pulls(

@@ -70,6 +70,9 @@ MUTATIONS: Final[dict[str, str]] = {
     "client_reset_off_by_one": "MQClientInstance.resetOffset applies the reset offset minus one (R3.10a)",
     "client_reset_skips_update": "MQClientInstance.resetOffset skips updateOffset(increaseOnly=false) and "
     "persists the old memory offset (R3.10a step 4)",
+    # liveness at quiescence (docs/spec.md §13): background tasks that stop; only LIV checks see them
+    "persist_timer_stops": "persistAllConsumerOffset runs once and is never rescheduled (R4.1)",
+    "rebalance_timer_stops": "RebalanceService is not re-armed after a run: only rebalanceImmediately wakes it (R4.2)",
 }
 
 

@@ -155,6 +155,9 @@ class Model:
         # fidelity (pull expiry, retention, OFFSET_ILLEGAL)
         self.m_no_pull_expiry = "pull_expiry_ignored" in m
         self.m_fix_deferred = "offset_illegal_fix_deferred" in m
+        # liveness at quiescence (docs/spec.md §13)
+        self.m_persist_stops = "persist_timer_stops" in m
+        self.m_rebalance_stops = "rebalance_timer_stops" in m
         self.strategies = tuple(strategy_for(c, i, self.m_avg_overlap) for i in range(c.consumers))
         # orderly area (R8): which lock rules apply
         self.orderly = c.orderly
@@ -609,7 +612,8 @@ class Model:
         cl = s.clients[a.client]
         if not cl.running or cl.next_persist is None or cl.next_persist > s.now:
             raise ActionNotEnabled(a, "persist timer not due")
-        s = s._replace(clients=_put(s.clients, a.client, cl._replace(next_persist=cl.next_persist + PERSIST_INTERVAL)))
+        nxt = None if self.m_persist_stops else cl.next_persist + PERSIST_INTERVAL
+        s = s._replace(clients=_put(s.clients, a.client, cl._replace(next_persist=nxt)))
         return self._persist_all(s, a.client, "persist-timer")
 
     def _persist_all(self, s: State, i: int, cause: str) -> State:
@@ -621,6 +625,8 @@ class Model:
         """
         cl = s.clients[i]
         owned = [q for q, pq in enumerate(cl.pqs) if pq is not None]
+        if cl.reset_held:  # full fidelity area (admin reset): a sleeping reset's dropped pqs are still keys
+            return self._reset_persist_all(s, i, cause)
         if not owned:
             return s
         if not self.clustering:
@@ -712,7 +718,13 @@ class Model:
         """doRebalance (R9.1); ``fault`` is the queue whose offset query fails, if any."""
         cl = s.clients[i]
         s = s._replace(
-            clients=_put(s.clients, i, cl._replace(next_rebalance=s.now + REBALANCE_WAIT, rebalance_requested=False))
+            clients=_put(
+                s.clients,
+                i,
+                cl._replace(
+                    next_rebalance=None if self.m_rebalance_stops else s.now + REBALANCE_WAIT, rebalance_requested=False
+                ),
+            )
         )
         if not self.clustering:
             s, _ = self._rebalance_topic(s, i, self.topic_queues, set(self.topic_queues), fault)
@@ -1349,7 +1361,6 @@ class Model:
             SendPull: self._reset_send_pull,
             Rebalance: self._reset_rebalance,
             RebalanceQueryError: self._reset_rebalance,
-            PersistOffsets: self._reset_persist_offsets,
             ReceivePull: self._reset_receive_pull,
         }
         for kind, wrapper in wrappers.items():
@@ -1635,26 +1646,33 @@ class Model:
         cl = cl._replace(next_rebalance=s.now + REBALANCE_WAIT, rebalance_requested=False)
         return s._replace(clients=_put(s.clients, i, cl))
 
-    def _reset_persist_offsets(self, s: State, a: PersistOffsets) -> State:
-        """PersistOffsets also covers the pqs a sleeping reset dropped: they are still keys of
-        processQueueTable (R4.1), so their memory offsets are sent and kept (R2.7)."""
-        i = a.client
+    def _reset_persist_all(self, s: State, i: int, cause: str) -> State:
+        """persistAll(keys(processQueueTable)) while a reset sleeps (R2.7, R4.1, R3.10a): the pqs the reset
+        dropped are still keys of processQueueTable, so the key set is the owned pqs and the held ones,
+        in one pass in queue order: their memory values are sent, every other entry is removed from
+        memory (the set is never empty here). Called by ``_persist_all`` (the persist timer, shutdown)."""
         cl = s.clients[i]
-        if not cl.reset_held or not cl.running or cl.next_persist is None or cl.next_persist > s.now:
-            return self._reset_wrapped[PersistOffsets](s, a)
-        for q, uid in cl.reset_held:
-            value = s.clients[i].mem[q]
-            if value is not None:
-                s = self._send_commit(s, i, q, value, uid, "persist-timer")
-        kept = {q: s.clients[i].mem[q] for q, _ in cl.reset_held}
-        s = self._reset_wrapped[PersistOffsets](s, a)
+        keys = {q: pq.uid for q, pq in enumerate(cl.pqs) if pq is not None} | dict(cl.reset_held)
+        mem = list(cl.mem)
+        for q, value in enumerate(cl.mem):
+            if value is None:
+                continue
+            if q in keys:
+                s = self._send_commit(s, i, q, value, keys[q], cause)
+            elif not self.m_no_pruning:
+                mem[q] = None
         cl = s.clients[i]
-        mem = tuple(kept.get(q, v) for q, v in enumerate(cl.mem))
-        return s._replace(clients=_put(s.clients, i, cl._replace(mem=mem)))
+        return s._replace(clients=_put(s.clients, i, cl._replace(mem=tuple(mem))))
 
     def _reset_receive_pull(self, s: State, a: ReceivePull) -> State:
         """ReceivePull, plus INV-17's ghost: the first batch that a pq created after a completed reset
-        receives ends the expectation (the invariant compares it with the target)."""
+        receives ends the expectation (the invariant compares it with the target).
+
+        A held pull (long polling) woken while a 5.x reset of its queue is pending takes the pending
+        entry too: ``executeRequestWhenWakeup`` runs ``processRequest`` again, which calls
+        ``queryThenEraseResetOffset`` before reading the store (R3.10b step 6), and answers OFFSET_RESET;
+        no second commit (brokerAllowSuspend is false on wakeup, R5.4). Found by the lockstep check."""
+        s = self._reset_wake_held_pull(s, a)
         t = self._reset_wrapped[ReceivePull](s, a)
         expect = self._per_q(t.ghost.reset_expect)
         pull = next(p for p in s.clients[a.client].pulls if p.pq_uid == a.pq_uid and p.epoch != -1)
@@ -1665,6 +1683,26 @@ class Model:
         if pq is None or pq.uid != a.pq_uid or pq.tree == _old_tree(s, a.client, pull.queue, a.pq_uid):
             return t
         return t._replace(ghost=t.ghost._replace(reset_expect=_put(expect, pull.queue, None)))
+
+    def _reset_wake_held_pull(self, s: State, a: ReceivePull) -> State:
+        """The wakeup of a held pull under a pending reset of its queue (see ``_reset_receive_pull``):
+        the pending entry is erased and the pull's answer becomes OFFSET_ILLEGAL at the target. A group
+        nobody registers is refused before the reset lookup (SUBSCRIPTION_NOT_EXIST, R5.4)."""
+        b = s.broker
+        cl = s.clients[a.client]
+        pull = next((p for p in cl.pulls if p.pq_uid == a.pq_uid and p.epoch != -1), None)
+        if pull is None or not cl.running or not b.up or pull.epoch != b.epoch or pull.result is not None:
+            return s
+        pending = self._per_q(b.reset_pending)
+        target = pending[pull.queue]
+        if target is None or not b.registered:
+            return s
+        result = PullResult(br.OFFSET_ILLEGAL, (), target)
+        pulls = tuple(p._replace(result=result) if p is pull else p for p in cl.pulls)
+        return s._replace(
+            broker=b._replace(reset_pending=_put(pending, pull.queue, None)),
+            clients=_put(s.clients, a.client, cl._replace(pulls=pulls)),
+        )
 
 
 def _old_tree(s: State, i: int, q: int, uid: int) -> int:

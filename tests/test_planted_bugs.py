@@ -51,8 +51,13 @@ SECOND_WITNESSES = [
 WALKS, STEPS = 300, 300  # enough for every case below; the slowest needs ~60 walks
 
 
+# Liveness-only bugs (background tasks that stop): refuted by the checks at quiescence in
+# tests/test_liveness.py (LIVENESS_CASES), which also shows no safety property catches them.
+LIVENESS_ONLY = frozenset({"persist_timer_stops", "rebalance_timer_stops"})
+
+
 def test_every_mutation_has_a_refuting_property() -> None:
-    assert set(CASES) | set(SCHEDULED_CASES) | set(RESET_SCRIPTED_CASES) == set(MUTATIONS)
+    assert set(CASES) | set(SCHEDULED_CASES) | set(RESET_SCRIPTED_CASES) | LIVENESS_ONLY == set(MUTATIONS)
 
 
 @pytest.mark.parametrize(

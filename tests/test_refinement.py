@@ -37,14 +37,17 @@ from rmqspec.reference.process_queue import ProcessQueue
 from rmqspec.reference.protocol import (
     ConsumerSendMsgBackRequestHeader,
     PullMessageRequestHeader,
+    PullMessageResponseHeader,
     PullSysFlag,
     QueryConsumerOffsetRequestHeader,
     QueryConsumerOffsetResponseHeader,
     RemotingCommand,
     RequestCode,
+    ResetOffsetRequestHeader,
     ResponseCode,
     SendMessageRequestHeader,
     SubscriptionData,
+    UpdateConsumerOffsetRequestHeader,
 )
 from rmqspec.reference.rebalance_impl import RebalancePushImpl
 from rmqspec.reference.remote_broker_offset_store import RemoteBrokerOffsetStore
@@ -54,12 +57,15 @@ from rmqspec.spec import actions as act
 from rmqspec.spec.config import Config
 from rmqspec.spec.invariants import Violation, check_state, check_step
 from rmqspec.spec.model import Model
-from rmqspec.spec.state import State
+from rmqspec.spec.state import Commit, State
 
 STEPS = 300
 SEEDS = (0, 1, 2)
 
 FIDELITY: dict[str, Any] = {"retention_deletes": 4, "backlog": 2, "consume_from_where": "CONSUME_FROM_FIRST_OFFSET"}
+
+# full fidelity area (admin reset): 2 consumers x 2 queues, the default faults
+RESET: dict[str, Any] = {"admin_resets": 3, "queues": 2, "messages_per_queue": 4}
 
 CONFIGS: dict[str, dict[str, Any]] = {
     "clustering-avg": {},
@@ -169,6 +175,11 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "5x-fidelity-retention": {**FIDELITY, "version": "5.x", "consumers": 3, "queues": 3, "broker_crashes": 2},
     "fidelity-retention-broadcasting": {**FIDELITY, "mode": "BROADCASTING", "client_crashes": 2},
     "5x-fidelity-retention-broadcasting": {**FIDELITY, "mode": "BROADCASTING", "version": "5.x"},
+    # full fidelity area (admin reset, R3.10a, R3.10b): resets by offset and by timestamp with the default
+    # faults. 4.9.8: the push, suspend and 10 s sleep, the client's own persist and resume, the old method
+    # when nobody is online; 5.x: the pending reset, ignored commits, the pull answered OFFSET_RESET.
+    "admin-reset": {**RESET},
+    "5x-admin-reset": {**RESET, "version": "5.x"},
 }
 
 # What each configuration must have exercised over its seeds, beyond the common core (or instead of it).
@@ -191,6 +202,15 @@ EXPECTED: dict[str, set[str]] = {
     "5x-fidelity-retention": {"RetentionDelete", "offset-illegal-at-once"},
     "fidelity-retention-broadcasting": {"RetentionDelete", "FixOffsetIllegal", "local-file-written"},
     "5x-fidelity-retention-broadcasting": {"RetentionDelete", "offset-illegal-at-once"},
+    # full fidelity area (admin reset)
+    "admin-reset": {"ClientResetReceive", "ClientResetWake", "reset-by-offset", "reset-by-timestamp"},
+    "5x-admin-reset": {
+        "reset-by-offset",
+        "reset-by-timestamp",
+        "commit-ignored",
+        "offset-illegal-at-once",
+        "reset-taken-by-held-pull",
+    },
 }
 
 
@@ -287,6 +307,20 @@ def run_lockstep(
                 run.seen.add("local-file-written")
             if state.budget.query_errors < config.query_errors:
                 run.seen.add("query-error")
+            if isinstance(action, act.AdminReset):  # full fidelity area (admin reset)
+                run.seen.add("reset-by-timestamp" if action.by_timestamp else "reset-by-offset")
+            events, h = [], state.history  # full fidelity area: the events of this step
+            while h is not None and h is not previous.history:
+                events.append(h.event.kind)
+                h = h.previous
+            run.seen.update(k for k in events if k in ("commit-ignored", "admin-write"))
+            taken = [
+                p
+                for p, n in zip(previous.broker.reset_pending, state.broker.reset_pending, strict=False)
+                if p is not None and n is None
+            ]
+            if taken and isinstance(action, act.ReceivePull):  # a held pull woken under a pending 5.x reset
+                run.seen.add("reset-taken-by-held-pull")
             if config.orderly and any(  # orderly area: a pq lost its lock at lockAll, or a lock was refused
                 pq is not None and not pq.locked for cl in state.clients for pq in cl.pqs
             ):
@@ -998,3 +1032,102 @@ def test_5x_client_sends_no_set_zero_if_not_found_so_a_young_queue_still_answers
         assert _queried_offset(explicit_false) == 0
     else:
         assert explicit_false.code == ResponseCode.QUERY_NOT_FOUND
+
+
+# --- full fidelity area: admin reset (R3.10a, R3.10b) ------------------------------------------------------
+
+
+def test_4_9_8_admin_reset_with_nobody_online_falls_back_to_the_old_method_in_lockstep(tmp_path: Path) -> None:
+    """R3.10a step 5: with no consumer channel Broker2Client answers CONSUMER_NOT_ONLINE and mqadmin's old
+    method writes the broker's table with UPDATE_CONSUMER_OFFSET; one consumer that crashes and shuts
+    down leaves such moments. Lockstep walks until one reset took that path (the model's "admin-write")."""
+    config = Config(admin_resets=3, consumers=1, queues=1, messages_per_queue=3, client_crashes=2, client_shutdowns=2)
+    for seed in range(20):
+        run = run_lockstep(config, tmp_path / f"seed{seed}", random_chooser(seed), STEPS, f"offline reset {seed}")
+        assert run.failure is None, run.report()
+        if "admin-write" in run.seen:
+            return
+    pytest.fail("no walk reset the offset while nobody was online")
+
+
+def _reset(host: BrokerHost, queue: int, offset: int = -1, timestamp: int = -1) -> RemotingCommand:
+    assert host.controller is not None
+    header = ResetOffsetRequestHeader("T", "G", timestamp, True, queue, offset)
+    return host.controller.process_sync(
+        host.connections[0], RemotingCommand.create_request_command(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header)
+    )
+
+
+def _commit(host: BrokerHost, queue: int, offset: int) -> RemotingCommand:
+    assert host.controller is not None
+    header = UpdateConsumerOffsetRequestHeader("G", "T", queue, offset)
+    return host.controller.process_sync(
+        host.connections[0], RemotingCommand.create_request_command(RequestCode.UPDATE_CONSUMER_OFFSET, header)
+    )
+
+
+def test_4_9_8_broker_reset_refuses_a_group_without_offset_and_never_writes_its_table(tmp_path: Path) -> None:
+    """R3.10a steps 2, 3 and 5: no offset of the group gives SYSTEM_ERROR; with an offset and nobody online
+    the answer is CONSUMER_NOT_ONLINE, and the broker's table keeps its value either way."""
+    host, _, _ = _client(tmp_path)
+    for _ in range(3):
+        host.produce("T", 0, "A", bytes(16))
+    assert _reset(host, 0, offset=1).code == ResponseCode.SYSTEM_ERROR
+    assert _commit(host, 0, 3).code == ResponseCode.SUCCESS
+    assert _reset(host, 0, offset=1).code == ResponseCode.CONSUMER_NOT_ONLINE
+    assert host.controller is not None
+    assert host.controller.consumer_offset_manager.query_offset("G", "T", 0) == 3
+
+
+def test_5x_pending_reset_ignores_commits_and_the_next_pull_takes_it_before_its_own_commit(tmp_path: Path) -> None:
+    """R3.10b steps 4-6, R3.4: assignResetOffset overwrites the table and records a pending reset; a commit
+    is answered SUCCESS and ignored meanwhile; the next pull is answered PULL_OFFSET_MOVED at the reset
+    offset, erases the entry, and its piggy-backed commit lands afterwards (R3.10b's window)."""
+    host, _, _ = _client(tmp_path, "5.x")
+    for _ in range(4):
+        host.produce("T", 0, "A", bytes(16))
+    assert host.controller is not None
+    manager = host.controller.consumer_offset_manager
+    assert _commit(host, 0, 3).code == ResponseCode.SUCCESS
+    assert _reset(host, 0, offset=6).code == ResponseCode.SYSTEM_ERROR  # beyond maxOffset + 1 (4 + 1)
+    assert _reset(host, 0, offset=1).code == ResponseCode.SUCCESS
+    assert manager.query_offset("G", "T", 0) == 1 and manager.has_offset_reset("T", "G", 0)
+    ignored = _commit(host, 0, 4)
+    assert ignored.code == ResponseCode.SUCCESS and ignored.remark == "Offset has been previously reset"
+    assert manager.query_offset("G", "T", 0) == 1
+    header = PullMessageRequestHeader(
+        "G", "T", 0, 3, 2, PullSysFlag.build_sys_flag(True, True, True, False), 3, 0, "*", 0
+    )
+    response = host.controller.pull_message_processor.process_request(
+        host.connections[0], RemotingCommand.create_request_command(RequestCode.PULL_MESSAGE, header), True
+    )
+    assert response is not None and response.code == ResponseCode.PULL_OFFSET_MOVED
+    assert isinstance(response.header, PullMessageResponseHeader) and response.header.next_begin_offset == 1
+    assert not manager.has_offset_reset("T", "G", 0)
+    assert manager.query_offset("G", "T", 0) == 3  # the stale piggy-back landed after the erase
+
+
+def test_4_9_8_client_reset_suspends_drops_sleeps_then_persists_and_resumes(tmp_path: Path) -> None:
+    """R3.10a client steps 1-5 in lockstep: the push, suspend and drop, a paused pull re-queued after 1 s,
+    a rebalance that does nothing, the wake with updateOffset(increaseOnly=false), the oneway persist
+    (cause admin-reset-client), removeOffset and resume (the rebalance service woken)."""
+    config = Config(consumers=1, queues=1, messages_per_queue=2, admin_resets=1)
+    placed = Until(lambda s: s.clients[0].pqs[0] is not None and s.broker.offsets[0] is not None)
+    script = (
+        act.Start(0),
+        Until(lambda s: s.clients[0].pqs[0] is not None),
+        act.Produce(0, "A"),
+        Until(lambda s: s.broker.offsets[0] is not None, TIMER_ACTIONS + (act.BrokerReceive,)),
+        placed,
+        act.AdminReset(0, 0, False),
+        act.ClientResetReceive(0),
+        Until(
+            lambda s: s.clients[0].reset_wake is not None and s.now >= s.clients[0].reset_wake,
+            TIMER_ACTIONS + (act.SendPull,),
+        ),
+        act.ClientResetWake(0),
+    )
+    state, _ = lockstep_script(config, tmp_path, *script)
+    cl = state.clients[0]
+    assert not cl.paused and cl.rebalance_requested and cl.pqs[0] is None and cl.mem[0] is None
+    assert any(isinstance(c, Commit) and c.offset == 0 and c.cause == "admin-reset-client" for c in cl.channel)

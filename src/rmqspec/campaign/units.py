@@ -281,8 +281,7 @@ def run_unit(
     result = RunResult(unit, seed, profile_name, config)
     tmp: Path | None = None
     reference: Any = None
-    # full fidelity area: the reference does not implement admin reset yet, so such runs are model-only
-    if lockstep and not config.mutations and not config.admin_resets:
+    if lockstep and not config.mutations:
         from rmqspec.reference.system import ReferenceSystem
 
         tmp = Path(tempfile.mkdtemp(prefix="rmqspec-run-", dir=scratch_dir()))
