@@ -1,10 +1,11 @@
 """``rmqspec conform``: drive a system under test and the reference side by side and report the
 first divergence, shrunk to a short request script that replays.
 
-Requests come from a Hypothesis stateful machine whose rules are the protocol's operations on the
-components the SUT declared; after every operation on a ProcessQueue, offset store or broker offset
-manager, the machine also asks for that object's whole state, so a wrong internal state shows up
-at the step that caused it rather than later. Hypothesis generates; the shrinking is our own delta
+Requests come from a Hypothesis stateful machine (:func:`machine_class`) that picks, step by step,
+one of the components the SUT declared and then one of its operations with its arguments; after
+every operation on a ProcessQueue, offset store or broker offset manager, it also asks for that
+object's whole state, so a wrong internal state shows up at the step that caused it rather than
+later. Hypothesis generates; the shrinking is our own delta
 debugging over the request script (:func:`shrink`), because it must also shrink failures that cost
 a timeout each (a hanging SUT) within a time budget, and because a script that drops the request
 creating a handle must drop the requests that use it too (:func:`replay` skips them).
