@@ -121,6 +121,8 @@ def allowed(action: Action, restart_clients: bool) -> bool:
     if isinstance(action, act.Start):
         return restart_clients
     if isinstance(action, act.FinishConsume):
+        if action.status == act.ORDERLY_SUCCESS:  # the orderly listener succeeds (R8.6)
+            return action.send_back_fails == 0
         return action.status == CONSUME_SUCCESS and action.send_back_fails == 0 and action.ack_index >= 0
     return True
 
@@ -128,6 +130,8 @@ def allowed(action: Action, restart_clients: bool) -> bool:
 def _full_success(model: Model, state: State, action: Action) -> bool:
     """A FinishConsume that acknowledges its whole batch."""
     if not isinstance(action, act.FinishConsume):
+        return True
+    if action.status == act.ORDERLY_SUCCESS:
         return True
     req = next((r for r in state.clients[action.client].consuming if r.rid == action.rid), None)
     return req is not None and action.ack_index == len(req.msgs) - 1
@@ -205,7 +209,7 @@ def _liv1_ownership(model: Model, s: State, restart_clients: bool) -> str | None
     shared = "double-ownership-by-configuration" in _tolerated(model.config)
     lists = model.config.allocate_config_queues
     for q in range(model.q_count):
-        owners = [i for i in running if s.clients[i].pqs[q] is not None]
+        owners = [i for i in running if (pq := s.clients[i].pqs[q]) is not None and not pq.dropped]
         if not owners and not _nobody_is_dealt(model, members, q):
             return f"queue {q} is owned by nobody"
         if len(owners) > 1 and not (shared and lists is not None and all(q in lists[i] for i in owners)):
@@ -264,6 +268,8 @@ def _liv3_liv4_pulling(model: Model, s: State) -> str | None:
         for q, pq in enumerate(cl.pqs):
             if pq is None:
                 continue
+            if pq.dropped:
+                return f"client {i} queue {q}: pq {pq.uid} is still in the table, dropped by an orderly removal (R8.8)"
             if pq.pull_state == PULL_DROPPED:
                 return f"client {i} queue {q}: pq {pq.uid} still waits for its OFFSET_ILLEGAL correction"
             if s.now - pq.last_pull > PULL_MAX_IDLE_TIME:

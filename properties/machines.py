@@ -77,7 +77,11 @@ def configs(draw: st.DrawFn, mutations: frozenset[str] = frozenset(), **fixed: A
     values["query_errors"] = draw(st.integers(0, 1))
     values["orderly"] = draw(st.booleans())  # orderly area: the lock protocol of R8.1-R8.4
     values["retention_deletes"] = draw(st.integers(0, 2))  # fidelity area: RetentionDelete, OFFSET_ILLEGAL
+    values["client_stalls"] = draw(st.integers(0, 1))  # orderly consume loop: a stop-the-world pause
     values.update(fixed)
+    if values.get("admin_resets"):  # the admin reset is not modelled with the orderly loop or stalls (yet)
+        values["orderly"] = values["orderly"] if "orderly" in fixed else False
+        values["client_stalls"] = values["client_stalls"] if "client_stalls" in fixed else 0
     if not _retention_clean(values) and "retention_deletes" not in fixed:
         values["retention_deletes"] = 0
     if values["version"] != V5_X and "query_errors" not in fixed:
@@ -131,7 +135,9 @@ FAMILIES: dict[str, tuple[type, ...]] = {
     "network": (act.BrokerReceive,),
     "client_start": (act.Start,),
     "client_stop": (act.Shutdown, act.Crash),
-    "client_timer": (act.Heartbeat, act.PersistOffsets, act.LockAll),  # LockAll: orderly area
+    # LockAll: orderly area; TryLockLater, DelayedUnlock: the orderly service's scheduled tasks
+    "client_timer": (act.Heartbeat, act.PersistOffsets, act.LockAll, act.TryLockLater, act.DelayedUnlock),
+    "stall": (act.Stall,),  # a stop-the-world pause (budgeted, Config.client_stalls)
     "rebalance": (act.Rebalance, act.RebalanceQueryError),
     "pull": (act.SendPull, act.ReceivePull),
     "consume": (act.StartConsume, act.FinishConsume, act.ApplyConsumeOffset),

@@ -484,7 +484,7 @@ class _Reader:
 
 
 _OFFSET_TYPES: Final = frozenset({int, type(None)})
-_STATUSES: Final = (act.CONSUME_SUCCESS, act.RECONSUME_LATER)
+_STATUSES: Final = (act.CONSUME_SUCCESS, act.RECONSUME_LATER, act.ORDERLY_SUCCESS, act.SUSPEND_CURRENT_QUEUE_A_MOMENT)
 _INT_TYPE: Final = frozenset({int})
 
 

@@ -592,6 +592,17 @@ class ConsumerManager:
         if notify_enabled:  # whether or not this channel was listed
             self.controller.broker2client.consumer_ids_changed(group, group_info.get_all_channel())
 
+    def expire_idle_channel(self, channel: ClientConnection) -> None:
+        """``scanNotActiveChannel`` finding ``channel`` idle (no heartbeat for 120 s, R4.3): it is removed
+        from its group (the group goes when empty) and closed; nobody is notified. The scan visits every
+        channel; the driver asks for one at a time (a crashed consumer's channel expires through
+        ``do_channel_close_event``, its TCP close, instead)."""
+        for group, group_info in list(self.consumer_table.items()):
+            if group_info.channel_info_table.pop(channel, None) is not None:
+                channel.close()
+                if not group_info.channel_info_table:
+                    del self.consumer_table[group]
+
     def do_channel_close_event(self, channel: ClientConnection) -> None:
         """The channel closed or expired (120 s idle, R4.3): drop it and tell the rest of the group."""
         for group, group_info in list(self.consumer_table.items()):

@@ -14,6 +14,9 @@ Mirrors RocketMQ 4.9.8:
 - ``start`` (R1.3 store choice, R7.8 retry subscription, R9.7 heartbeat + rebalanceImmediately) and
   ``shutdown`` in the order of R4.4.
 - ``send_message_back`` (R7.4) with the producer fall-back to ``%RETRY%<group>``.
+- Orderly consumers (``consume_orderly``, a ``MessageListenerOrderly``) consume through
+  ``ConsumeMessageOrderlyService`` (R8.5-R8.7); a pq that the orderly removal left dropped in the table
+  (R8.8) keeps its PullRequest circulating until ``pullMessage`` discards it (R5.1 step 1).
 """
 
 from __future__ import annotations
@@ -84,8 +87,8 @@ class DefaultMQPushConsumer:
     max_reconsume_times: int = -1
     pull_interval: int = 0
     post_subscription_when_pull: bool = False
-    # orderly: registering a MessageListenerOrderly (Java decides by the listener's type). Only the lock
-    # protocol is implemented (consume_message_orderly_service.py); consumption stays concurrent.
+    # orderly: registering a MessageListenerOrderly (Java decides by the listener's type): the consumer
+    # consumes through ConsumeMessageOrderlyService (R8.5-R8.8).
     consume_orderly: bool = False
 
 
@@ -118,12 +121,25 @@ class PullMessageService:
         self.stopped = True
         self.pull_request_queue.clear()
 
+    def _live(self, pull_request: PullRequest) -> bool:
+        """A dropped pq's request is discarded when the pull thread takes it (R5.1 step 1); it is
+        forgotten at once, except while the pq is still in an orderly consumer's table (R8.8), where
+        the model keeps it until ``pullMessage`` returns."""
+        pq = pull_request.process_queue
+        if not pq.dropped:
+            return True
+        consumer = self.mq_client_factory.consumer_table.get(pull_request.consumer_group)
+        return (
+            consumer is not None
+            and consumer.consume_orderly
+            and consumer.rebalance_impl.process_queue_table.get(pull_request.message_queue) is pq
+        )
+
     def _put(self, pull_request: PullRequest, ready_at: int) -> None:
         if self.stopped:
             return
-        # A dropped pq's request is discarded when taken (R5.1 step 1); forget it at once.
-        self.pull_request_queue.remove_if(lambda r: r.process_queue.dropped)
-        if not pull_request.process_queue.dropped:
+        self.pull_request_queue.remove_if(lambda r: not self._live(r))
+        if self._live(pull_request):
             pull_request.ready_at = ready_at
             self.pull_request_queue.put(pull_request, ready_at)
 
@@ -134,10 +150,10 @@ class PullMessageService:
         self._put(pull_request, self.mq_client_factory.clock.now() + time_delay)
 
     def pending(self) -> list[PullRequest]:
-        return [r for r, _ in self.pull_request_queue.items() if not r.process_queue.dropped]
+        return [r for r, _ in self.pull_request_queue.items() if self._live(r)]
 
     def ready_times(self) -> list[int]:
-        return [when for r, when in self.pull_request_queue.items() if not r.process_queue.dropped]
+        return [when for r, when in self.pull_request_queue.items() if self._live(r)]
 
     def run_pull_request(self, pull_request: PullRequest) -> None:
         """The pull thread takes ``pull_request`` (it must be runnable) and pulls."""
@@ -289,9 +305,15 @@ class DefaultMQPushConsumerImpl:
             mq_client_factory.version,
         )
         self.pull_api_wrapper = PullAPIWrapper(mq_client_factory, default_mq_push_consumer.consumer_group)
-        self.consume_message_service = ConsumeMessageConcurrentlyService(self, ids)
         self.consume_orderly = default_mq_push_consumer.consume_orderly
-        self.orderly_service = ConsumeMessageOrderlyService(self) if self.consume_orderly else None  # orderly
+        self.consume_message_service: ConsumeMessageConcurrentlyService | ConsumeMessageOrderlyService
+        if self.consume_orderly:
+            self.consume_message_service = ConsumeMessageOrderlyService(self, ids)
+        else:
+            self.consume_message_service = ConsumeMessageConcurrentlyService(self, ids)
+        # Not RocketMQ's: the last PullRequest that pullMessage discarded, by pq uid, so the abstraction
+        # can still show the cursor of a dropped pq that an orderly removal left in the table (R8.8).
+        self.discarded_pull_requests: dict[int, PullRequest] = {}
         # Chosen by message model in start() (R1.3); a remote store until then.
         self.offset_store: OffsetStore = RemoteBrokerOffsetStore(
             mq_client_factory, default_mq_push_consumer.consumer_group, mq_client_factory.version
@@ -321,9 +343,7 @@ class DefaultMQPushConsumerImpl:
                 self.mq_client_factory, config.consumer_group, self.mq_client_factory.version
             )
         self.offset_store.load()  # R1.9 / R2.1; an exception fails the start
-        self.consume_message_service.start()
-        if self.orderly_service is not None:
-            self.orderly_service.start()  # orderly: lockMQPeriodically (R8.3)
+        self.consume_message_service.start()  # orderly: lockMQPeriodically (R8.3)
         if not self.mq_client_factory.register_consumer(config.consumer_group, self):
             raise MQClientException(f"The consumer group[{config.consumer_group}] has been created before")
         self.mq_client_factory.start()
@@ -353,9 +373,7 @@ class DefaultMQPushConsumerImpl:
         instance, then drop every pq."""
         if self.service_state != "RUNNING":
             return
-        self.consume_message_service.shutdown()
-        if self.orderly_service is not None:
-            self.orderly_service.shutdown()  # orderly: unlockAll(false) in CLUSTERING (R4.4, R8.9)
+        self.consume_message_service.shutdown()  # orderly: then unlockAll(false) in CLUSTERING (R4.4, R8.9)
         self.persist_consumer_offset()
         self.mq_client_factory.unregister_consumer(self.default_mq_push_consumer.consumer_group)
         self.mq_client_factory.shutdown()
@@ -420,6 +438,7 @@ class DefaultMQPushConsumerImpl:
         """R5.1 (concurrent consumer) and R5.2."""
         pq = pull_request.process_queue
         if pq.dropped:
+            self.discarded_pull_requests[pq.uid] = pull_request  # (for the abstraction only)
             return
         pq.last_pull_timestamp = self.now()
         if self.service_state != "RUNNING":

@@ -71,6 +71,8 @@ PERSIST_TASK_NAME: Final = "persistAllConsumerOffset"
 HEARTBEAT_TASK_NAME: Final = "sendHeartbeatToAllBroker"
 FIX_OFFSET_TASK: Final = "fixOffsetIllegal-"  # fidelity area: prefix of the 4.9.8 OFFSET_ILLEGAL tasks (R5.7)
 LOCK_MQ_TASK_NAME: Final = "lockMQPeriodically"  # orderly: ConsumeMessageOrderlyService's lockAll (R8.3)
+TRY_LOCK_LATER_TASK: Final = "tryLockLaterAndReconsume-"  # orderly consume loop: prefix of the re-lock tasks (R8.5)
+UNLOCK_DELAY_TASK: Final = "unlockDelay-"  # orderly consume loop, 4.9.8: prefix of the delayed unlocks (R8.8)
 RESET_OFFSET_TASK: Final = "resetOffset-"  # full fidelity (admin reset): prefix of the sleeping resetOffset (R3.10a)
 RESET_OFFSET_SLEEP: Final = 10_000  # MQClientInstance#resetOffset's Thread.sleep(10000) (R3.10a step 3)
 MASTER_ID: Final = 0
@@ -261,9 +263,16 @@ class MQClientAPIImpl:
         return set(response.body.lock_ok_mq_set)
 
     def unlock_batch_mq(self, addr: str, request_body: UnlockBatchRequestBody, oneway: bool) -> None:
+        """UNLOCK_BATCH_MQ. A oneway one (the orderly removal's ``unlock(mq, true)``, R8.8) reaches the
+        broker at once, ahead of whatever waits on the connection, and is lost when the broker is down:
+        the model's connection carries commits and pulls only (docs/spec.md §10), so the reference
+        delivers it synchronously and ignores the answer."""
         request = RemotingCommand.create_request_command(RequestCode.UNLOCK_BATCH_MQ, None, request_body)
         if oneway:
-            self.remoting_client.invoke_oneway(request)
+            try:
+                self.remoting_client.invoke_sync(request)
+            except RemotingException as e:
+                log.info("oneway unlockBatchMQ lost: %s", e)
             return
         response = self.remoting_client.invoke_sync(request)
         if response.code != ResponseCode.SUCCESS:
@@ -502,6 +511,7 @@ class MQClientInstance:
         """The timers that must fire on time: (name, due)."""
         out = [(f"client {self.client_id}: {name}", due) for name, due in self._task_times()]
         out.extend(self._fix_offset_times())  # fidelity area
+        out.extend(self._orderly_task_times())  # orderly consume loop
         sleeping = self.sleeping_reset()  # full fidelity (admin reset): the 10 s sleep ends on time
         if sleeping is not None:
             out.append((f"client {self.client_id}: resetOffset sleep", sleeping[0]))
@@ -513,6 +523,14 @@ class MQClientInstance:
             (name, due)
             for name in (PERSIST_TASK_NAME, HEARTBEAT_TASK_NAME, LOCK_MQ_TASK_NAME)
             if (due := self.scheduled_executor_service.due_time(name)) is not None
+        ]
+
+    def _orderly_task_times(self) -> list[tuple[str, int]]:
+        """Orderly consume loop: the re-lock tasks (R8.5) and 4.9.8's delayed unlocks (R8.8) are timers."""
+        return [
+            (f"client {self.client_id}: {f.name}", f.due)
+            for f in self.scheduled_executor_service.tasks()
+            if f.name.startswith((TRY_LOCK_LATER_TASK, UNLOCK_DELAY_TASK))
         ]
 
     def _fix_offset_times(self) -> list[tuple[str, int]]:

@@ -17,6 +17,13 @@ one derived property, read at exactly one place:
   (R3.10a/R3.10b): 4.9.8 pushes the reset to the clients; 5.x keeps a pending reset.
 - ``orderly_locks_in_broadcasting`` (orderly), read in ``RebalanceImpl.rebalance_by_topic`` (R8.9):
   4.9.8 locks each queue an orderly BROADCASTING consumer adds; 5.x (5.3.2) takes no locks there.
+- ``orderly_removal_waits_for_consume_lock`` (orderly consume loop), read in
+  ``RebalancePushImpl.remove_unnecessary_message_queue`` (R8.8): 4.9.8 persists, removes the offset and
+  needs the consume lock to unlock (20 s later when messages are cached); 5.x (5.2.0) persists, then
+  needs the write lock or a lock 20 s old, and unlocks at once.
+- ``orderly_forward_counts_the_send`` (orderly consume loop), read in
+  ``ConsumeMessageOrderlyService.send_message_back`` (R8.7): the forwarded message's RECONSUME_TIME is
+  reconsumeTimes in 4.9.8, reconsumeTimes + 1 in 5.x (5.1.1).
 
 The model (``rmqspec.spec.config.Config``) states the same switches independently; the lockstep
 refinement check runs both versions.
@@ -59,6 +66,23 @@ class MQVersion:
         broadcast consumer locks each queue it adds (and never renews); 5.3.2 (commit 2956f6d46b)
         takes no locks in BROADCASTING. Read in ``RebalanceImpl.rebalance_by_topic``."""
         return self.name == V4_9_8
+
+    @property
+    def orderly_removal_waits_for_consume_lock(self) -> bool:
+        """R8.8 (orderly consume loop): 4.9.8's ``removeUnnecessaryMessageQueue`` persists and removes
+        the offset, then ``unlockDelay`` under ``consumeLock.tryLock(1000)``, scheduling the unlock 20 s
+        later when ``hasTempMessage()``; 5.2.0 (commit 59e8f9b66e, ``tryRemoveOrderMessageQueue``) persists,
+        then under ``consumeLock.writeLock().tryLock(500)``, or unconditionally once the dropped pq's
+        ``lastLockTimestamp`` is 20 s old, persists again, removes the offset, clears ``locked`` and unlocks
+        at once (oneway). Read in ``RebalancePushImpl.remove_unnecessary_message_queue``."""
+        return self.name == V4_9_8
+
+    @property
+    def orderly_forward_counts_the_send(self) -> bool:
+        """R8.7 (orderly consume loop): ``ConsumeMessageOrderlyService#sendMessageBack`` sets the forwarded
+        message's RECONSUME_TIME to ``reconsumeTimes`` in 4.9.8 and to ``reconsumeTimes + 1`` from 5.1.1
+        (commit 7cfffe7f48, apache/rocketmq#6163). Read in ``ConsumeMessageOrderlyService.send_message_back``."""
+        return self.name != V4_9_8
 
     @property
     def young_queue_needs_head_in_memory(self) -> bool:

@@ -6,7 +6,9 @@ consumption (R6.1-R6.3, R6.5-R6.7): ``msg_tree_map`` (queue offset to message), 
 ``put_message`` (R6.2) and ``remove_message`` (R6.3) are the two operations the commit offset comes
 from: it is the lowest offset still held, or one past the last cached message when none is.
 The orderly helpers of R6.4 (``take_messages``, ``commit``, ``rollback``,
-``make_message_to_consume_again``, ``clear``) move messages through ``consuming_msg_orderly_tree_map``.
+``make_message_to_consume_again``, ``clear``) move messages through ``consuming_msg_orderly_tree_map``;
+``consume_lock`` is the lock the orderly loop holds while its listener runs (R8.5 step 3) and the orderly
+removal tries (R8.8); ``has_temp_message`` is the test of 4.9.8's ``unlockDelay``.
 
 ``uid`` is not RocketMQ's: it is the object's identity, minted by the consumer's id sequence, so a
 refinement check can tell a re-created ProcessQueue from the one it replaced.
@@ -26,6 +28,32 @@ class NoSuchElementError(LookupError):
     """``java.util.NoSuchElementException``: ``commit()`` with nothing in flight (R6.4)."""
 
 
+class ConsumeLock:
+    """``ProcessQueue#consumeLock``: a ``ReentrantLock`` in 4.9.8, a ``ReentrantReadWriteLock`` in 5.x whose
+    read side the consume loop takes and whose write side the orderly removal tries (R8.5, R8.8). At most
+    one consume thread can want it (the MessageQueueLock monitor serialises a queue's runs), so one flag
+    stands for both shapes: ``lock`` by a second holder would block, which the driver never asks for."""
+
+    def __init__(self) -> None:
+        self.held = False
+
+    def lock(self) -> None:
+        if self.held:
+            raise RuntimeError("consumeLock is held: the thread would block")
+        self.held = True
+
+    def unlock(self) -> None:
+        self.held = False
+
+    def try_lock(self) -> bool:
+        """``tryLock(timeout)``: the removal waits at most 1 s (4.9.8) or 500 ms (5.x); a listener still
+        running when the rebalance gets here is taken to outlast that wait."""
+        if self.held:
+            return False
+        self.held = True
+        return True
+
+
 class ProcessQueue:
     def __init__(self, uid: int, now: int) -> None:
         self.uid = uid
@@ -41,6 +69,8 @@ class ProcessQueue:
         self.last_pull_timestamp = now
         self.last_consume_timestamp = now
         self.last_lock_timestamp = now  # orderly (R6.6, R8.2)
+        self.consume_lock = ConsumeLock()  # orderly consume loop (R8.5, R8.8)
+        self.try_unlock_times = 0  # incTryUnlockTimes: an orderly removal could not take the consume lock
 
     def put_message(self, msgs: list[MessageExt]) -> bool:
         """R6.2: insert by queue offset (an existing key is replaced); each new key counts and moves
@@ -131,6 +161,10 @@ class ProcessQueue:
         self.msg_count = 0
         self.msg_size = 0
         self.queue_offset_max = 0
+
+    def has_temp_message(self) -> bool:
+        """``hasTempMessage``: the tree (not the consuming map) holds a message (4.9.8 unlockDelay, R8.8)."""
+        return bool(self.msg_tree_map)
 
     def get_max_span(self) -> int:
         """``lastKey - firstKey`` of the tree (consumeConcurrentlyMaxSpan flow control, R5.1)."""

@@ -7,7 +7,9 @@ Mirrors RocketMQ 4.9.8 (§9, §10):
   for the consumer list, sorts both lists and allocates with the strategy; a missing list or a
   throwing strategy leaves the topic alone (R9.3, R11.0, R11.7).
 - ``update_process_queue_table_in_rebalance`` (R9.4): Phase A drops the pqs no longer allocated
-  (``remove_unnecessary_message_queue``: persist then removeOffset, R9.5); Phase B creates a pq per new
+  (``remove_unnecessary_message_queue``: persist then removeOffset, R9.5; an orderly CLUSTERING consumer
+  also needs the pq's consume lock and unlocks the broker lock, else the dropped pq stays in the table
+  until a later rebalance removes it, R8.8, both versions); Phase B creates a pq per new
   queue after ``removeDirtyOffset`` and ``computePullFromWhereWithException`` (R10.1), skipping a
   queue whose start is unknown, and dispatches its first pull at once.
 - ``RebalancePushImpl.message_queue_changed`` bumps subVersion and heartbeats (R9.6).
@@ -30,6 +32,7 @@ from typing import TYPE_CHECKING, Final
 from rmqspec.reference.allocate import AllocateMessageQueueStrategy
 from rmqspec.reference.exceptions import MQClientException
 from rmqspec.reference.message_queue import RETRY_GROUP_TOPIC_PREFIX, MessageQueue
+from rmqspec.reference.mq_client_instance import UNLOCK_DELAY_TASK
 from rmqspec.reference.mq_version import MQVersion
 from rmqspec.reference.offset_store import ReadOffsetType
 from rmqspec.reference.process_queue import ProcessQueue
@@ -48,6 +51,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 REBALANCE_WAIT_INTERVAL: Final = 20_000  # rocketmq.client.rebalance.waitInterval (R4.2)
+UNLOCK_DELAY_TIME_MILLS: Final = 20_000  # rocketmq.client.unlockDelayTimeMills (R8.8)
 
 CONSUME_FROM_LAST_OFFSET: Final = "CONSUME_FROM_LAST_OFFSET"
 CONSUME_FROM_FIRST_OFFSET: Final = "CONSUME_FROM_FIRST_OFFSET"
@@ -160,7 +164,9 @@ class RebalanceImpl:
         allocated = set(allocate_result or [])
         if self.update_process_queue_table_in_rebalance(topic, allocated, is_order):
             self.message_queue_changed(topic, mq_set, allocated)
-        return cid_all, all(mq in self.process_queue_table for mq in allocated)
+        table = self.process_queue_table
+        # a pq an orderly removal could not take out is dropped, not working (5.x getWorkingMessageQueue, R8.8)
+        return cid_all, all(mq in table and not (table[mq].dropped and table[mq].try_unlock_times) for mq in allocated)
 
     def truncate_message_queue_not_my_topic(self) -> None:
         """R9.1 step 2: pqs of unsubscribed topics go, without persist or removeOffset."""
@@ -256,6 +262,18 @@ class RebalanceImpl:
             if pq is not None:
                 pq.locked = False
 
+    def unlock(self, mq: MessageQueue, oneway: bool) -> None:
+        """``unlock(mq, oneway)``: UNLOCK_BATCH_MQ for {mq}; ``pq.locked`` is not touched. An exception is
+        logged (R8.8)."""
+        addr = self.mq_client_factory.find_broker_address_in_subscribe(mq.broker_name)
+        if addr is None:
+            return
+        body = UnlockBatchRequestBody(self.consumer_group, self.mq_client_factory.client_id, {mq})
+        try:
+            self.mq_client_factory.mq_client_api_impl.unlock_batch_mq(addr, body, oneway)
+        except Exception as e:
+            log.error("unlockBatchMQ exception, %s: %s", mq, e)
+
     def unlock_all(self, oneway: bool) -> None:
         """``unlockAll``: UNLOCK_BATCH_MQ for every queue in the table, then ``locked := false`` on each.
         An exception is logged and leaves the pqs as they are."""
@@ -283,8 +301,20 @@ class RebalanceImpl:
         self.process_queue_table.clear()
 
 
+class UnlockDelayTask:
+    """The Runnable of 4.9.8's ``unlockDelay`` (R8.8): ``unlock(mq, true)``."""
+
+    def __init__(self, rebalance_impl: RebalanceImpl, mq: MessageQueue) -> None:
+        self.rebalance_impl = rebalance_impl
+        self.message_queue = mq
+
+    def __call__(self) -> None:
+        log.info("unlockDelay, execute at once %s", self.message_queue)
+        self.rebalance_impl.unlock(self.message_queue, True)
+
+
 class RebalancePushImpl(RebalanceImpl):
-    """``RebalancePushImpl`` for a concurrent push consumer."""
+    """``RebalancePushImpl`` for a concurrent or orderly push consumer."""
 
     def __init__(
         self,
@@ -297,16 +327,71 @@ class RebalancePushImpl(RebalanceImpl):
         config = consumer_impl.default_mq_push_consumer
         super().__init__(config.consumer_group, config.message_model, strategy, mq_client_factory, ids, version)
         self.consumer_impl = consumer_impl
+        self._unlock_delay_seq = 0  # names the unlockDelay tasks; not an object identity of the model
 
     def consume_passively(self) -> bool:
         return True
 
     def remove_unnecessary_message_queue(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
-        """R9.5 (not orderly): persist oneway, then forget the memory entry."""
+        """R9.5: persist oneway, then forget the memory entry; True: the pq leaves the table. An orderly
+        CLUSTERING consumer (R8.8) returns False, leaving the dropped pq in the table, while its listener
+        holds the consume lock: 4.9.8 (:meth:`_remove_orderly_4_9_8`) or 5.x
+        (:meth:`try_remove_order_message_queue`), by ``MQVersion.orderly_removal_waits_for_consume_lock``."""
         store = self.consumer_impl.offset_store
+        orderly = self.consumer_impl.consume_orderly and self.message_model == "CLUSTERING"
+        if orderly and not self.version.orderly_removal_waits_for_consume_lock:
+            store.persist(mq)  # commit offset immediately
+            return self.try_remove_order_message_queue(mq, pq)
         store.persist(mq)
         store.remove_offset(mq)
+        if orderly:
+            return self._remove_orderly_4_9_8(mq, pq)
         return True
+
+    def _remove_orderly_4_9_8(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
+        """4.9.8's orderly branch (R8.8): ``consumeLock.tryLock(1000)``, then ``unlockDelay``; without the
+        lock ``incTryUnlockTimes`` and False."""
+        if pq.consume_lock.try_lock():
+            try:
+                return self.unlock_delay(mq, pq)
+            finally:
+                pq.consume_lock.unlock()
+        log.warning("[WRONG]mq is consuming, so can not unlock it, %s. maybe hanged, %s", mq, pq.try_unlock_times)
+        pq.try_unlock_times += 1
+        return False
+
+    def unlock_delay(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
+        """4.9.8 ``unlockDelay`` (R8.8): with messages in the tree, ``unlock(mq, true)`` runs 20 s later
+        on the client instance's scheduler; otherwise at once. True."""
+        if pq.has_temp_message():
+            factory = self.mq_client_factory
+            self._unlock_delay_seq += 1
+            factory.scheduled_executor_service.schedule(
+                f"{UNLOCK_DELAY_TASK}{self._unlock_delay_seq}", UnlockDelayTask(self, mq), UNLOCK_DELAY_TIME_MILLS
+            )
+        else:
+            self.unlock(mq, True)
+        return True
+
+    def try_remove_order_message_queue(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
+        """5.x ``tryRemoveOrderMessageQueue`` (R8.8): forced once the dropped pq's lastLockTimestamp is
+        more than 20 s old, else ``consumeLock.writeLock().tryLock(500)``; then persist again,
+        removeOffset, ``locked := false`` and ``unlock(mq, true)``: True. Otherwise
+        ``incTryUnlockTimes`` and False."""
+        force_unlock = pq.dropped and self.now() > pq.last_lock_timestamp + UNLOCK_DELAY_TIME_MILLS
+        if force_unlock or pq.consume_lock.try_lock():
+            try:
+                store = self.consumer_impl.offset_store
+                store.persist(mq)
+                store.remove_offset(mq)
+                pq.locked = False
+                self.unlock(mq, True)
+                return True
+            finally:
+                if not force_unlock:
+                    pq.consume_lock.unlock()
+        pq.try_unlock_times += 1
+        return False
 
     def remove_dirty_offset(self, mq: MessageQueue) -> None:
         self.consumer_impl.offset_store.remove_offset(mq)

@@ -98,6 +98,13 @@ class ClientConnection:
         self.outbound.clear()
         self.inbound.clear()
 
+    def close(self) -> None:
+        """The broker closed this connection (its idle-channel scan, R4.3): requests still on the wire and
+        replies the client has not taken are lost; the client's next request opens a new one."""
+        self.outbound.clear()
+        self.inbound.clear()
+        self.replies.clear()
+
     def read_request(self) -> RemotingCommand:
         """The broker reads the oldest request (raises ``IndexError`` when the wire is empty)."""
         return self.outbound.popleft()

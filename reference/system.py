@@ -29,6 +29,20 @@ How each action maps:
   ``FinishConsume``: the listener returns (status, ackIndex); the injected send-back faults make the
   chosen CONSUMER_SEND_MSG_BACK calls and their producer fall-backs fail; the thread runs up to
   ``removeMessage``. ``ApplyConsumeOffset``: the thread runs the dropped check and ``updateOffset``.
+- Orderly consume loop (``Config.orderly``, R8.5-R8.8): ``StartConsume``: a pool thread of
+  ``ConsumeMessageOrderlyService`` takes that request (it names a pq only) and runs ``ConsumeRequest.run``
+  up to the listener (or to the end of the run). ``FinishConsume``: the listener returns SUCCESS or
+  SUSPEND_CURRENT_QUEUE_A_MOMENT; the injected faults make the chosen forwarding sends of the messages
+  at maxReconsumeTimes fail; the thread runs up to ``updateOffset`` (or the end of the run).
+  ``ApplyConsumeOffset``: the dropped check, ``updateOffset(increaseOnly=false)`` and the loop's next
+  iteration. ``TryLockLater``: the earliest due ``tryLockLaterAndReconsume`` task of that pq.
+  ``DelayedUnlock``: the earliest due 4.9.8 ``unlockDelay`` task of that queue. ``Stall``: the client's
+  JVM stops until ``now + duration``: the driver runs none of its actions but ``Crash``, and the clock
+  may pass its timers; ``ExpireChannel`` then may close its channel once the broker's
+  ``lastUpdateTimestamp`` of it (its last HEART_BEAT: the periodic one, start's, messageQueueChanged's)
+  is more than 120 s old. Its effect is ``ConsumerManager.scanNotActiveChannel``'s: the channel is
+  removed without notifying the others, and the connection is closed (requests on the wire and
+  replies not yet taken are lost).
 - Full fidelity (admin reset, R3.10a/R3.10b): ``AdminReset``: mqadmin's INVOKE_BROKER_TO_RESET_OFFSET
   for one queue, forced, by offset or by timestamp (``AdminBrokerProcessor.reset_offset``); on
   CONSUMER_NOT_ONLINE (4.9.8) the admin's old method, UPDATE_CONSUMER_OFFSET straight to the broker.
@@ -49,6 +63,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from rmqspec.reference.allocate import (
     AllocateMachineRoomNearby,
@@ -67,6 +82,15 @@ from rmqspec.reference.consume_message_concurrently_service import (
     ConsumeRequest,
     ConsumeRequestState,
     ListenerAnswer,
+)
+from rmqspec.reference.consume_message_orderly_service import (
+    ConsumeMessageOrderlyService,
+    ConsumeOrderlyStatus,
+    OrderlyListenerAnswer,
+    TryLockLaterTask,
+)
+from rmqspec.reference.consume_message_orderly_service import (
+    ConsumeRequest as OrderlyConsumeRequest,
 )
 from rmqspec.reference.consumer_offset_manager import ConsumerOffsetManager
 from rmqspec.reference.default_mq_push_consumer_impl import (
@@ -92,6 +116,7 @@ from rmqspec.reference.mq_client_instance import (
     TopicRouteData,
 )
 from rmqspec.reference.mq_version import MQVersion
+from rmqspec.reference.process_queue import ProcessQueue
 from rmqspec.reference.protocol import (
     PullMessageRequestHeader,
     PullMessageResponseBody,
@@ -106,6 +131,7 @@ from rmqspec.reference.protocol import (
     SearchOffsetRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
+from rmqspec.reference.rebalance_impl import UnlockDelayTask
 from rmqspec.reference.remoting import ClientConnection
 from rmqspec.reference.scheduler import IdSequence, VirtualClock
 from rmqspec.spec import actions as act
@@ -141,6 +167,15 @@ PQ_UID_FIELD = "rmqspecPqUid"
 CAUSE_FIELD = "rmqspecCause"
 BROKER_ADDR = "broker-a:10911"
 ADMIN_ADDR = "10.0.0.200:60000"  # full fidelity (admin reset): the mqadmin tool's connection
+CHANNEL_EXPIRED_TIMEOUT = 120_000  # ConsumerManager's channel expiry (orderly consume loop: a stalled client)
+
+
+class _UnlockFuture(NamedTuple):
+    """A pending 4.9.8 ``unlockDelay`` task of a client instance's scheduler."""
+
+    name: str
+    due: int
+    task: UnlockDelayTask
 
 
 class ReferenceActionError(RuntimeError):
@@ -193,6 +228,19 @@ class SendBackFaults:
         if request.code == RequestCode.SEND_MESSAGE and self.fail_fallback:
             self.fail_fallback = False
             return True
+        return False
+
+
+class ForwardFaults:
+    """Orderly consume loop: a fault injector for the remoting client: the planned SEND_MESSAGE calls (the
+    forwarding sends of messages at maxReconsumeTimes, R8.7) fail, in order."""
+
+    def __init__(self, plan: list[bool]) -> None:
+        self.plan = list(plan)
+
+    def __call__(self, request: RemotingCommand) -> bool:
+        if request.code == RequestCode.SEND_MESSAGE:
+            return self.plan.pop(0) if self.plan else False
         return False
 
 
@@ -260,11 +308,16 @@ def allocation_strategy(config: Config, client: int, mqs: list[MessageQueue]) ->
 
 
 class ClientProcess:
-    """One running consumer process."""
+    """One running consumer process. ``stalled_until`` (orderly consume loop, ``Stall``): the JVM is
+    stopped until then; nothing of the process runs and its timers wait."""
 
     def __init__(self, instance: MQClientInstance, consumer: DefaultMQPushConsumerImpl) -> None:
         self.instance = instance
         self.consumer = consumer
+        self.stalled_until: int | None = None
+
+    def stalled(self, now: int) -> bool:
+        return self.stalled_until is not None and now < self.stalled_until
 
 
 class ReferenceSystem:
@@ -335,6 +388,9 @@ class ReferenceSystem:
             act.FinishConsume: self._finish_consume,  # type: ignore[dict-item]
             act.ApplyConsumeOffset: self._apply_consume_offset,  # type: ignore[dict-item]
             act.LockAll: self._lock_all,  # type: ignore[dict-item]  # orderly area
+            act.TryLockLater: self._try_lock_later,  # type: ignore[dict-item]  # orderly consume loop
+            act.DelayedUnlock: self._delayed_unlock,  # type: ignore[dict-item]
+            act.Stall: self._stall,  # type: ignore[dict-item]
             act.RetentionDelete: self._retention_delete,  # type: ignore[dict-item]  # fidelity area
             act.FixOffsetIllegal: self._fix_offset_illegal,  # type: ignore[dict-item]  # fidelity area
             act.AdminReset: self._admin_reset,  # type: ignore[dict-item]  # full fidelity area (admin reset)
@@ -366,10 +422,12 @@ class ReferenceSystem:
             raise ReferenceActionError("the broker is down")
         return self.host.controller
 
-    def _process(self, i: int) -> ClientProcess:
+    def _process(self, i: int, stalled_ok: bool = False) -> ClientProcess:
         process = self.processes[i]
         if process is None or process.consumer.service_state != "RUNNING":
             raise ReferenceActionError(f"client {i} is not running")
+        if not stalled_ok and process.stalled(self.clock.now()):  # orderly consume loop: a stopped JVM
+            raise ReferenceActionError(f"client {i} is stalled until {process.stalled_until}")
         return process
 
     def _mq(self, q: int) -> MessageQueue:
@@ -388,8 +446,9 @@ class ReferenceSystem:
             scheduled = self.host.message_store.schedule_message_service.next_deliver_timestamp()
             if scheduled is not None:
                 timers.append(("scheduled message", scheduled))
+        now = self.clock.now()
         for process in self.processes:
-            if process is not None:
+            if process is not None and not process.stalled(now):  # a stalled JVM's timers wait
                 timers.extend(process.instance.timers())
         return timers
 
@@ -400,7 +459,10 @@ class ReferenceSystem:
             raise ReferenceActionError(f"Tick: timers are due and must fire first: {due}")
         times = [when for _, when in self._timers()]
         for process in self.processes:
-            if process is not None:
+            if process is not None and process.stalled(now):  # orderly consume loop: it wakes then
+                assert process.stalled_until is not None
+                times.append(process.stalled_until)
+            elif process is not None:
                 times.extend(process.instance.next_deadlines())
         later = [t for t in times if t > now]
         if not later:
@@ -428,10 +490,28 @@ class ReferenceSystem:
         self.host.start()
 
     def _expire_channel(self, a: act.ExpireChannel) -> None:
+        """The channel closes: the process is gone (TCP close), or (orderly consume loop) it is stalled
+        and its last heartbeat is more than 120 s old (the broker's channel scan)."""
         controller = self._controller()
-        if self.processes[a.client] is not None:
+        process = self.processes[a.client]
+        if process is None:
+            controller.consumer_manager.do_channel_close_event(self.connections[a.client])
+            return
+        if not self._channel_idle(controller, a.client, process):
             raise ReferenceActionError(f"client {a.client} is alive: its channel does not expire")
-        controller.consumer_manager.do_channel_close_event(self.connections[a.client])
+        controller.consumer_manager.expire_idle_channel(self.connections[a.client])
+
+    def _channel_idle(self, controller: BrokerController, i: int, process: ClientProcess) -> bool:
+        """A stalled client whose channel's lastUpdateTimestamp is more than 120 s old
+        (``ConsumerManager.scanNotActiveChannel``'s CHANNEL_EXPIRED_TIMEOUT)."""
+        now = self.clock.now()
+        if not process.stalled(now):
+            return False
+        info = controller.consumer_manager.get_consumer_group_info(self.config.group)
+        if info is None:
+            return False
+        channel = info.channel_info_table.get(self.connections[i])
+        return channel is not None and now - channel.last_update_timestamp > CHANNEL_EXPIRED_TIMEOUT
 
     def _broker_receive(self, a: act.BrokerReceive) -> None:
         connection = self.connections[a.client]
@@ -474,7 +554,7 @@ class ReferenceSystem:
         self.processes[a.client] = None
 
     def _crash(self, a: act.Crash) -> None:
-        self._process(a.client)
+        self._process(a.client, stalled_ok=True)  # a stalled JVM can still be killed
         self.connections[a.client].drop_client()  # nobody listens any more; pushes on the way are lost
         self.processes[a.client] = None
 
@@ -528,9 +608,20 @@ class ReferenceSystem:
         raise ReferenceActionError(f"client {a.client} has no processed pull for pq {a.pq_uid}")
 
     def _consume_service(self, i: int) -> ConsumeMessageConcurrentlyService:
-        return self._process(i).consumer.consume_message_service
+        service = self._process(i).consumer.consume_message_service
+        if not isinstance(service, ConsumeMessageConcurrentlyService):
+            raise ReferenceActionError(f"client {i} consumes orderly")
+        return service
+
+    def _orderly_service(self, i: int) -> ConsumeMessageOrderlyService | None:
+        service = self._process(i).consumer.consume_message_service
+        return service if isinstance(service, ConsumeMessageOrderlyService) else None
 
     def _start_consume(self, a: act.StartConsume) -> None:
+        orderly = self._orderly_service(a.client)
+        if orderly is not None:
+            self._start_consume_orderly(orderly, a)
+            return
         service = self._consume_service(a.client)
         executor = service.consume_executor
         request = next((r for r, _ in executor.queue.items() if r.rid == a.rid), None)
@@ -546,6 +637,10 @@ class ReferenceSystem:
         return request
 
     def _finish_consume(self, a: act.FinishConsume) -> None:
+        orderly = self._orderly_service(a.client)
+        if orderly is not None:
+            self._finish_consume_orderly(orderly, a)
+            return
         request = self._running(a.client, a.rid, ConsumeRequestState.LISTENING)
         n = len(request.msgs)
         if a.status == act.CONSUME_SUCCESS and -1 <= a.ack_index <= n - 1:
@@ -566,8 +661,149 @@ class ReferenceSystem:
             remoting.fault_injector = None
 
     def _apply_consume_offset(self, a: act.ApplyConsumeOffset) -> None:
+        orderly = self._orderly_service(a.client)
+        if orderly is not None:
+            thread = self._running_orderly(orderly, a, ConsumeRequestState.UPDATING_OFFSET)
+            orderly.consume_executor.resume(thread, None)
+            return
         request = self._running(a.client, a.rid, ConsumeRequestState.UPDATING_OFFSET)
         self._consume_service(a.client).consume_executor.resume(request, None)
+
+    # orderly consume loop (R8.5-R8.8)
+    def _start_consume_orderly(self, service: ConsumeMessageOrderlyService, a: act.StartConsume) -> None:
+        executor = service.consume_executor
+        request = next((r for r, _ in executor.queue.items() if r.rid == a.rid), None)
+        if request is None:
+            raise ReferenceActionError(f"client {a.client} has no submitted consume request {a.rid}")
+        if not executor.can_start(request):
+            raise ReferenceActionError(f"client {a.client}: request {a.rid} would block on its queue's monitor")
+        executor.start_thread(request, self.clock.now())
+
+    @staticmethod
+    def _running_orderly(
+        service: ConsumeMessageOrderlyService, a: act.FinishConsume | act.ApplyConsumeOffset, state: ConsumeRequestState
+    ) -> OrderlyConsumeRequest:
+        request = next((r for r in service.consume_executor.running if r.rid == a.rid and r.state is state), None)
+        if request is None:
+            raise ReferenceActionError(f"client {a.client}: no orderly consume thread {a.rid} in state {state.value}")
+        return request
+
+    def _finish_consume_orderly(self, service: ConsumeMessageOrderlyService, a: act.FinishConsume) -> None:
+        """The orderly listener returns ``a.status``; bit j of ``send_back_fails`` fails the forwarding
+        send of the j-th message of the batch at maxReconsumeTimes (R8.7)."""
+        request = self._running_orderly(service, a, ConsumeRequestState.LISTENING)
+        statuses = {
+            act.ORDERLY_SUCCESS: ConsumeOrderlyStatus.SUCCESS,
+            act.SUSPEND_CURRENT_QUEUE_A_MOMENT: ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT,
+        }
+        status = statuses.get(a.status)
+        if status is None or a.ack_index != -1:
+            raise ReferenceActionError(f"not an orderly listener answer: {a!r}")
+        at_max = 0
+        if status is ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT:
+            at_max = sum(1 for m in request.msgs if m.reconsume_times >= service.get_max_reconsume_times())
+        if a.send_back_fails < 0 or a.send_back_fails >> at_max:
+            raise ReferenceActionError(f"forward faults {a.send_back_fails:b} name messages not forwarded")
+        remoting = self._process(a.client).instance.remoting_client
+        remoting.fault_injector = ForwardFaults([bool(a.send_back_fails >> j & 1) for j in range(at_max)])
+        try:
+            service.consume_executor.resume(request, OrderlyListenerAnswer(status))
+        finally:
+            remoting.fault_injector = None
+
+    def _try_lock_later(self, a: act.TryLockLater) -> None:
+        """The earliest due ``tryLockLaterAndReconsume`` task of pq ``a.pq_uid`` runs (R8.5)."""
+        process = self._process(a.client)
+        service = process.consumer.consume_message_service
+        if not isinstance(service, ConsumeMessageOrderlyService):
+            raise ReferenceActionError(f"client {a.client} does not consume orderly")
+        now = self.clock.now()
+        due = [
+            f
+            for f in service.try_lock_later_tasks()
+            if isinstance(f.task, TryLockLaterTask) and f.task.process_queue.uid == a.pq_uid and f.due <= now
+        ]
+        if not due:
+            raise ReferenceActionError(f"client {a.client} has no re-lock task due for pq {a.pq_uid}")
+        task = min(due, key=lambda f: f.due)  # min keeps the first scheduled among equal due times
+        process.instance.scheduled_executor_service.run_due(task.name)
+
+    def _delayed_unlock(self, a: act.DelayedUnlock) -> None:
+        """The earliest due 4.9.8 ``unlockDelay`` task of that queue runs (R8.8)."""
+        process = self._process(a.client)
+        mq = self._mq(a.queue)
+        now = self.clock.now()
+        due = [f for f in self._unlock_tasks(process.instance) if f.task.message_queue == mq and f.due <= now]
+        if not due:
+            raise ReferenceActionError(f"client {a.client} has no delayed unlock due for queue {a.queue}")
+        task = min(due, key=lambda f: f.due)
+        process.instance.scheduled_executor_service.run_due(task.name)
+
+    def _stall(self, a: act.Stall) -> None:
+        """A stop-the-world pause: the process runs nothing until ``now + duration``."""
+        process = self._process(a.client)
+        if a.duration <= 0:
+            raise ReferenceActionError(f"not a stall: {a!r}")
+        process.stalled_until = self.clock.now() + a.duration
+
+    @staticmethod
+    def _unlock_tasks(instance: MQClientInstance) -> list[_UnlockFuture]:
+        return [
+            _UnlockFuture(f.name, f.due, f.task)
+            for f in instance.scheduled_executor_service.tasks()
+            if isinstance(f.task, UnlockDelayTask)
+        ]
+
+    def _abstract_orderly_work(
+        self, service: ConsumeMessageOrderlyService, instance: MQClientInstance
+    ) -> tuple[
+        tuple[SpecConsumeRequest, ...],
+        tuple[SpecConsumeRequest, ...],
+        tuple[OffsetUpdate, ...],
+        tuple[tuple[int, int, int], ...],
+        tuple[tuple[int, int], ...],
+    ]:
+        """(requests, consuming, offset_updates, relocks, unlocks) of an orderly consumer."""
+        executor = service.consume_executor
+        requests = tuple(
+            SpecConsumeRequest(r.rid, self.index_of[r.message_queue], r.process_queue.uid, (), when)
+            for r, when in executor.queue.items()
+        )
+        consuming = tuple(
+            SpecConsumeRequest(
+                r.rid,
+                self.index_of[r.message_queue],
+                r.process_queue.uid,
+                tuple((m.queue_offset, m.reconsume_times) for m in r.msgs),
+                r.listen_at,
+                r.begin_time,
+            )
+            for r in executor.running
+            if r.state is ConsumeRequestState.LISTENING
+        )
+        updates = tuple(
+            OffsetUpdate(r.rid, self.index_of[r.message_queue], r.process_queue.uid, r.commit_offset, r.begin_time)
+            for r in executor.running
+            if r.state is ConsumeRequestState.UPDATING_OFFSET
+        )
+        relocks = tuple(
+            (f.task.process_queue.uid, self.index_of[f.task.message_queue], f.due)
+            for f in service.try_lock_later_tasks()
+            if isinstance(f.task, TryLockLaterTask)
+        )
+        unlocks = tuple((self.index_of[f.task.message_queue], f.due) for f in self._unlock_tasks(instance))
+        return requests, consuming, updates, relocks, unlocks
+
+    def _retry_times(self, pq: ProcessQueue) -> tuple[tuple[int, int], ...]:
+        """(offset, reconsumeTimes) of each message in the pq (tree first, then the consuming map) whose
+        local reconsumeTimes differs from the stored message's: the ones checkReconsumeTimes raised."""
+        commit_log = self.host.message_store.commit_log
+        held = {**pq.consuming_msg_orderly_tree_map, **pq.msg_tree_map}
+        return tuple(
+            (offset, msg.reconsume_times)
+            for offset, msg in sorted(held.items())
+            if msg.reconsume_times != commit_log[msg.commit_log_offset].reconsume_times
+        )
 
     # orderly area
     # fidelity area: retention and the OFFSET_ILLEGAL task (R5.5, R5.7)
@@ -784,9 +1020,22 @@ class ReferenceSystem:
             scheduled=scheduled,
             dlq=dlq,
             epoch=self.host.incarnation,
+            heartbeat_at=self._abstract_heartbeats(controller),  # Stall
             locks=self._abstract_locks(),  # orderly area
             reset_pending=self._abstract_reset_pending(controller),  # full fidelity area (admin reset)
         )
+
+    def _abstract_heartbeats(self, controller: BrokerController | None) -> tuple[int, ...]:
+        """Stall: each consumer channel's lastUpdateTimestamp, 0 while not registered; () unless stalls
+        are configured (the model keeps it only then)."""
+        if not self.config.client_stalls:
+            return ()
+        stamps = [0] * self.config.consumers
+        info = None if controller is None else controller.consumer_manager.get_consumer_group_info(self.config.group)
+        if info is not None:
+            for channel, entry in info.channel_info_table.items():
+                stamps[self.connection_index[channel]] = entry.last_update_timestamp
+        return tuple(stamps)
 
     def _abstract_message(self, msg: MessageExt) -> Message:
         """A stored message as the model sees it: its own store time and reconsumeTimes; a sent-back
@@ -845,6 +1094,8 @@ class ReferenceSystem:
                 pull_request, state = in_flight[owned.uid], PULL_IN_FLIGHT
             elif owned.dropped and owned.uid in (fixes := self._fix_tasks(instance)):  # fidelity area
                 pull_request, state = fixes[owned.uid][1].pull_request, PULL_DROPPED
+            elif owned.dropped and owned.uid in consumer.discarded_pull_requests:  # orderly consume loop (R8.8)
+                pull_request, state = consumer.discarded_pull_requests[owned.uid], PULL_DROPPED
             else:
                 raise AssertionError(f"client {i}: the pull request of pq {owned.uid} is lost")
             pqs.append(
@@ -865,19 +1116,30 @@ class ReferenceSystem:
                     locked=owned.locked,
                     last_lock=owned.last_lock_timestamp,
                     previously_locked=pull_request.previously_locked,
+                    # orderly consume loop (R6.4, R8.5-R8.8); an orderly removal that failed left it dropped
+                    consuming_tree=sum(1 << o for o in owned.consuming_msg_orderly_tree_map),
+                    consuming=owned.consuming,
+                    dropped=owned.dropped and owned.try_unlock_times > 0,
+                    retry_times=self._retry_times(owned),
                 )
-        executor = consumer.consume_message_service.consume_executor
-        requests = tuple(self._abstract_consume_request(r, when) for r, when in executor.queue.items())
-        consuming = tuple(
-            self._abstract_consume_request(r, r.ready_at)
-            for r in executor.running
-            if r.state is ConsumeRequestState.LISTENING
-        )
-        updates = tuple(
-            OffsetUpdate(r.rid, self.index_of[r.message_queue], r.process_queue.uid, r.remove_result)
-            for r in executor.running
-            if r.state is ConsumeRequestState.UPDATING_OFFSET
-        )
+        service = consumer.consume_message_service
+        relocks: tuple[tuple[int, int, int], ...] = ()
+        unlocks: tuple[tuple[int, int], ...] = ()
+        if isinstance(service, ConsumeMessageOrderlyService):  # orderly consume loop
+            requests, consuming, updates, relocks, unlocks = self._abstract_orderly_work(service, instance)
+        else:
+            executor = service.consume_executor
+            requests = tuple(self._abstract_consume_request(r, when) for r, when in executor.queue.items())
+            consuming = tuple(
+                self._abstract_consume_request(r, r.ready_at)
+                for r in executor.running
+                if r.state is ConsumeRequestState.LISTENING
+            )
+            updates = tuple(
+                OffsetUpdate(r.rid, self.index_of[r.message_queue], r.process_queue.uid, r.remove_result)
+                for r in executor.running
+                if r.state is ConsumeRequestState.UPDATING_OFFSET
+            )
         scheduler = instance.scheduled_executor_service
         view = consumer.rebalance_impl.balanced_cid_all
         return Client(
@@ -903,6 +1165,9 @@ class ReferenceSystem:
             reset_table=reset_table,
             reset_wake=reset_wake,
             reset_held=reset_held,
+            relocks=relocks,  # orderly consume loop
+            unlocks=unlocks,
+            stalled_until=process.stalled_until,
         )
 
     def _abstract_pulls(
@@ -923,14 +1188,20 @@ class ReferenceSystem:
             connection = self.connections[i]
             epoch = connection.request_epoch(opaque)
             reply = connection.replies.get(opaque) if epoch >= 0 else None
+            # orderly consume loop: a pq that an orderly removal left dropped in the table is not detached
+            consumer = callback.pull_callback.consumer
+            table = consumer.rebalance_impl.process_queue_table
+            detached = pq.dropped and not (consumer.consume_orderly and table.get(pull_request.message_queue) is pq)
             pulls.append(
                 PullInFlight(
                     self.index_of[pull_request.message_queue],
                     pq.uid,
                     header.queue_offset,
                     epoch,
-                    (pq.msg_count == 0) if pq.dropped else None,
+                    (pq.msg_count == 0) if detached else None,
                     None if reply is None else self._abstract_pull_response(reply.response, header),
+                    dropped_consuming=detached and consumer.consume_orderly and pq.consuming,
+                    dropped_count=pq.msg_count if detached and consumer.consume_orderly else 0,
                 )
             )
         return tuple(pulls), in_flight

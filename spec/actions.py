@@ -15,6 +15,13 @@ from dataclasses import dataclass
 # Consume statuses of the concurrent listener (R7.3).
 CONSUME_SUCCESS = "CONSUME_SUCCESS"
 RECONSUME_LATER = "RECONSUME_LATER"
+# ConsumeOrderlyStatus (R8.6); an exception or null counts as SUSPEND. COMMIT and ROLLBACK act as
+# SUCCESS with autoCommit (the default), so the model offers the two distinct answers.
+ORDERLY_SUCCESS = "SUCCESS"
+SUSPEND_CURRENT_QUEUE_A_MOMENT = "SUSPEND_CURRENT_QUEUE_A_MOMENT"
+# Stall durations: past the client's lock validity (30 s), past the broker's lock expiry (60 s), and
+# long enough (with the 30 s heartbeat period) for the broker's 120 s channel expiry.
+STALL_DURATIONS = (35_000, 65_000, 150_000)
 
 
 # --- environment and time ---------------------------------------------------------------------
@@ -127,7 +134,9 @@ class StartConsume:
 @dataclass(frozen=True, slots=True)
 class FinishConsume:
     """``ack_index`` as the listener set it (-1 fails the whole batch); ``send_back_fails`` is a
-    bitmask over the failed messages whose send-back fails (budgeted)."""
+    bitmask over the failed messages whose send-back fails (budgeted). Orderly: ``status`` is
+    ORDERLY_SUCCESS or SUSPEND_CURRENT_QUEUE_A_MOMENT, ``ack_index`` is -1, and ``send_back_fails``
+    ranges over the batch's messages at maxReconsumeTimes, whose forwarding send fails."""
 
     client: int
     rid: int
@@ -148,6 +157,34 @@ class LockAll:
     """The orderly consumer's lockMQPeriodically timer fires: ``lockAll`` (R8.2, R8.3)."""
 
     client: int
+
+
+@dataclass(frozen=True, slots=True)
+class TryLockLater:
+    """orderly consume loop: the earliest due tryLockLaterAndReconsume task of pq ``pq_uid`` runs:
+    lock(mq), then a ConsumeRequest 10 ms later if granted, 3 s if not (R8.5)."""
+
+    client: int
+    pq_uid: int
+
+
+@dataclass(frozen=True, slots=True)
+class DelayedUnlock:
+    """orderly consume loop, 4.9.8: unlockDelay's task, 20 s after an orderly removal that left
+    messages in the pq: a oneway UNLOCK_BATCH_MQ for ``queue`` (R8.8)."""
+
+    client: int
+    queue: int
+
+
+@dataclass(frozen=True, slots=True)
+class Stall:
+    """A stop-the-world pause of the consumer process (GC, a suspended VM) for ``duration`` ms, one of
+    STALL_DURATIONS. Budgeted (``Config.client_stalls``). Breaks the timing margins that orderly
+    exclusivity rests on (R8.3, INV-12)."""
+
+    client: int
+    duration: int
 
 
 # --- fidelity area (retention, OFFSET_ILLEGAL; R5.5, R5.7) -----------------------------------------
@@ -218,6 +255,9 @@ Action = (
     | FinishConsume
     | ApplyConsumeOffset
     | LockAll  # orderly area
+    | TryLockLater  # orderly consume loop
+    | DelayedUnlock  # orderly consume loop
+    | Stall  # orderly consume loop
     | RetentionDelete  # fidelity area
     | FixOffsetIllegal  # fidelity area
     | AdminReset  # full fidelity area (admin reset)
@@ -226,7 +266,7 @@ Action = (
 )
 
 # Perturbing actions draw on Budget; everything else heals or makes progress and is free.
-PERTURBING = (Crash, Shutdown, BrokerCrash, RebalanceQueryError, RetentionDelete, AdminReset)
+PERTURBING = (Crash, Shutdown, BrokerCrash, RebalanceQueryError, RetentionDelete, AdminReset, Stall)
 
 
 def action_name(action: Action) -> str:

@@ -70,6 +70,14 @@ MUTATIONS: Final[dict[str, str]] = {
     "client_reset_off_by_one": "MQClientInstance.resetOffset applies the reset offset minus one (R3.10a)",
     "client_reset_skips_update": "MQClientInstance.resetOffset skips updateOffset(increaseOnly=false) and "
     "persists the old memory offset (R3.10a step 4)",
+    # orderly consume loop (R6.4, R8.5-R8.8)
+    "orderly_commit_returns_last_key": "ProcessQueue.commit returns the largest consumed key, not key + 1 (R6.4)",
+    "orderly_suspend_commits": "SUSPEND_CURRENT_QUEUE_A_MOMENT commits the batch it puts back (R8.6)",
+    "orderly_removal_ignores_consume_lock": "RMQ-09 (1): orderly removal unlocks the broker lock while the "
+    "listener still runs (R8.8)",
+    "orderly_ignores_lock_expiry": "RMQ-10 plant: the orderly loop does not check isLockExpired (R8.5)",
+    "orderly_no_queue_monitor": "ConsumeRequest.run does not take the MessageQueueLock: two runs of one queue "
+    "overlap (R8.5)",
     # liveness at quiescence (docs/spec.md §13): background tasks that stop; only LIV checks see them
     "persist_timer_stops": "persistAllConsumerOffset runs once and is never rescheduled (R4.1)",
     "rebalance_timer_stops": "RebalanceService is not re-armed after a run: only rebalanceImmediately wakes it (R4.2)",
@@ -122,9 +130,8 @@ class Config:
     topic: str = "T"
     broker_name: str = "broker-a"
     mutations: frozenset[str] = field(default_factory=frozenset)
-    # orderly area (R8): a ConsumeMessageOrderlyService consumer's lock protocol (R8.1-R8.4, R8.9, R5.1
-    # step 6). The consume loop of R8.5-R8.7 is not modelled yet: messages are still consumed by the
-    # concurrent service's rules (docs/spec.md, "Orderly consumption: broker locks").
+    # orderly area (R8): a ConsumeMessageOrderlyService consumer: its lock protocol (R8.1-R8.4, R8.9, R5.1
+    # step 6), its consume loop (R8.5-R8.7) and its removal at rebalance (R8.8).
     orderly: bool = False
     # fidelity area (R5.5, R5.7): commit-log retention raising minOffset (RetentionDelete). Default 0:
     # without it no pull offset ever falls below minOffset, so existing configurations keep their exact
@@ -133,6 +140,9 @@ class Config:
     # full fidelity (admin reset, R3.10a, R3.10b): budget of AdminReset. Default 0, so existing runs keep
     # their exact state space and meaning. CLUSTERING only.
     admin_resets: int = 0
+    # orderly consume loop: budget of Stall, a stop-the-world pause of a consumer (default 0: the timing
+    # margins of R8.3 hold)
+    client_stalls: int = 0
 
     def __post_init__(self) -> None:
         _check_range("consumers", self.consumers, 1, 8)
@@ -154,7 +164,14 @@ class Config:
             raise ConfigError("subscription: got (); accepted: None (meaning '*') or a non-empty tuple of tags")
         _check_range("virtual_node_cnt", self.virtual_node_cnt, 0, 1000)
         _check_allocation(self)
-        for budget in ("client_crashes", "client_shutdowns", "broker_crashes", "send_back_failures", "query_errors"):
+        for budget in (
+            "client_crashes",
+            "client_shutdowns",
+            "broker_crashes",
+            "send_back_failures",
+            "query_errors",
+            "client_stalls",
+        ):
             _check_range(budget, getattr(self, budget), 0, 100)
         _check_choice("version", self.version, VERSIONS)
         for name in ("group", "topic"):
@@ -167,6 +184,12 @@ class Config:
             raise ConfigError(f"orderly: got {self.orderly!r}; accepted: true or false")
         _check_range("retention_deletes", self.retention_deletes, 0, 100)  # fidelity area
         _check_range("admin_resets", self.admin_resets, 0, 100)  # full fidelity (admin reset)
+        _check_range("client_stalls", self.client_stalls, 0, 100)  # orderly consume loop (Stall)
+        if self.admin_resets and (self.orderly or self.client_stalls):
+            raise ConfigError(
+                "admin_resets: got a budget with orderly or client_stalls; accepted: 0 (the admin reset is not "
+                "modelled together with the orderly consume loop or stalls yet, docs/spec.md §14)"
+            )
         if self.admin_resets and self.mode != CLUSTERING:
             raise ConfigError(
                 "admin_resets: got a budget in BROADCASTING; accepted: 0 (admin reset is modelled for CLUSTERING)"
@@ -177,8 +200,10 @@ class Config:
 
     @property
     def effective_max_reconsume_times(self) -> int:
-        """-1 means 16 for a concurrent consumer (R7.4)."""
-        return 16 if self.max_reconsume_times == -1 else self.max_reconsume_times
+        """-1 means 16 for a concurrent consumer (R7.4) and Integer.MAX_VALUE for an orderly one (R8.7)."""
+        if self.max_reconsume_times == -1:
+            return 2**31 - 1 if self.orderly else 16
+        return self.max_reconsume_times
 
     # --- the version switches (docs/spec.md, "What the version switch changes") ----------------------
     @property
@@ -225,6 +250,21 @@ class Config:
         broker with ``useServerSideResetOffset`` (default true from 5.2.0) rewrites its own table,
         remembers a pending reset, ignores UPDATE_CONSUMER_OFFSET for that queue meanwhile, and
         answers the next pull with OFFSET_RESET (PULL_OFFSET_MOVED) (RIP-48, commit d663bcf6aa)."""
+        return self.version != V4_9_8
+
+    @property
+    def orderly_removal_waits_for_consume_lock(self) -> bool:
+        """R8.8 (orderly consume loop): 4.9.8's removeUnnecessaryMessageQueue persists and removes the
+        offset first, then needs the consume lock (1 s tryLock) to unlock, delaying the unlock 20 s when
+        messages are cached; 5.2.0 (commit 59e8f9b66e, 5.x) persists, then needs the write lock (500 ms)
+        or forces the removal once the pq's lock is 20 s old, and unlocks at once."""
+        return self.version == V4_9_8
+
+    @property
+    def orderly_forward_counts_the_send(self) -> bool:
+        """R8.7 (orderly consume loop): the message an orderly consumer forwards at maxReconsumeTimes
+        carries RECONSUME_TIME = reconsumeTimes in 4.9.8, reconsumeTimes + 1 from 5.1.1 (commit 7cfffe7f48,
+        apache/rocketmq#6163)."""
         return self.version != V4_9_8
 
     @property

@@ -38,6 +38,7 @@ from rmqspec.spec.allocation import AllocationError, NullPointerError, allocate_
 from rmqspec.spec.config import CLUSTERING, CONFIG, CONSISTENT_HASH, MACHINE_ROOM, MACHINE_ROOM_NEARBY, Config
 from rmqspec.spec.model import PULL_MAX_IDLE_TIME, RESET_APPLY_CAUSES, Model
 from rmqspec.spec.state import PULL_DROPPED, Commit, State, pq_key
+from rmqspec.spec.state import bit_offsets as _bits
 
 
 class Invariant(NamedTuple):
@@ -145,11 +146,11 @@ def _pq_accounting(m: Model, s: State) -> str | None:
         for q, pq in enumerate(cl.pqs):
             if pq is None:
                 continue
-            count = pq.tree.bit_count()
+            count = pq.tree.bit_count() + pq.consuming_tree.bit_count()  # R6.5: both maps count
             if pq.msg_count != count:
                 return f"client {i} queue {q}: msgCount={pq.msg_count} but the tree holds {count}"
             queue = s.broker.queues[q]
-            size = sum(br.body_size(queue.messages[o]) for o in _bits(pq.tree))
+            size = sum(br.body_size(queue.messages[o]) for o in _bits(pq.tree) + _bits(pq.consuming_tree))
             if pq.msg_size != size:
                 return f"client {i} queue {q}: msgSize={pq.msg_size} but the bodies sum to {size}"
     return None
@@ -160,9 +161,9 @@ def _commit_below_unprocessed(m: Model, s: State) -> str | None:
         base = m._ledger(i) * m.q_count
         for q, pq in enumerate(cl.pqs):
             mem = cl.mem[q]
-            if pq is None or mem is None or not pq.tree:
+            if pq is None or mem is None or pq.dropped or not (pq.tree | pq.consuming_tree):
                 continue
-            unprocessed = pq.tree & ~s.ghost.handled[base + q]
+            unprocessed = (pq.tree | pq.consuming_tree) & ~(s.ghost.handled[base + q] | s.ghost.skipped[base + q])
             if unprocessed and mem > _low(unprocessed):
                 return f"client {i} queue {q}: offset {mem} passes unprocessed message {_low(unprocessed)}"
     return None
@@ -254,7 +255,7 @@ def _exclusive_ownership(m: Model, s: State) -> str | None:
     owner: dict[int, int] = {}
     for i, cl in enumerate(s.clients):
         for q, pq in enumerate(cl.pqs):
-            if pq is not None:
+            if pq is not None and not pq.dropped:  # a dropped pq left in the table owns nothing (R8.8)
                 if q in owner:
                     if shared and _listed(m, owner[q], q) and _listed(m, i, q):
                         continue  # both are configured with it (R11.4)
@@ -267,7 +268,7 @@ def _full_coverage(m: Model, s: State) -> str | None:
     members = _views_agree(m, s)
     if members is None:
         return None
-    owned = {q for cl in s.clients for q, pq in enumerate(cl.pqs) if pq is not None}
+    owned = {q for cl in s.clients for q, pq in enumerate(cl.pqs) if pq is not None and not pq.dropped}
     missing = [q for q in range(m.q_count) if q not in owned and not _nobody_is_dealt(m, members, q)]
     return f"queues {missing} owned by nobody although all views agree" if missing else None
 
@@ -291,14 +292,18 @@ def _retry_accounting(m: Model, s: State, a: Action, t: State) -> str | None:
         if due < expected or (exact and due != expected):
             return f"retry message {msg.origin} (reconsumeTimes={k}) due at {due}, expected {expected}"
     for msg in after.dlq[len(before.dlq) :]:  # routed on the stored count, stored with +1 (R7.5)
-        if msg.reconsume_times != limit + 1:
+        if m.orderly:  # forwarded at or past the limit, counted once more from 5.2.0 (R8.7)
+            least = limit + 1 if m.config.orderly_forward_counts_the_send else limit
+            if msg.reconsume_times < least:
+                return f"DLQ message {msg.origin} has reconsumeTimes={msg.reconsume_times}, expected >= {least}"
+        elif msg.reconsume_times != limit + 1:
             return f"DLQ message {msg.origin} has reconsumeTimes={msg.reconsume_times}, expected {limit + 1}"
     return None
 
 
 def _increase_only(m: Model, s: State, a: Action, t: State) -> str | None:
-    if not isinstance(a, (ApplyConsumeOffset, ReceivePull)):
-        return None
+    if not isinstance(a, (ApplyConsumeOffset, ReceivePull)) or (m.orderly and isinstance(a, ApplyConsumeOffset)):
+        return None  # the orderly commit is increaseOnly=false (R8.6); INV-3 checks its value
     before, after = s.clients[a.client].mem, t.clients[a.client].mem
     for q in range(m.q_count):
         old, new = before[q], after[q]
@@ -320,7 +325,7 @@ def _dropped_pq_inert(m: Model, s: State, a: Action, t: State) -> str | None:
     )
     r = next(r for r in reqs if r.rid == a.rid)
     pq = cl.pqs[r.queue]
-    if pq is not None and pq.uid == r.pq_uid and pq.pull_state != PULL_DROPPED:
+    if pq is not None and pq.uid == r.pq_uid and pq.pull_state != PULL_DROPPED and not pq.dropped:
         return None
     if t.clients[a.client].mem != cl.mem or t.broker.offsets != s.broker.offsets:
         return f"client {a.client}: the result of dropped pq {r.pq_uid} (queue {r.queue}) changed an offset"
@@ -362,6 +367,8 @@ def _broker_decrease_attributed(m: Model, s: State, a: Action, t: State) -> str 
             continue  # full fidelity: an admin reset is a declared cause (DECLARED_DECREASE_CAUSES)
         if _by_offset_illegal_fix(m, s, a, t, q):
             continue  # fidelity area: the OFFSET_ILLEGAL correction overwrites either way (R5.7, S5)
+        if _by_orderly_overwrite(m, s, a, t, q):
+            continue  # orderly consume loop: increaseOnly=false over a correctTagsOffset value (R8.6, R6.7)
         if t.ghost.last_writer[q] == s.ghost.last_writer[q]:
             return f"queue {q}: broker offset fell {old} -> {new}, written by the same pq"
     return None
@@ -426,7 +433,8 @@ def _offset_illegal_fix_while_owned(m: Model, s: State, a: Action, t: State) -> 
 def _pull_stalled_recreated(m: Model, s: State, a: Action, t: State) -> str | None:
     """LIV-3 as a step property: the liveness claim "re-created at the next rebalance" is checked at
     that rebalance. A rebalance that leaves the table alone (CLUSTERING with no consumer list, R9.3
-    step 3; an allocation that throws, R9.3 step 5) is exempt."""
+    step 3; an allocation that throws, R9.3 step 5) is exempt, and so is an orderly removal that the
+    running listener refuses (R8.8): the pq stays, dropped, and the next rebalance tries again."""
     if not isinstance(a, Rebalance | RebalanceQueryError):
         return None
     i = a.client
@@ -437,8 +445,8 @@ def _pull_stalled_recreated(m: Model, s: State, a: Action, t: State) -> str | No
         if pq is None or s.now - pq.last_pull <= PULL_MAX_IDLE_TIME:
             continue
         kept = after.pqs[q]
-        if kept is None or kept.uid != pq.uid:
-            continue
+        if kept is None or kept.uid != pq.uid or kept.dropped:
+            continue  # gone, re-created, or an orderly removal refused while its listener runs (R8.8)
         queues = (q,) if q == m.retry_queue else m.topic_queues
         members = (s.broker.registered, t.broker.registered)
         if m.clustering and any(_allocation_throws(m, i, queues, r) for r in members):
@@ -469,19 +477,98 @@ def _lock_belief_exclusive(m: Model, s: State) -> str | None:
     where one belief predates a broker crash that emptied the lock table (allowed anomaly)."""
     if not m.lock_renewal:
         return None
-    lost = s.ghost.lock_table_lost_at
+    stale = m._per_q_int(s.ghost.stale_unlocks)
     for q in range(m.q_count):
+        lost = s.ghost.lock_table_lost_at if m.strict_orderly else max(s.ghost.lock_table_lost_at, stale[q])
         believers = [
             (i, pq.last_lock)
             for i, cl in enumerate(s.clients)
             if cl.running
             and (pq := cl.pqs[q]) is not None
+            and not pq.dropped
             and pq.locked
             and not lk.client_lock_expired(pq.last_lock, s.now)
         ]
         fresh = [i for i, last in believers if last > lost]
         if len(fresh) > 1:
             return f"queue {q}: clients {fresh} all hold a live lock (locked, renewed within 30 s) at {s.now}"
+    return None
+
+
+# --- orderly consume loop (R6.4, R8.5-R8.8) ----------------------------------------------------------
+def _single_orderly_listener(m: Model, s: State) -> str | None:
+    """INV-12: at any instant at most one orderly listener runs per queue in the whole group (CLUSTERING;
+    a BROADCASTING member owns its own progress). Two listeners of one client are never tolerated (the
+    MessageQueueLock is local). Two clients' overlap is tolerated only when a timing margin broke (a
+    broker crash emptied the lock table, or a consumer stalled) at most 30 s before the older listener
+    began, or after: the margins of R8.3 then no longer hold, which semantics INV-12 puts outside the claim."""
+    if not m.orderly:
+        return None
+    for q in range(m.q_count):
+        running = [
+            (r.ready_at, i) for i, cl in enumerate(s.clients) if cl.running for r in cl.consuming if r.queue == q
+        ]
+        if len(running) < 2:
+            continue
+        clients = [i for _, i in running]
+        if len(set(clients)) < len(clients):
+            return f"queue {q}: client {clients} runs two orderly listeners at once at {s.now}"
+        if not m.clustering:
+            continue
+        broken = max(s.ghost.margins_broken_at, m._per_q_int(s.ghost.stale_unlocks)[q])
+        if not m.strict_orderly and broken >= 0 and broken >= min(running)[0] - lk.CLIENT_LOCK_MAX_LIVE_TIME:
+            continue
+        return f"queue {q}: clients {sorted(clients)} run the orderly listener at once at {s.now}, no margin broken"
+    return None
+
+
+def _listener_holds_lock(m: Model, s: State, a: Action, t: State) -> str | None:
+    """INV-12b: an orderly CLUSTERING listener is called only on a pq that is locked and whose lock is not
+    expired (R8.5 steps 1-2), checked on the step that calls it."""
+    if not (m.orderly and m.clustering and isinstance(a, (StartConsume, ApplyConsumeOffset))):
+        return None
+    before = {r.rid for r in s.clients[a.client].consuming}
+    for r in t.clients[a.client].consuming:
+        if r.rid in before:
+            continue
+        pq = t.clients[a.client].pqs[r.queue]
+        if pq is None or not pq.locked or lk.client_lock_expired(pq.last_lock, t.now):
+            last = None if pq is None else pq.last_lock
+            return f"client {a.client} queue {r.queue}: listener called at {t.now}, lock taken at {last}"
+    return None
+
+
+def _orderly_commit_point(m: Model, s: State, a: Action, t: State) -> str | None:
+    """INV-3: an orderly commit is 1 + the largest offset of the batch it commits, and every offset of that
+    batch was acknowledged or forwarded (FinishConsume); once applied, every offset below the memory offset
+    was handled or is a declared skip (ApplyConsumeOffset)."""
+    if not m.orderly:
+        return None
+    i = getattr(a, "client", -1)
+    if isinstance(a, FinishConsume):
+        r = next(r for r in s.clients[i].consuming if r.rid == a.rid)
+        update = next((u for u in t.clients[i].offset_updates if u.rid == a.rid), None)
+        if update is None:
+            return None
+        batch = [o for o, _ in r.msgs]
+        if update.offset != max(batch) + 1:
+            return f"client {i} queue {r.queue}: batch {batch} commits {update.offset}, expected {max(batch) + 1}"
+        idx = m._ledger(i) * m.q_count + r.queue
+        open_ = [o for o in batch if not t.ghost.handled[idx] >> o & 1]
+        if open_:
+            return f"client {i} queue {r.queue}: commits {update.offset} over unhandled {open_}"
+        return None
+    if isinstance(a, ApplyConsumeOffset):
+        u = next(u for u in s.clients[i].offset_updates if u.rid == a.rid)
+        mem = t.clients[i].mem[u.queue]
+        if mem is None or mem != u.offset or mem == s.clients[i].mem[u.queue]:
+            return None  # not applied (dropped), or nothing changed
+        idx = m._ledger(i) * m.q_count + u.queue
+        low = t.broker.queues[u.queue].min_offset
+        owed = ((1 << mem) - 1) & ~((1 << low) - 1)
+        missing = owed & ~(t.ghost.handled[idx] | t.ghost.skipped[idx])
+        if missing:
+            return f"client {i} queue {u.queue}: memory offset {mem} passes unhandled offset {_low(missing)}"
     return None
 
 
@@ -527,14 +614,17 @@ def _by_stale_owner(m: Model, s: State, a: Action, t: State, q: int) -> bool:
     return landed is not None and s.ghost.last_writer[q] != landed[0]
 
 
+def _by_orderly_overwrite(m: Model, s: State, a: Action, t: State, q: int) -> bool:
+    return m.orderly and _landed_commit(s, a, q) is not None
+
+
 def _by_offset_illegal_fix(m: Model, s: State, a: Action, t: State, q: int) -> bool:
     landed = _landed_commit(s, a, q)
     return landed is not None and landed[1] == "offset-illegal-fix"
 
 
-# The declared causes of a falling committed (broker) offset, semantics INV-8 and known-bugs I3. The
-# lead extends this tuple as other areas land: the orderly increaseOnly=false commit (R8.6) is not here
-# yet; slave sync (R3.8) is not modelled.
+# The declared causes of a falling committed (broker) offset, semantics INV-8 and known-bugs I3. Slave
+# sync (R3.8) is not modelled.
 DECLARED_DECREASE_CAUSES: tuple[DecreaseCause, ...] = (
     DecreaseCause(
         "failover",
@@ -561,9 +651,16 @@ DECLARED_DECREASE_CAUSES: tuple[DecreaseCause, ...] = (
     DecreaseCause(
         "offset-illegal-fix",
         "R5.7",
-        "Fidelity area (lead to confirm): the OFFSET_ILLEGAL correction commits nextBeginOffset with "
-        "increaseOnly=false, in either direction.",
+        "The OFFSET_ILLEGAL correction commits nextBeginOffset with increaseOnly=false, in either direction.",
         _by_offset_illegal_fix,
+    ),
+    DecreaseCause(
+        "orderly-overwrite",
+        "R8.6, R6.7",
+        "An orderly consumer commits with increaseOnly=false: its commit can land below a value that "
+        "correctTagsOffset (increaseOnly=true, after a filtered or empty pull) put in memory meanwhile. "
+        "INV-3 checks every orderly commit value instead.",
+        _by_orderly_overwrite,
     ),
 )
 
@@ -678,6 +775,17 @@ INVARIANTS: tuple[Invariant, ...] = (
         "It is the test the orderly consume loop makes before it calls the listener (R8.5 step 1): two "
         "believers consume one queue at once and out of order (INV-12).",
         _lock_belief_exclusive,
+    ),
+    # orderly consume loop (R8.5-R8.8)
+    Invariant(
+        "INV-12",
+        "single_orderly_listener",
+        "At most one orderly listener runs per queue at any instant: never two in one client, and two clients "
+        "only after a timing margin broke (broker crash, consumer stall) within 30 s before the older began.",
+        "R8.1-R8.8",
+        "Orderly consumption promises one consumer per queue in order; two listeners process the same "
+        "messages concurrently and out of order (RMQ-09, RMQ-10).",
+        _single_orderly_listener,
     ),
     Invariant(
         "INV-13a",
@@ -806,6 +914,26 @@ ACTION_PROPERTIES: tuple[ActionProperty, ...] = (
         "is reset to minOffset, replaying the retained queue (docs/spec.md, orderly section).",
         _first_locked_pull_valid,
     ),
+    # orderly consume loop (R8.5-R8.8)
+    ActionProperty(
+        "INV-12b",
+        "listener_holds_lock",
+        "An orderly CLUSTERING listener is called only on a pq that is locked and locked within the last 30 s.",
+        "R8.5, R6.6",
+        "The client-side validity check is what keeps a consumer whose renewals stopped from consuming after "
+        "the broker could hand the queue over (RMQ-10).",
+        _listener_holds_lock,
+    ),
+    ActionProperty(
+        "INV-3",
+        "orderly_commit_point",
+        "An orderly commit is 1 + the largest offset of its batch, every offset of the batch was acknowledged "
+        "or forwarded, and the memory offset it sets passes only handled or skipped offsets.",
+        "R6.4, R8.6, R8.7",
+        "The orderly commit overwrites (increaseOnly=false): a wrong value is committed as is, and a commit "
+        "over a suspended message loses it.",
+        _orderly_commit_point,
+    ),
     # full fidelity area (admin reset; R3.10a, R3.10b)
     ActionProperty(
         "INV-18",
@@ -848,15 +976,6 @@ def check_step(model: Model, before: State, action: Action, after: State) -> lis
         detail = prop.check(model, before, action, after)
         if detail is not None:
             out.append(Violation(prop.id, prop.name, detail))
-    return out
-
-
-def _bits(mask: int) -> list[int]:
-    out = []
-    while mask:
-        low = mask & -mask
-        out.append(low.bit_length() - 1)
-        mask ^= low
     return out
 
 

@@ -23,7 +23,10 @@ from rmqspec.spec import broker_rules as br
 from rmqspec.spec import orderly as lk
 from rmqspec.spec.actions import (
     CONSUME_SUCCESS,
+    ORDERLY_SUCCESS,
     RECONSUME_LATER,
+    STALL_DURATIONS,
+    SUSPEND_CURRENT_QUEUE_A_MOMENT,
     Action,
     AdminReset,  # full fidelity area
     ApplyConsumeOffset,
@@ -35,6 +38,7 @@ from rmqspec.spec.actions import (
     ClientResetWake,  # full fidelity area
     CoolQueueHead,
     Crash,
+    DelayedUnlock,
     DeliverScheduled,
     ExpireChannel,
     FinishConsume,
@@ -49,9 +53,11 @@ from rmqspec.spec.actions import (
     RetentionDelete,
     SendPull,
     Shutdown,
+    Stall,
     Start,
     StartConsume,
     Tick,
+    TryLockLater,
 )
 from rmqspec.spec.allocation import AllocationError, allocate_queues, client_id, model_queues, strategy_for
 from rmqspec.spec.config import (
@@ -85,6 +91,7 @@ from rmqspec.spec.state import (
     State,
     pq_key,
 )
+from rmqspec.spec.state import bit_offsets as _bits
 
 # Timer constants (semantics §14).
 PERSIST_FIRST_DELAY: Final = 10_000  # persistAllConsumerOffset first run (R4.1)
@@ -103,6 +110,16 @@ ADMIN_WRITER: Final = -1  # full fidelity: ghost writer key of the admin's own t
 # full fidelity: commit causes that apply a reset (the 4.9.8 client's persist; 5.x adoption via R5.7)
 RESET_APPLY_CAUSES: Final = ("admin-reset-client", "offset-illegal-fix")
 PULL_MAX_IDLE_TIME: Final = 120_000  # rocketmq.client.pull.pullMaxIdleTime: isPullExpired (R6.6)
+CHANNEL_EXPIRED_TIMEOUT: Final = 120_000  # the broker's idle-channel scan closes a silent consumer (R4.3)
+# orderly consume loop (R8.5-R8.8)
+TRY_LOCK_LATER_AT_RUN: Final = 100  # ConsumeRequest.run finds the pq not locked: tryLockLaterAndReconsume(100)
+TRY_LOCK_LATER_IN_LOOP: Final = 10  # the loop finds it not locked or expired: tryLockLaterAndReconsume(10)
+RESUBMIT_AFTER_LOCK: Final = 10  # tryLockLaterAndReconsume: lockOneMQ granted
+RESUBMIT_AFTER_LOCK_DENIED: Final = 3_000  # tryLockLaterAndReconsume: lockOneMQ refused
+MAX_TIME_CONSUME_CONTINUOUSLY: Final = 60_000  # rocketmq.client.maxTimeConsumeContinuously
+SUBMIT_LATER_AFTER_LONG_RUN: Final = 10  # the loop yields after a long run: submitConsumeRequestLater(10)
+SUSPEND_CURRENT_QUEUE_TIME: Final = 1_000  # suspendCurrentQueueTimeMillis, within the [10, 30 000] clamp
+UNLOCK_DELAY_TIME: Final = 20_000  # rocketmq.client.unlockDelayTimeMills; 5.x's forced-removal age (R8.8)
 
 
 class ActionNotEnabled(Exception):
@@ -165,6 +182,17 @@ class Model:
         self.lock_on_add = c.orderly and (self.clustering or c.orderly_locks_in_broadcasting)  # R8.4, R8.9
         self.m_lock_ignores_holder = "lock_ignores_holder" in m
         self.m_add_without_lock = "add_without_lock" in m
+        # orderly consume loop (R8.5-R8.8)
+        self.orderly_removal = c.orderly and self.clustering  # removeUnnecessaryMessageQueue's orderly branch
+        self.m_commit_last_key = "orderly_commit_returns_last_key" in m
+        self.m_suspend_commits = "orderly_suspend_commits" in m
+        self.m_removal_ignores_lock = "orderly_removal_ignores_consume_lock" in m
+        self.m_ignores_lock_expiry = "orderly_ignores_lock_expiry" in m
+        self.m_no_queue_monitor = "orderly_no_queue_monitor" in m
+        # INV-12a and INV-12 tolerate what 4.9.8's stale unlockDelay causes (ghost stale_unlocks); tests set
+        # this to show the 4.9.8 bug (docs/spec.md §14).
+        self.strict_orderly = False
+        self.track_heartbeats = c.client_stalls > 0  # Stall: the broker's idle-channel scan (R4.3)
         self._steps: dict[type, Callable[[State, Any], State]] = {
             Tick: self._tick,
             Produce: self._produce,
@@ -188,6 +216,9 @@ class Model:
             FinishConsume: self._finish_consume,
             ApplyConsumeOffset: self._apply_consume_offset,
             LockAll: self._lock_all,  # orderly area
+            TryLockLater: self._try_lock_later,  # orderly consume loop
+            DelayedUnlock: self._delayed_unlock,  # orderly consume loop
+            Stall: self._stall,  # orderly consume loop
             RetentionDelete: self._retention_delete,  # fidelity area
             FixOffsetIllegal: self._fix_offset_illegal,  # fidelity area
         }
@@ -207,6 +238,8 @@ class Model:
         broker = Broker(True, queues, none_q, none_q, FLUSH_FIRST_DELAY, frozenset(), (), ())
         if self.orderly:  # orderly area: an empty RebalanceLockManager table (R8.1)
             broker = broker._replace(locks=(None,) * q_count)
+        if c.client_stalls:  # Stall: each channel's lastUpdateTimestamp, 0 while not registered (R4.3)
+            broker = broker._replace(heartbeat_at=(0,) * c.consumers)
         client = Client(False, none_q, none_q, (None,) * q_count, (), (), (), (), (), None, None, None, False, None, 0)
         ledgers = c.consumers if c.mode == BROADCASTING else 1
         zeros = (0,) * (ledgers * q_count)
@@ -224,7 +257,7 @@ class Model:
             c.query_errors,
             retention_deletes=c.retention_deletes,
         )
-        budget = budget._replace(admin_resets=c.admin_resets)  # full fidelity area (admin reset)
+        budget = budget._replace(admin_resets=c.admin_resets, client_stalls=c.client_stalls)
         start = History(Event(0, "start", -1, -1, 0, "initial state"), None)
         return State(0, broker, (client,) * c.consumers, ghost, budget, start)
 
@@ -233,7 +266,19 @@ class Model:
         handler = self._steps.get(type(action))
         if handler is None:
             raise TypeError(f"not an action of this model: {action!r}")
+        client = getattr(action, "client", None)
+        if (
+            client is not None
+            and not isinstance(action, self._UNSTALLED)
+            and 0 <= client < len(state.clients)
+            and self._stalled(state, state.clients[client])
+        ):
+            raise ActionNotEnabled(action, "the client is stalled")  # orderly consume loop: a paused JVM
         return handler(state, action)
+
+    # What still happens to a stalled client: the broker reads its connection and may expire its channel,
+    # and the process can be killed (orderly consume loop, Stall).
+    _UNSTALLED = (BrokerReceive, ExpireChannel, Crash, Start)
 
     def enabled(self, state: State) -> list[Action]:
         """Every action enabled in ``state``, in a deterministic order."""
@@ -259,13 +304,20 @@ class Model:
         else:
             out.append(BrokerRestart())
         for i, cl in enumerate(state.clients):
-            if b.up and i in b.registered and not cl.running:
+            if b.up and i in b.registered and (not cl.running or self._channel_idle(state, i)):
                 out.append(ExpireChannel(i))
             if cl.channel:
                 out.append(BrokerReceive(i))
             if not cl.running:
                 out.append(Start(i))
                 continue
+            if state.budget.client_crashes > 0 and self._stalled(state, cl):
+                out.append(Crash(i))  # a paused JVM can still be killed; nothing else of it runs
+            if self._stalled(state, cl):
+                continue
+            if state.budget.client_stalls > 0:
+                out.extend(Stall(i, d) for d in STALL_DURATIONS)  # orderly consume loop
+            out.extend(self._orderly_timers_enabled(state, i, cl))  # orderly consume loop
             if state.budget.client_shutdowns > 0:
                 out.append(Shutdown(i))
             if state.budget.client_crashes > 0:
@@ -285,11 +337,11 @@ class Model:
                     pq is not None
                     and pq.pull_state == PULL_READY
                     and pq.pull_ready_at <= state.now
-                    and pq.msg_count <= c.pull_threshold_for_queue
+                    and (pq.msg_count <= c.pull_threshold_for_queue or pq.dropped)
                 ):
                     out.append(SendPull(i, q))
             out.extend(ReceivePull(i, p.pq_uid) for p in cl.pulls if p.epoch != -1)
-            out.extend(StartConsume(i, r.rid) for r in cl.requests if r.ready_at <= state.now)
+            out.extend(StartConsume(i, r.rid) for r in cl.requests if self._may_start(cl, r, state.now))
             for r in cl.consuming:
                 out.extend(self._finish_choices(state, i, r))
             out.extend(ApplyConsumeOffset(i, u.rid) for u in cl.offset_updates)
@@ -303,13 +355,19 @@ class Model:
         if b.up and ((b.next_flush is not None and b.next_flush <= now) or (b.scheduled and b.scheduled[0].due <= now)):
             return True
         for cl in s.clients:
-            if cl.running and (
-                (cl.next_persist is not None and cl.next_persist <= now)
-                or (cl.next_rebalance is not None and cl.next_rebalance <= now)
-                or (cl.next_heartbeat is not None and cl.next_heartbeat <= now)
-                or (cl.next_lock_all is not None and cl.next_lock_all <= now)
-                or any(f.due <= now for f in cl.offset_fixes)  # fidelity area
-                or (cl.reset_wake is not None and cl.reset_wake <= now)  # full fidelity area (admin reset)
+            if (
+                cl.running
+                and not self._stalled(s, cl)
+                and (
+                    any(due <= now for _, _, due in cl.relocks)  # orderly consume loop
+                    or any(due <= now for _, due in cl.unlocks)
+                    or (cl.next_persist is not None and cl.next_persist <= now)
+                    or (cl.next_rebalance is not None and cl.next_rebalance <= now)
+                    or (cl.next_heartbeat is not None and cl.next_heartbeat <= now)
+                    or (cl.next_lock_all is not None and cl.next_lock_all <= now)
+                    or any(f.due <= now for f in cl.offset_fixes)  # fidelity area
+                    or (cl.reset_wake is not None and cl.reset_wake <= now)  # full fidelity area (admin reset)
+                )
             ):
                 return True
         return False
@@ -325,6 +383,11 @@ class Model:
         for cl in s.clients:
             if not cl.running:
                 continue
+            if self._stalled(s, cl):  # orderly consume loop: nothing of a paused client runs until it wakes
+                times.append(cl.stalled_until)  # type: ignore[arg-type]
+                continue
+            times.extend(due for _, _, due in cl.relocks)  # orderly consume loop
+            times.extend(due for _, due in cl.unlocks)
             for t in (cl.next_persist, cl.next_rebalance, cl.next_heartbeat, cl.next_lock_all):
                 if t is not None:
                     times.append(t)
@@ -430,6 +493,7 @@ class Model:
                 offsets=b.flushed,
                 next_flush=None,
                 registered=frozenset(),
+                heartbeat_at=(0,) * len(b.heartbeat_at),  # Stall: the channel table is broker memory
                 epoch=b.epoch + 1,
                 locks=(None,) * len(b.locks),  # orderly area: the lock table is memory only (R8.1)
             ),
@@ -438,6 +502,7 @@ class Model:
             ghost=s.ghost._replace(
                 last_writer=s.ghost.flushed_writer,
                 lock_table_lost_at=s.now if self.orderly else s.ghost.lock_table_lost_at,  # orderly area
+                margins_broken_at=s.now if self.orderly else s.ghost.margins_broken_at,  # orderly consume loop
             ),
             history=hist,
         )
@@ -452,12 +517,26 @@ class Model:
 
     def _expire_channel(self, s: State, a: ExpireChannel) -> State:
         """ExpireChannel(client) (healing). Enabled: the broker is up and still lists a consumer
-        whose process is gone. Effect: the channel is closed (TCP close or 120 s idle expiry) and
-        the other members are told to rebalance (R4.3, R9.7)."""
+        whose process is gone, or that is stalled with its last heartbeat more than 120 s ago.
+        Effect: for a process that is gone, the channel closes (TCP close or 120 s idle expiry) and
+        the other members are told to rebalance (R4.3, R9.7). For a stalled one the broker's
+        idle-channel scan removes and closes the channel without telling anyone (R4.3): requests on
+        the wire are lost and its pulls fail."""
         i = a.client
-        if not s.broker.up or i not in s.broker.registered or s.clients[i].running:
+        cl = s.clients[i]
+        if not s.broker.up or i not in s.broker.registered or (cl.running and not self._channel_idle(s, i)):
             raise ActionNotEnabled(a, "no stale channel for this client")
-        return self._notify(s._replace(broker=s.broker._replace(registered=s.broker.registered - {i})))
+        b = self._unregister(s.broker, i)
+        if not cl.running:
+            return self._notify(s._replace(broker=b))
+        # scanNotActiveChannel: the channel is removed and closed, and nobody is told; what was on the wire
+        # is lost and every pull awaiting a reply fails (R4.3)
+        hist = s.history
+        for item in cl.channel:
+            if isinstance(item, Commit):
+                hist = History(Event(s.now, "commit-lost", i, item.queue, item.offset, item.cause), hist)
+        cl = cl._replace(channel=(), pulls=tuple(p._replace(epoch=-2, result=None) for p in cl.pulls))
+        return s._replace(broker=b, clients=_put(s.clients, i, cl), history=hist)
 
     def _notify(self, s: State) -> State:
         """NOTIFY_CONSUMER_IDS_CHANGED to every live channel of the group (R9.7)."""
@@ -467,9 +546,18 @@ class Model:
         )
         return s._replace(clients=clients)
 
+    def _unregister(self, b: Broker, i: int) -> Broker:
+        """The broker forgets consumer ``i``'s channel (and, with stalls tracked, its timestamp)."""
+        if b.heartbeat_at:
+            b = b._replace(heartbeat_at=_put(b.heartbeat_at, i, 0))
+        return b._replace(registered=b.registered - {i})
+
     def _register(self, s: State, i: int) -> State:
         """A heartbeat registers the consumer; a new channel makes the broker notify (R9.7)."""
         b = s.broker
+        if b.up and self.track_heartbeats:  # the channel's lastUpdateTimestamp (R4.3)
+            b = b._replace(heartbeat_at=_put(b.heartbeat_at, i, s.now))
+            s = s._replace(broker=b)
         if not b.up or i in b.registered:
             return s
         return self._notify(s._replace(broker=b._replace(registered=b.registered | {i})))
@@ -563,6 +651,9 @@ class Model:
             reset_table=(),
             reset_wake=None,
             reset_held=(),
+            relocks=(),  # orderly consume loop: the service's scheduler dies with the process
+            unlocks=(),
+            stalled_until=None,
         )
 
     def _shutdown(self, s: State, a: Shutdown) -> State:
@@ -582,7 +673,7 @@ class Model:
             s = self._unlock_all(s, i)
         s = self._persist_all(s, i, "shutdown")
         if s.broker.up and s.broker.registered:  # the group exists: CHANGE goes out (R9.7)
-            s = self._notify(s._replace(broker=s.broker._replace(registered=s.broker.registered - {i})))
+            s = self._notify(s._replace(broker=self._unregister(s.broker, i)))
         return s._replace(clients=_put(s.clients, i, self._stop_process(s.clients[i])))
 
     def _crash(self, s: State, a: Crash) -> State:
@@ -775,10 +866,11 @@ class Model:
     def _update_process_queue_table(
         self, s: State, i: int, topic_queues: tuple[int, ...], mine: set[int], fault: int | None
     ) -> tuple[State, bool]:
-        """updateProcessQueueTableInRebalance (R9.4), concurrent push consumer.
+        """updateProcessQueueTableInRebalance (R9.4), push consumer.
 
         Phase A drops each pq no longer allocated, or pull-expired (R6.6): ``persist`` then
-        ``removeOffset`` (R9.5). Phase B
+        ``removeOffset`` (R9.5); an orderly CLUSTERING consumer's removal may be refused and the pq
+        stays in the table, dropped (R8.8), which keeps Phase B from re-creating it. Phase B
         creates a pq for each new queue: ``removeDirtyOffset``, then ``computePullFromWhere``
         (R10.1); a queue whose start cannot be computed is skipped this round. Returns the new
         state and whether every allocated queue now has a pq.
@@ -787,14 +879,23 @@ class Model:
             pq = s.clients[i].pqs[q]
             if pq is None or (q in mine and not self.pull_expired(s, pq)):
                 continue
+            if self.orderly_removal:  # orderly consume loop: R8.8; a refused removal keeps the pq, dropped
+                pq = pq._replace(dropped=True)
+                cl = s.clients[i]
+                s = s._replace(clients=_put(s.clients, i, cl._replace(pqs=_put(cl.pqs, q, pq))))
+                s, removed = self._remove_orderly(s, i, q, pq, pq.uid, "rebalance-removal")
+                if removed:
+                    cl = s.clients[i]
+                    s = s._replace(clients=_put(s.clients, i, self._detach(cl, q, pq)))
+                continue
             s = self._persist_one(s, i, q, pq.uid, "rebalance-removal")
             cl = s.clients[i]
-            pulls = tuple(p._replace(dropped_empty=pq.msg_count == 0) if p.pq_uid == pq.uid else p for p in cl.pulls)
-            cl = self._remove_offset(cl, q)._replace(pqs=_put(cl.pqs, q, None), pulls=pulls)
+            cl = self._remove_offset(self._detach(cl, q, pq), q)
             s = s._replace(clients=_put(s.clients, i, cl))
         complete = True
         for q in sorted(mine, key=self.mqs.__getitem__):
             if s.clients[i].pqs[q] is not None:
+                complete = complete and not s.clients[i].pqs[q].dropped  # type: ignore[union-attr]
                 continue
             if self.lock_on_add and not self.m_add_without_lock:  # orderly area: lock(mq) first, else skip (R8.4)
                 s, granted = self._lock(s, i, (q,), False)
@@ -877,7 +978,8 @@ class Model:
         R5.1 holds a pull back only when msgCount > threshold). Effect: PULL_MESSAGE at nextOffset
         with the piggy-backed commit: CLUSTERING sends the memory offset and sets the flag only
         when it is > 0 (R5.2). If the broker is down the
-        send fails and the pull is retried after 3 s (R5.7)."""
+        send fails and the pull is retried after 3 s (R5.7). A pq that an orderly removal left dropped
+        in the table only loses its PullRequest (R5.1 step 1)."""
         i, q = a.client, a.queue
         cl = s.clients[i]
         pq = cl.pqs[q] if cl.running and 0 <= q < self.q_count else None
@@ -885,9 +987,12 @@ class Model:
             pq is None
             or pq.pull_state != PULL_READY
             or pq.pull_ready_at > s.now
-            or pq.msg_count > self.config.pull_threshold_for_queue
+            or (pq.msg_count > self.config.pull_threshold_for_queue and not pq.dropped)
         ):
             raise ActionNotEnabled(a, "no ready pull request under the flow-control threshold")
+        if pq.dropped:  # orderly consume loop: R5.1 step 1, a dropped pq's PullRequest is discarded
+            pq = pq._replace(pull_state=PULL_DROPPED)
+            return s._replace(clients=_put(s.clients, i, cl._replace(pqs=_put(cl.pqs, q, pq))))
         pq = pq._replace(last_pull=s.now)  # R5.1 step 2
         if self.orderly:  # orderly area: R5.1 step 6
             s, pq, ready = self._orderly_pull_gate(s, i, q, pq)
@@ -947,7 +1052,10 @@ class Model:
         if result.status == br.OFFSET_ILLEGAL:
             return self._offset_illegal(s, i, pull, result.next_begin)
         if not live or pq is None:
-            if result.status == br.FOUND:  # no dropped check here: requests are submitted (R5.7)
+            if result.status == br.FOUND and self.orderly:  # putMessage on the detached pq; dispatch if idle
+                if result.found and not pull.dropped_consuming:
+                    cl = self._submit_orderly_request(cl, q, pull.pq_uid, s.now)
+            elif result.status == br.FOUND:  # no dropped check here: requests are submitted (R5.7)
                 cl = self._submit_consume_requests(cl, q, pull.pq_uid, result.found, queue, s.now)
             elif pull.dropped_empty:
                 cl = cl._replace(mem=_put(cl.mem, q, self._updated(cl.mem[q], result.next_begin, True)))
@@ -961,7 +1069,14 @@ class Model:
                     size += br.body_size(queue.messages[o])
                     qmax = o
             pq = pq._replace(tree=tree, msg_count=count, msg_size=size, queue_offset_max=qmax)
-            cl = self._submit_consume_requests(cl, q, pq.uid, result.found, queue, s.now)
+            if self.orderly:  # a replaced message is the stored one again; dispatchToConsume (R6.2, R8.4)
+                found = set(result.found)
+                pq = pq._replace(retry_times=tuple(e for e in pq.retry_times if e[0] not in found))
+                if result.found and not pq.consuming:
+                    pq = pq._replace(consuming=True)
+                    cl = self._submit_orderly_request(cl, q, pq.uid, s.now)
+            else:
+                cl = self._submit_consume_requests(cl, q, pq.uid, result.found, queue, s.now)
         elif pq.msg_count == 0:  # correctTagsOffset
             cl = cl._replace(mem=_put(cl.mem, q, self._updated(cl.mem[q], result.next_begin, True)))
         pq = pq._replace(next_offset=result.next_begin, pull_state=PULL_READY, pull_ready_at=s.now)
@@ -995,32 +1110,41 @@ class Model:
         i = a.client
         cl = s.clients[i]
         k = next((k for k, r in enumerate(cl.requests) if r.rid == a.rid), None)
-        if not cl.running or k is None or cl.requests[k].ready_at > s.now:
-            raise ActionNotEnabled(a, "no such ready consume request")
+        if not cl.running or k is None or not self._may_start(cl, cl.requests[k], s.now):
+            raise ActionNotEnabled(a, "no such ready consume request, or its queue's run is in progress")
         r = cl.requests[k]
         cl = cl._replace(requests=cl.requests[:k] + cl.requests[k + 1 :])
+        s = s._replace(clients=_put(s.clients, i, cl))
+        if self.orderly:  # orderly consume loop (R8.5)
+            return self._orderly_run(s, i, r)
         pq = cl.pqs[r.queue]
         if pq is None or pq.uid != r.pq_uid or pq.pull_state == PULL_DROPPED:
-            return s._replace(clients=_put(s.clients, i, cl))
+            return s
         cl = cl._replace(consuming=(*cl.consuming, r))
+        return self._deliver(s._replace(clients=_put(s.clients, i, cl)), i, r.queue, r.msgs)
+
+    def _deliver(self, s: State, i: int, q: int, msgs: tuple[tuple[int, int], ...]) -> State:
+        """The listener receives ``msgs``: ghost deliveries (a redelivery if seen before) and history."""
         g = s.ghost
-        idx = self._ledger(i) * self.q_count + r.queue
+        idx = self._ledger(i) * self.q_count + q
         delivered = g.delivered[idx]
         redeliveries = g.redeliveries
         hist = s.history
-        for o, times in r.msgs:
+        for o, times in msgs:
             if delivered >> o & 1:
                 redeliveries += 1
             delivered |= 1 << o
-            hist = History(Event(s.now, "deliver", i, r.queue, o, f"reconsumeTimes={times}"), hist)
+            hist = History(Event(s.now, "deliver", i, q, o, f"reconsumeTimes={times}"), hist)
         g = g._replace(
             delivered=_put(g.delivered, idx, delivered),
-            deliveries=g.deliveries + len(r.msgs),
+            deliveries=g.deliveries + len(msgs),
             redeliveries=redeliveries,
         )
-        return s._replace(clients=_put(s.clients, i, cl), ghost=g, history=hist)
+        return s._replace(ghost=g, history=hist)
 
     def _finish_choices(self, s: State, i: int, r: ConsumeRequest) -> list[Action]:
+        if self.orderly:
+            return self._orderly_finish_choices(s, i, r)
         n = len(r.msgs)
         outcomes = [(CONSUME_SUCCESS, n - 1)]
         outcomes += [(CONSUME_SUCCESS, k) for k in range(-1, n - 1)]  # a batch acked in part, or not at all
@@ -1047,7 +1171,9 @@ class Model:
         reaches the maximum, else scheduled at delay level 3 + reconsumeTimes) or, in
         BROADCASTING, dropped. Messages whose send-back failed stay in the pq and are resubmitted
         locally after 5 s with reconsumeTimes + 1. The rest leave the pq (removeMessage, R6.3);
-        its result is applied by ApplyConsumeOffset."""
+        its result is applied by ApplyConsumeOffset. An orderly consumer's listener: ``_orderly_finish``."""
+        if self.orderly:
+            return self._orderly_finish(s, a)
         i = a.client
         cl = s.clients[i]
         k = next((k for k, r in enumerate(cl.consuming) if r.rid == a.rid), None)
@@ -1112,18 +1238,24 @@ class Model:
         is pending. Effect: the end of processConsumeResult (R7.3): unless the pq was dropped in the
         meantime, updateOffset(mq, offset, increaseOnly=true). It is a separate step because
         other consume threads and the rebalance interleave between removeMessage and
-        updateOffset; increaseOnly is what keeps a slower thread's lower result from winning."""
+        updateOffset; increaseOnly is what keeps a slower thread's lower result from winning.
+        Orderly: ``_orderly_apply``."""
+        if self.orderly:
+            return self._orderly_apply(s, a)
         i = a.client
-        cl = s.clients[i]
-        k = next((k for k, u in enumerate(cl.offset_updates) if u.rid == a.rid), None)
-        if not cl.running or k is None:
-            raise ActionNotEnabled(a, "no pending offset update for this request")
-        u = cl.offset_updates[k]
-        cl = cl._replace(offset_updates=cl.offset_updates[:k] + cl.offset_updates[k + 1 :])
+        cl, u = self._take_offset_update(s, a)
         pq = cl.pqs[u.queue]
         if (pq is not None and pq.uid == u.pq_uid and pq.pull_state != PULL_DROPPED) or self.m_dropped_pq_commits:
             cl = cl._replace(mem=_put(cl.mem, u.queue, self._updated(cl.mem[u.queue], u.offset, True)))
         return s._replace(clients=_put(s.clients, i, cl))
+
+    def _take_offset_update(self, s: State, a: ApplyConsumeOffset) -> tuple[Client, OffsetUpdate]:
+        """The client without request ``a.rid``'s pending OffsetUpdate, and that update."""
+        cl = s.clients[a.client]
+        k = next((k for k, u in enumerate(cl.offset_updates) if u.rid == a.rid), None)
+        if not cl.running or k is None:
+            raise ActionNotEnabled(a, "no pending offset update for this request")
+        return cl._replace(offset_updates=cl.offset_updates[:k] + cl.offset_updates[k + 1 :]), cl.offset_updates[k]
 
     def _send_back(self, b: Broker, original: Message, now: int) -> Broker:
         """CONSUMER_SEND_MSG_BACK on the broker (R7.5): the broker looks the message up by its
@@ -1185,7 +1317,7 @@ class Model:
         if b.up and s.budget.retention_deletes > 0:
             out.extend(RetentionDelete(q) for q in self.topic_queues if b.queues[q].min_offset < b.queues[q].max_offset)
         for i, cl in enumerate(s.clients):
-            if cl.running:
+            if cl.running and not self._stalled(s, cl):
                 due = dict.fromkeys(f.queue for f in cl.offset_fixes if f.due <= s.now)
                 out.extend(FixOffsetIllegal(i, q) for q in due)
         return out
@@ -1256,10 +1388,14 @@ class Model:
         if pq is None:
             return s  # removeProcessQueue finds nothing: the memory entry stays until pruned (R2.7)
         cl = s.clients[i]._replace(pqs=_put(s.clients[i].pqs, q, None), view=None)
-        s = self._persist_one(s._replace(clients=_put(s.clients, i, cl)), i, q, -1, "offset-illegal-fix")
+        s = s._replace(clients=_put(s.clients, i, cl))
+        if self.orderly_removal:  # removeProcessQueue takes the pq out whatever the orderly removal answers
+            s, _ = self._remove_orderly(s, i, q, pq._replace(dropped=True), -1, "offset-illegal-fix")
+            cl = s.clients[i]
+            return s._replace(clients=_put(s.clients, i, cl._replace(pulls=self._detach(cl, q, pq).pulls)))
+        s = self._persist_one(s, i, q, -1, "offset-illegal-fix")
         cl = s.clients[i]
-        pulls = tuple(p._replace(dropped_empty=pq.msg_count == 0) if p.pq_uid == pq.uid else p for p in cl.pulls)
-        cl = self._remove_offset(cl, q)._replace(pulls=pulls)
+        cl = self._remove_offset(cl._replace(pulls=self._detach(cl, q, pq).pulls), q)
         return s._replace(clients=_put(s.clients, i, cl))
 
     # --- orderly area: broker locks (semantics §8) -------------------------------------------------
@@ -1337,6 +1473,333 @@ class Model:
             return s._replace(clients=_put(s.clients, i, cl._replace(pqs=_put(cl.pqs, q, pq)))), pq, False
         return s, pq._replace(next_offset=start, previously_locked=True), True
 
+    # --- orderly consume loop (R6.4, R8.5-R8.8) and the Stall fault --------------------------------------
+    def _stalled(self, s: State, cl: Client) -> bool:
+        """Is the consumer process paused by a Stall now?"""
+        return cl.stalled_until is not None and s.now < cl.stalled_until
+
+    def _channel_idle(self, s: State, i: int) -> bool:
+        """A stalled consumer whose channel's lastUpdateTimestamp (its last heartbeat to land) is over
+        120 s old: the broker's idle-channel scan closes it (R4.3)."""
+        b = s.broker
+        if not self._stalled(s, s.clients[i]) or not b.heartbeat_at or i not in b.registered:
+            return False
+        return s.now - b.heartbeat_at[i] > CHANNEL_EXPIRED_TIMEOUT
+
+    def _stall(self, s: State, a: Stall) -> State:
+        """Stall(client, duration) (budgeted). Enabled: running, not stalled, ``duration`` one of
+        STALL_DURATIONS and ``client_stalls`` budget left. Effect: the process stops for ``duration``:
+        no action of it runs and none of its timers fires until then, while the clock, the broker and
+        the other consumers go on; afterwards every overdue timer fires. This is how the timing margins
+        of orderly consumption break (renewal 20 s < client validity 30 s < broker expiry 60 s, R8.3)
+        [RMQ-10]; the ghost notes when, for INV-12."""
+        i = a.client
+        cl = s.clients[i]
+        if not cl.running or s.budget.client_stalls <= 0 or a.duration not in STALL_DURATIONS:
+            raise ActionNotEnabled(a, "not running, stall budget used up, or not a stall duration")
+        return s._replace(
+            clients=_put(s.clients, i, cl._replace(stalled_until=s.now + a.duration)),
+            budget=s.budget._replace(client_stalls=s.budget.client_stalls - 1),
+            ghost=s.ghost._replace(margins_broken_at=s.now),
+        )
+
+    def _orderly_timers_enabled(self, s: State, i: int, cl: Client) -> list[Action]:
+        out: list[Action] = []
+        uids = dict.fromkeys(uid for uid, _, due in cl.relocks if due <= s.now)
+        out.extend(TryLockLater(i, uid) for uid in uids)
+        queues = dict.fromkeys(q for q, due in cl.unlocks if due <= s.now)
+        out.extend(DelayedUnlock(i, q) for q in queues)
+        return out
+
+    def _may_start(self, cl: Client, r: ConsumeRequest, now: int) -> bool:
+        """A submitted request may run once its time has come; an orderly run of a live pq also needs its
+        queue's MessageQueueLock, which a run of the same client holds from its first take to its end (R8.5)."""
+        if r.ready_at > now:
+            return False
+        if not self.orderly or self.m_no_queue_monitor or not self._orderly_live(cl.pqs[r.queue], r.pq_uid):
+            return True  # a dropped pq's request returns before it takes the monitor
+        return all(x.queue != r.queue for x in cl.consuming) and all(u.queue != r.queue for u in cl.offset_updates)
+
+    @staticmethod
+    def _orderly_live(pq: ProcessQueue | None, uid: int) -> bool:
+        """Is ``uid`` the table's pq and not dropped (R6.7)? A pq that left the table is dropped."""
+        return pq is not None and pq.uid == uid and not pq.dropped and pq.pull_state != PULL_DROPPED
+
+    def _submit_orderly_request(self, cl: Client, q: int, uid: int, ready_at: int) -> Client:
+        """submitConsumeRequest / submitConsumeRequestLater (R8.4, R8.5): a ConsumeRequest names only
+        (pq, mq); the run takes its messages from the pq."""
+        request = ConsumeRequest(cl.seq, q, uid, (), ready_at)
+        return cl._replace(requests=(*cl.requests, request), seq=cl.seq + 1)
+
+    def _relock_later(self, s: State, i: int, uid: int, q: int, delay: int) -> State:
+        """tryLockLaterAndReconsume(delay) (R8.5): a task on the service's scheduler."""
+        cl = s.clients[i]
+        return s._replace(clients=_put(s.clients, i, cl._replace(relocks=(*cl.relocks, (uid, q, s.now + delay)))))
+
+    def _orderly_run(self, s: State, i: int, r: ConsumeRequest) -> State:
+        """ConsumeRequest.run of the orderly service (R8.5 step 1): a dropped pq returns; CLUSTERING
+        needs ``locked`` and not ``isLockExpired()`` (30 s), else it tries to lock again in 100 ms;
+        then the loop starts (beginTime = now)."""
+        q = r.queue
+        pq = s.clients[i].pqs[q]
+        if not self._orderly_live(pq, r.pq_uid) or pq is None:
+            return s
+        if self.clustering and not (pq.locked and not self._lock_expired(pq, s.now)):
+            return self._relock_later(s, i, pq.uid, q, TRY_LOCK_LATER_AT_RUN)
+        return self._orderly_iterate(s, i, q, pq.uid, r.rid, s.now)
+
+    def _lock_expired(self, pq: ProcessQueue, now: int) -> bool:
+        return not self.m_ignores_lock_expiry and lk.client_lock_expired(pq.last_lock, now)
+
+    def _orderly_iterate(self, s: State, i: int, q: int, uid: int, rid: int, begin: int) -> State:
+        """One pass of the orderly loop up to the listener call (R8.5 step 2): stop if dropped; in
+        CLUSTERING, not locked or lock expired: try to lock again in 10 ms and stop; after 60 s of
+        continuous consumption resubmit in 10 ms and stop; takeMessages(consumeMessageBatchMaxSize)
+        (R6.4): none left clears ``consuming`` and stops; otherwise the listener receives them."""
+        cl = s.clients[i]
+        pq = cl.pqs[q]
+        if not self._orderly_live(pq, uid) or pq is None:
+            return s
+        if self.clustering and (not pq.locked or self._lock_expired(pq, s.now)):
+            return self._relock_later(s, i, uid, q, TRY_LOCK_LATER_IN_LOOP)
+        if s.now - begin > MAX_TIME_CONSUME_CONTINUOUSLY:
+            cl = self._submit_orderly_request(cl, q, uid, s.now + SUBMIT_LATER_AFTER_LONG_RUN)
+            return s._replace(clients=_put(s.clients, i, cl))
+        taken = _bits(pq.tree)[: self.config.consume_batch_size]
+        if not taken:
+            pq = pq._replace(consuming=False)
+            return s._replace(clients=_put(s.clients, i, cl._replace(pqs=_put(cl.pqs, q, pq))))
+        mask = sum(1 << o for o in taken)
+        local = dict(pq.retry_times)
+        queue = s.broker.queues[q]
+        msgs = tuple((o, local.get(o, queue.messages[o].reconsume_times)) for o in taken)
+        pq = pq._replace(tree=pq.tree & ~mask, consuming_tree=pq.consuming_tree | mask)
+        listener = ConsumeRequest(rid, q, uid, msgs, s.now, begin)
+        cl = cl._replace(pqs=_put(cl.pqs, q, pq), consuming=(*cl.consuming, listener))
+        return self._deliver(s._replace(clients=_put(s.clients, i, cl)), i, q, msgs)
+
+    def _orderly_finish_choices(self, s: State, i: int, r: ConsumeRequest) -> list[Action]:
+        out: list[Action] = [
+            FinishConsume(i, r.rid, ORDERLY_SUCCESS, -1, 0),
+            FinishConsume(i, r.rid, SUSPEND_CURRENT_QUEUE_A_MOMENT, -1, 0),
+        ]
+        at_max = sum(1 for _, times in r.msgs if times >= self.max_reconsume)
+        if at_max and s.broker.up and s.budget.send_back_failures > 0:
+            out.extend(
+                FinishConsume(i, r.rid, SUSPEND_CURRENT_QUEUE_A_MOMENT, -1, mask)
+                for mask in range(1, 1 << at_max)
+                if mask.bit_count() <= s.budget.send_back_failures
+            )
+        return out
+
+    def _orderly_finish(self, s: State, a: FinishConsume) -> State:
+        """FinishConsume(client, rid, status, -1, send_back_fails), orderly. Enabled: that listener is
+        running; ``status`` is SUCCESS or SUSPEND_CURRENT_QUEUE_A_MOMENT (an exception or null is a
+        suspend); ``send_back_fails`` names at-max messages whose forwarding fails (budgeted; all fail
+        when the broker is down). Effect: the listener returns (the consume lock is released) and
+        processConsumeResult runs with autoCommit (R8.6) on the pq object, dropped or not:
+        SUCCESS commits (``commit()``, R6.4). SUSPEND runs checkReconsumeTimes (R8.7): a message at
+        maxReconsumeTimes is sent to %RETRY%<group> and the broker routes it to %DLQ%<group> (R7.6);
+        any other message, or one whose send failed, counts one more local reconsume and suspends the
+        batch: makeMessageToConsumeAgain puts the whole batch back in the tree and a new request runs
+        after 1 s (suspendCurrentQueueTimeMillis); the run ends. A batch with every message forwarded
+        commits. A commit leaves an OffsetUpdate for ApplyConsumeOffset."""
+        i = a.client
+        cl = s.clients[i]
+        k = next((k for k, r in enumerate(cl.consuming) if r.rid == a.rid), None)
+        if not cl.running or k is None:
+            raise ActionNotEnabled(a, "no running listener for this request")
+        r = cl.consuming[k]
+        at_max = [o for o, times in r.msgs if times >= self.max_reconsume]
+        fails = a.send_back_fails
+        if (
+            a.status not in (ORDERLY_SUCCESS, SUSPEND_CURRENT_QUEUE_A_MOMENT)
+            or a.ack_index != -1
+            or fails < 0
+            or fails >> len(at_max)
+            or (fails and (a.status == ORDERLY_SUCCESS or not s.broker.up))
+            or fails.bit_count() > s.budget.send_back_failures
+        ):
+            raise ActionNotEnabled(a, "not a possible orderly listener answer or forwarding fault")
+        cl = cl._replace(consuming=cl.consuming[:k] + cl.consuming[k + 1 :])
+        q = r.queue
+        pq = cl.pqs[q]
+        on_pq = pq is not None and pq.uid == r.pq_uid  # the pq object is still in the table (maybe dropped)
+        g = s.ghost
+        idx = self._ledger(i) * self.q_count + q
+        handled = g.handled[idx]
+        b, budget = s.broker, s.budget
+        batch = [o for o, _ in r.msgs]
+        if a.status == ORDERLY_SUCCESS:
+            handled |= sum(1 << o for o in batch)
+            suspend = False
+        else:
+            suspend, raised, j = False, {}, 0
+            for o, times in r.msgs:
+                if times >= self.max_reconsume:
+                    failed = not b.up or fails >> j & 1
+                    j += 1
+                    if not failed:
+                        b = self._forward_to_dlq(b, b.queues[q].messages[o], times, s.now)
+                        handled |= 1 << o
+                        continue
+                suspend = True
+                raised[o] = times + 1
+            budget = budget._replace(send_back_failures=budget.send_back_failures - fails.bit_count())
+            if suspend and not self.m_suspend_commits:
+                if on_pq and pq is not None:  # makeMessageToConsumeAgain (R6.4); local reconsumeTimes (R8.7)
+                    mask = sum(1 << o for o in batch)
+                    times_of = dict(pq.retry_times) | raised
+                    pq = pq._replace(
+                        tree=pq.tree | mask,
+                        consuming_tree=pq.consuming_tree & ~mask,
+                        retry_times=tuple(sorted(times_of.items())),
+                    )
+                    cl = cl._replace(pqs=_put(cl.pqs, q, pq))
+                cl = self._submit_orderly_request(cl, q, r.pq_uid, s.now + SUSPEND_CURRENT_QUEUE_TIME)
+                g = g._replace(handled=_put(g.handled, idx, handled))
+                return s._replace(clients=_put(s.clients, i, cl), broker=b, ghost=g, budget=budget)
+        # commit() (R6.4) on the pq object; one that left the table has the batch in its consuming map
+        top = max(batch)
+        offset = top if self.m_commit_last_key else top + 1
+        if not on_pq:  # the detached pq's msgCount falls; a late reply's correctTagsOffset reads it (R6.7)
+            pulls = tuple(
+                p._replace(dropped_count=p.dropped_count - len(batch), dropped_empty=p.dropped_count == len(batch))
+                if p.pq_uid == r.pq_uid
+                else p
+                for p in cl.pulls
+            )
+            cl = cl._replace(pulls=pulls)
+        if on_pq and pq is not None:
+            queue = b.queues[q]
+            count = pq.msg_count - pq.consuming_tree.bit_count()
+            bodies = sum(br.body_size(queue.messages[o]) for o in _bits(pq.consuming_tree))
+            done = set(batch)
+            pq = pq._replace(
+                consuming_tree=0,
+                msg_count=count,
+                msg_size=0 if count == 0 else pq.msg_size - bodies,
+                retry_times=tuple(e for e in pq.retry_times if e[0] not in done),
+            )
+            cl = cl._replace(pqs=_put(cl.pqs, q, pq))
+        update = OffsetUpdate(r.rid, q, r.pq_uid, offset, r.begin)
+        cl = cl._replace(offset_updates=(*cl.offset_updates, update))
+        g = g._replace(handled=_put(g.handled, idx, handled))
+        return s._replace(clients=_put(s.clients, i, cl), broker=b, ghost=g, budget=budget)
+
+    def _forward_to_dlq(self, b: Broker, original: Message, times: int, now: int) -> Broker:
+        """ConsumeMessageOrderlyService.sendMessageBack (R8.7): the producer sends a copy to
+        %RETRY%<group> with RECONSUME_TIME = reconsumeTimes (5.1.1+: + 1) and MAX_RECONSUME_TIMES =
+        max; the broker sees reconsumeTimes >= max and stores it in %DLQ%<group> (R7.6)."""
+        counted = times + 1 if self.config.orderly_forward_counts_the_send else times
+        return b._replace(dlq=(*b.dlq, original._replace(reconsume_times=counted, store_time=now, sent_back_at=now)))
+
+    def _orderly_apply(self, s: State, a: ApplyConsumeOffset) -> State:
+        """ApplyConsumeOffset(client, rid), orderly. Enabled: that run's commit is pending. Effect: the
+        end of processConsumeResult (R8.6): unless the pq was dropped, updateOffset(mq, commitOffset,
+        increaseOnly=false); then the loop's next pass (R8.5), which may call the listener again."""
+        i = a.client
+        cl, u = self._take_offset_update(s, a)
+        if self._orderly_live(cl.pqs[u.queue], u.pq_uid) or self.m_dropped_pq_commits:
+            cl = cl._replace(mem=_put(cl.mem, u.queue, self._updated(cl.mem[u.queue], u.offset, False)))
+        s = s._replace(clients=_put(s.clients, i, cl))
+        return self._orderly_iterate(s, i, u.queue, u.pq_uid, u.rid, u.begin)
+
+    def _try_lock_later(self, s: State, a: TryLockLater) -> State:
+        """TryLockLater(client, pq_uid) (a timer). Enabled: running, and a tryLockLaterAndReconsume
+        task of that pq is due (the earliest due runs). Effect (R8.5): lockOneMQ, i.e. lock(mq) (R8.2),
+        which refreshes whatever pq the table holds for mq; then submitConsumeRequestLater for the
+        task's pq: 10 ms if the lock was granted, 3 s if not."""
+        i = a.client
+        cl = s.clients[i]
+        due = [(t, k) for k, (uid, _, t) in enumerate(cl.relocks) if uid == a.pq_uid and t <= s.now]
+        if not cl.running or not due:
+            raise ActionNotEnabled(a, "no tryLockLaterAndReconsume task due for this pq")
+        k = min(due)[1]
+        uid, q, _ = cl.relocks[k]
+        s = s._replace(clients=_put(s.clients, i, cl._replace(relocks=cl.relocks[:k] + cl.relocks[k + 1 :])))
+        s, granted = self._lock(s, i, (q,), False)
+        delay = RESUBMIT_AFTER_LOCK if q in granted else RESUBMIT_AFTER_LOCK_DENIED
+        return s._replace(clients=_put(s.clients, i, self._submit_orderly_request(s.clients[i], q, uid, s.now + delay)))
+
+    def _delayed_unlock(self, s: State, a: DelayedUnlock) -> State:
+        """DelayedUnlock(client, queue) (a timer, 4.9.8). Enabled: running and an unlockDelay task of
+        ``queue`` is due. Effect: ``unlock(mq, oneway=true)`` (R8.2, R8.8), whatever the table holds
+        for mq now: if the client re-created a pq for the queue within those 20 s, its fresh broker lock
+        is released and another consumer can lock the queue while this one still believes it holds it
+        (a 4.9.8 bug, docs/spec.md §14; the ghost notes it for INV-12a/INV-12)."""
+        i = a.client
+        cl = s.clients[i]
+        k = next((k for k, (q, due) in enumerate(cl.unlocks) if q == a.queue and due <= s.now), None)
+        if not cl.running or k is None:
+            raise ActionNotEnabled(a, "no unlockDelay task due for this queue")
+        s = s._replace(clients=_put(s.clients, i, cl._replace(unlocks=cl.unlocks[:k] + cl.unlocks[k + 1 :])))
+        pq = cl.pqs[a.queue]
+        if s.broker.up and pq is not None and not pq.dropped and lk.holder(s.broker.locks, a.queue, s.now) == i:
+            # The task does not know the queue came back: it releases the lock of the pq now in the table.
+            ghost = s.ghost._replace(stale_unlocks=_put(self._per_q_int(s.ghost.stale_unlocks), a.queue, s.now))
+            s = s._replace(ghost=ghost)
+        return self._unlock_oneway(s, i, a.queue)
+
+    def _per_q_int(self, values: tuple[int, ...]) -> tuple[int, ...]:
+        return values if values else (-1,) * self.q_count
+
+    def _unlock_oneway(self, s: State, i: int, q: int) -> State:
+        """``unlock(mq, oneway=true)`` (R8.2): applied when sent if the broker is up, lost if not. The
+        model lets it act at once rather than queue behind commits on the connection; Java's broker
+        runs lock requests and commits on different executors, so either order is possible."""
+        if not s.broker.up:
+            return s
+        return s._replace(broker=s.broker._replace(locks=lk.unlock_batch(s.broker.locks, (q,), i)))
+
+    def _remove_orderly(self, s: State, i: int, q: int, pq: ProcessQueue, uid: int, cause: str) -> tuple[State, bool]:
+        """removeUnnecessaryMessageQueue of an orderly CLUSTERING consumer for ``pq``, already dropped
+        (R8.8). The consume lock is free when no listener of this pq runs (R8.5 step 3). Returns the
+        state and whether the pq may leave the table; the caller takes it out.
+
+        4.9.8: persist(mq) and removeOffset(mq) first; then, with the consume lock, unlockDelay: the
+        broker unlock is sent 20 s later if the tree still caches messages, at once otherwise; without
+        it the removal is refused. 5.x (5.2.0): persist(mq); with the write lock, or forced once the
+        pq's lastLockTimestamp is more than 20 s old: persist again, removeOffset, unlock at once;
+        otherwise refused, the memory offset kept."""
+        free = all(r.pq_uid != pq.uid for r in s.clients[i].consuming)
+        s = self._persist_one(s, i, q, uid, cause)
+        if self.m_removal_ignores_lock:  # RMQ-09 (1): unlock at once, listener or not
+            cl = s.clients[i]
+            return self._unlock_oneway(s._replace(clients=_put(s.clients, i, self._remove_offset(cl, q))), i, q), True
+        if self.config.orderly_removal_waits_for_consume_lock:
+            cl = s.clients[i]
+            s = s._replace(clients=_put(s.clients, i, self._remove_offset(cl, q)))
+            if not free:
+                return s, False
+            if pq.tree:
+                cl = s.clients[i]
+                unlock = (q, s.now + UNLOCK_DELAY_TIME)
+                return s._replace(clients=_put(s.clients, i, cl._replace(unlocks=(*cl.unlocks, unlock)))), True
+            return self._unlock_oneway(s, i, q), True
+        if not (free or s.now > pq.last_lock + UNLOCK_DELAY_TIME):
+            return s, False
+        s = self._persist_one(s, i, q, uid, cause)
+        cl = s.clients[i]
+        s = s._replace(clients=_put(s.clients, i, self._remove_offset(cl, q)))
+        return self._unlock_oneway(s, i, q), True
+
+    def _detach(self, cl: Client, q: int, pq: ProcessQueue) -> Client:
+        """processQueueTable.remove(mq) of a dropped ``pq``. A pull of it still in flight remembers what
+        its late reply reads: msgCount == 0 for correctTagsOffset (R6.7) and, orderly, ``consuming``
+        for putMessage's dispatch (R6.2)."""
+        pulls = tuple(
+            p._replace(
+                dropped_empty=pq.msg_count == 0,
+                dropped_consuming=pq.consuming,
+                dropped_count=pq.msg_count if self.orderly else 0,
+            )
+            if p.pq_uid == pq.uid
+            else p
+            for p in cl.pulls
+        )
+        return cl._replace(pqs=_put(cl.pqs, q, None), pulls=pulls)
+
     # --- full fidelity area: admin reset (R3.10a 4.9.8 client-driven; R3.10b 5.x server-side) -------
     # The reset's effects on shared transitions (pause, the pending reset, the crash) are wrappers
     # installed here only when Config.admin_resets > 0, so every other configuration runs the
@@ -1388,7 +1851,7 @@ class Model:
                 out.extend(AdminReset(q, o, False) for o in range(queue.min_offset, queue.max_offset + 1))
                 out.extend(AdminReset(q, t, True) for t in self.reset_stamps(queue))
         for i, cl in enumerate(s.clients):
-            if not cl.running:
+            if not cl.running or self._stalled(s, cl):
                 continue
             if cl.reset_inbox and cl.reset_wake is None:
                 out.append(ClientResetReceive(i))

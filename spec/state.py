@@ -70,6 +70,9 @@ class Broker(NamedTuple):
     # full fidelity (admin reset): 5.x resetOffsetTable, the pending server-side reset per queue (R3.10b);
     # memory only. () means none pending anywhere.
     reset_pending: tuple[int | None, ...] = ()
+    # Stall: per client, when its channel's lastUpdateTimestamp was last set by a heartbeat (R4.3); kept
+    # only when stalls are configured (the idle-channel scan matters only then). () otherwise.
+    heartbeat_at: tuple[int, ...] = ()
 
 
 class ProcessQueue(NamedTuple):
@@ -93,6 +96,11 @@ class ProcessQueue(NamedTuple):
     previously_locked: bool = False  # PullRequest.previouslyLocked: the first locked pull re-read the offset
     # --- fidelity (pull expiry, OFFSET_ILLEGAL) ---
     last_pull: int = 0  # lastPullTimestamp: creation, then every pullMessage run (R5.1 step 2, R6.6)
+    # --- orderly consume loop (R6.4, R8.5-R8.8); defaults when the consumer is not orderly ---
+    consuming_tree: int = 0  # consumingMsgOrderlyTreeMap as a bitmask; msgCount counts it too (R6.5)
+    consuming: bool = False  # pq.consuming: set by a dispatching putMessage, cleared by an empty take (R6.2, R6.4)
+    dropped: bool = False  # dropped, yet still in processQueueTable: orderly removal failed (R8.8)
+    retry_times: tuple[tuple[int, int], ...] = ()  # (offset, local reconsumeTimes) raised by a suspend (R8.7)
 
 
 class PullResult(NamedTuple):
@@ -115,26 +123,36 @@ class PullInFlight(NamedTuple):
     epoch: int
     dropped_empty: bool | None
     result: PullResult | None  # fixed when the broker answers at once; None while held (R5.4)
+    dropped_consuming: bool = False  # orderly: pq.consuming at drop time, which a late FOUND's dispatch reads
+    dropped_count: int = 0  # orderly: the detached pq's msgCount, which its running listener's commit lowers
 
 
 class ConsumeRequest(NamedTuple):
-    """A ConsumeRequest of the concurrent service: messages as (offset, reconsumeTimes) (R7.1)."""
+    """A ConsumeRequest of the concurrent service: messages as (offset, reconsumeTimes) (R7.1).
+
+    Orderly (R8.5): a submitted request names only its pq (``msgs == ()``); while its listener runs
+    (``Client.consuming``) it holds the taken batch, ``ready_at`` is when the listener was called and
+    ``begin`` the run's beginTime (MAX_TIME_CONSUME_CONTINUOUSLY)."""
 
     rid: int
     queue: int
     pq_uid: int
     msgs: tuple[tuple[int, int], ...]
     ready_at: int
+    begin: int = 0
 
 
 class OffsetUpdate(NamedTuple):
     """The tail of processConsumeResult: removeMessage returned ``offset``; the consume thread has
-    yet to check ``dropped`` and call updateOffset(increaseOnly=true) (R7.3)."""
+    yet to check ``dropped`` and call updateOffset(increaseOnly=true) (R7.3). Orderly: ``commit()``
+    returned ``offset``; the thread has yet to run updateOffset(increaseOnly=false) unless dropped,
+    then the loop's next iteration of the run begun at ``begin`` (R8.6)."""
 
     rid: int
     queue: int
     pq_uid: int
     offset: int
+    begin: int = 0
 
 
 class Commit(NamedTuple):
@@ -195,6 +213,10 @@ class Client(NamedTuple):
     reset_table: tuple[tuple[int, int], ...] = ()  # the table of the reset that sleeps now
     reset_wake: int | None = None  # end of resetOffset's 10 s sleep
     reset_held: tuple[tuple[int, int], ...] = ()  # (queue, pq uid): dropped pqs still in processQueueTable
+    # orderly consume loop (R8.5, R8.8) and the stop-the-world fault
+    relocks: tuple[tuple[int, int, int], ...] = ()  # tryLockLaterAndReconsume tasks: (pq uid, queue, due)
+    unlocks: tuple[tuple[int, int], ...] = ()  # 4.9.8 unlockDelay tasks: (queue, due)
+    stalled_until: int | None = None  # Stall: the JVM is paused until then (GC, suspended VM)
 
 
 class Ghost(NamedTuple):
@@ -215,6 +237,13 @@ class Ghost(NamedTuple):
     # of the queue named (INV-8r).
     reset_expect: tuple[tuple[int, tuple[int, ...], tuple[int, ...]] | None, ...] = ()
     reset_targets: tuple[int, ...] = ()
+    # orderly consume loop: when a timing margin last broke (a broker crash emptied the lock table, or a
+    # consumer stalled); INV-12 tolerates overlapping listeners that began within 30 s before it
+    margins_broken_at: int = -1
+    # per queue, () meaning none: when a 4.9.8 unlockDelay task released the lock of a pq its client had
+    # re-created for that queue meanwhile (R8.8; docs/spec.md §14). INV-12a and INV-12 tolerate beliefs
+    # older than it unless Model.strict_orderly is set.
+    stale_unlocks: tuple[int, ...] = ()
 
 
 class Budget(NamedTuple):
@@ -228,6 +257,7 @@ class Budget(NamedTuple):
     query_errors: int = 0  # RebalanceQueryError (R2.3)
     retention_deletes: int = 0  # fidelity: RetentionDelete (R5.5)
     admin_resets: int = 0  # full fidelity: AdminReset (R3.10a, R3.10b)
+    client_stalls: int = 0  # orderly consume loop: Stall, a stop-the-world pause
 
 
 class Event(NamedTuple):
@@ -288,6 +318,16 @@ class State(NamedTuple):
 def history_list(state: State) -> list[Event]:
     """The ghost history of ``state``, oldest first."""
     return [] if state.history is None else state.history.events()
+
+
+def bit_offsets(mask: int) -> list[int]:
+    """The offsets a bitmask holds, lowest first."""
+    out = []
+    while mask:
+        low = mask & -mask
+        out.append(low.bit_length() - 1)
+        mask ^= low
+    return out
 
 
 def pq_key(client: int, uid: int) -> int:

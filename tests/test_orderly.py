@@ -1,6 +1,7 @@
-"""Orderly consumption's lock protocol (semantics R8.1-R8.4, R8.9, R5.1 step 6), in the model and the
-reference: the broker lock table, lock-first rebalance, lockAll renewal, unlockAll at shutdown, the
-first locked pull's offset re-read, and the version switch for BROADCASTING."""
+"""Orderly consumption (semantics §8) in the model and the reference: the broker lock table, lock-first
+rebalance, lockAll renewal, unlockAll at shutdown, the first locked pull's offset re-read, the version
+switch for BROADCASTING, and the consume loop (R8.5-R8.8) with its known bugs: RMQ-10 (a stall past the
+lock expiry regresses the committed offset, in both versions) and 4.9.8's stale unlockDelay."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from rmqspec.properties import orderly_scenarios as scenarios
 from rmqspec.properties.machines import LockstepMachine, configs, machine_for
 from rmqspec.properties.profiles import scaled
 from rmqspec.reference.message_queue import MessageQueue
@@ -247,3 +249,139 @@ def test_4_9_8_first_locked_pull_during_a_broker_outage_resets_the_offset_to_min
     assert [v.id for v in check_step(model, before, act.SendPull(0, 0), s)] == (["INV-19"] if replayed else [])
     s = _drive(model, reference, s, [act.BrokerRestart()], lambda t: t.broker.offsets[0] != 2 or t.now > 60_000)
     assert (s.broker.offsets[0] == 0) == replayed
+
+
+# --- the consume loop (R8.5-R8.8) ------------------------------------------------------------------------
+def _in_lockstep(run: scenarios.OrderlyRun, config: Config, tmp_path: Path) -> None:
+    """The reference follows the schedule step by step and its abstraction equals the model's state."""
+    model = Model(config)
+    reference = ReferenceSystem(config, tmp_path)
+    s = model.initial()
+    for a in run.taken:
+        s = model.step(s, a)
+        reference.apply(a)
+        assert reference.abstract() == (s.now, s.broker, s.clients), a
+
+
+@pytest.mark.parametrize("version", ["4.9.8", "5.x"])
+def test_rmq10_a_stall_past_the_lock_expiry_lets_the_old_owners_overwrite_lower_the_committed_offset(
+    version: str, tmp_path: Path
+) -> None:
+    # Both versions: the loop checks the lock only before it takes messages, and the orderly commit is
+    # increaseOnly=false (R8.5, R8.6); 5.x changed neither. Strict INV-12 sees the two listeners; with its
+    # timing-margin tolerance (the default) the run is clean, because the stall broke the margins.
+    strict = scenarios.lock_expiry_regression(version, strict=True)
+    assert strict.completed and strict.ids == ["INV-12"]
+    assert strict.regressions == [(3, 1)]  # consumer 1 committed 3; consumer 0's late commit lands 1
+    lenient = scenarios.lock_expiry_regression(version, strict=False)
+    assert lenient.completed and lenient.ids == [] and lenient.regressions == [(3, 1)]
+    _in_lockstep(lenient, scenarios.orderly_config(version, client_stalls=1), tmp_path)
+
+
+@pytest.mark.parametrize(("version", "exposed"), [("4.9.8", True), ("5.x", False)])
+def test_4_9_8_delayed_unlock_releases_a_lock_its_consumer_took_again_and_5x_unlocks_at_once(
+    version: str, exposed: bool, tmp_path: Path
+) -> None:
+    run = scenarios.stale_delayed_unlock(version, strict=True)
+    assert run.completed and run.ids == (["INV-12a"] if exposed else [])
+    assert scenarios.stale_delayed_unlock(version, strict=False).ids == []  # the default tolerates it, noted
+    _in_lockstep(run, scenarios.orderly_config(version, queues=2, client_shutdowns=1), tmp_path)
+
+
+@pytest.mark.parametrize("version", ["4.9.8", "5.x"])
+def test_a_running_listener_keeps_its_queue_locked_through_a_rebalance_that_takes_it_away(
+    version: str, tmp_path: Path
+) -> None:
+    # Consumer 1 is allocated queue 1 while consumer 0's listener runs on it: the removal is refused
+    # (R8.8), the pq stays in consumer 0's table dropped, and consumer 1's lock is denied (R8.4).
+    run = scenarios.removal_while_listening(version)
+    assert not run.completed and run.ids == []
+    model = Model(scenarios.orderly_config(version, queues=2))
+    s = model.initial()
+    for a in run.taken:
+        s = model.step(s, a)
+    kept = s.clients[0].pqs[1]
+    assert kept is not None and kept.dropped and s.clients[1].pqs[1] is None
+    assert s.broker.locks[1] is not None and s.broker.locks[1][0] == 0
+    assert (s.clients[0].mem[1] is None) == (version == "4.9.8")  # 4.9.8 removed the offset first
+    _in_lockstep(run, scenarios.orderly_config(version, queues=2), tmp_path)
+
+
+def test_5x_forced_removal_and_the_queue_monitor_keep_two_runs_of_one_queue_apart(tmp_path: Path) -> None:
+    run = scenarios.requeued_while_listening()
+    assert not run.completed and run.ids == []  # the new pq's request waits for the old run's monitor
+    _in_lockstep(run, scenarios.orderly_config("5.x", queues=2, client_stalls=1, client_shutdowns=1), tmp_path)
+
+
+@pytest.mark.parametrize("version", ["4.9.8", "5.x"])
+def test_a_consumer_stalled_past_30_s_relocks_before_it_consumes(version: str, tmp_path: Path) -> None:
+    run = scenarios.stall_past_lock_validity(version)
+    assert run.completed and run.ids == []
+    model = Model(scenarios.orderly_config(version, consumers=1, client_stalls=1))
+    s = model.initial()
+    for a in run.taken:
+        s = model.step(s, a)
+    assert not s.clients[0].consuming and [q for _, q, _ in s.clients[0].relocks] == [0]
+    _in_lockstep(run, scenarios.orderly_config(version, consumers=1, client_stalls=1), tmp_path)
+
+
+@pytest.mark.parametrize("version", ["4.9.8", "5.x"])
+@pytest.mark.parametrize("mode", ["CLUSTERING", "BROADCASTING"])
+def test_orderly_walks_pass_every_property_and_reach_the_loop_and_delayed_unlocks(version: str, mode: str) -> None:
+    from rmqspec.properties.explore import explore
+
+    config = Config(
+        orderly=True,
+        mode=mode,
+        version=version,
+        consumers=3,
+        queues=2,
+        messages_per_queue=4,
+        max_reconsume_times=1,
+        send_back_failures=2,
+        client_shutdowns=2,
+        broker_crashes=0,
+    )
+    result = explore(config, 80, 300)
+    assert result.valid, result.counterexamples[0].describe()
+    assert result.actions["FinishConsume"] > 100 and result.actions["ApplyConsumeOffset"] > 50
+    if mode == "CLUSTERING" and version == "4.9.8":
+        assert result.actions["DelayedUnlock"] > 0  # 4.9.8's unlockDelay after a removal with messages cached
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"retention_deletes": 2, "backlog": 2, "consume_from_where": "CONSUME_FROM_FIRST_OFFSET"},
+        {"orderly": True, "consumers": 3},
+        {"mode": "BROADCASTING"},
+    ],
+)
+def test_every_enabled_action_steps_and_a_stalled_client_offers_only_crash_and_its_connection(
+    overrides: dict[str, object],
+) -> None:
+    import random
+
+    model = Model(Config(**{"client_stalls": 2, **overrides}))  # type: ignore[arg-type]
+    stalled_seen = 0
+    for seed in range(40):
+        rng = random.Random(seed)
+        s = model.initial()
+        for _ in range(300):
+            enabled = model.enabled(s)
+            if not enabled:
+                break
+            for a in enabled:
+                model.step(s, a)  # an action listed as enabled must step (the stall gate agrees)
+                client = getattr(a, "client", None)
+                if (
+                    client is not None
+                    and s.clients[client].stalled_until not in (None,)
+                    and (
+                        s.now < s.clients[client].stalled_until  # type: ignore[operator]
+                    )
+                ):
+                    stalled_seen += 1
+                    assert isinstance(a, (act.Crash, act.BrokerReceive, act.ExpireChannel)), a
+            s = model.step(s, rng.choice(enabled))
+    assert stalled_seen > 0

@@ -7,8 +7,11 @@ some other check happened to fire first), and the correct model with the same bu
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
+from rmqspec.properties import orderly_scenarios as orderly
 from rmqspec.properties.explore import explore, replay, shrink
 from rmqspec.properties.reset_scenarios import patient_reset_violations
 from rmqspec.spec import actions as act
@@ -38,6 +41,9 @@ CASES: dict[str, tuple[str, dict[str, object]]] = {
     # orderly area (R8)
     "lock_ignores_holder": ("INV-11", {"mode": CLUSTERING, "orderly": True}),
     "add_without_lock": ("INV-12a", {"mode": CLUSTERING, "orderly": True}),
+    # orderly consume loop (R6.4, R8.6)
+    "orderly_commit_returns_last_key": ("INV-3", {"mode": CLUSTERING, "orderly": True}),
+    "orderly_suspend_commits": ("INV-3", {"mode": CLUSTERING, "orderly": True}),
     # full fidelity area (admin reset, R3.10a): the reset's commit carries no target of any reset
     "client_reset_off_by_one": ("INV-8r", {"mode": CLUSTERING, "admin_resets": 2}),
 }
@@ -57,7 +63,8 @@ LIVENESS_ONLY = frozenset({"persist_timer_stops", "rebalance_timer_stops"})
 
 
 def test_every_mutation_has_a_refuting_property() -> None:
-    assert set(CASES) | set(SCHEDULED_CASES) | set(RESET_SCRIPTED_CASES) | LIVENESS_ONLY == set(MUTATIONS)
+    scripted = set(SCHEDULED_CASES) | set(RESET_SCRIPTED_CASES) | set(ORDERLY_SCRIPTED_CASES)
+    assert set(CASES) | scripted | LIVENESS_ONLY == set(MUTATIONS)
 
 
 @pytest.mark.parametrize(
@@ -154,3 +161,24 @@ def test_correct_model_passes_inv8r_with_admin_resets() -> None:
     result = explore(config, 100, STEPS, watch=frozenset({"INV-8r"}))
     assert result.valid, result.counterexamples[0].describe()
     assert result.actions["ClientResetWake"] > 0
+
+
+# --- orderly consume loop (R8.5, R8.8): bugs that need a listener to outlast a rebalance or a stall -------
+# Random walks answer a running listener within a few steps, so the schedules of
+# properties/orderly_scenarios.py hold it: the planted bug fails the named property alone, and the correct
+# model passes the same schedule (or refuses the step the bug enables).
+ORDERLY_SCRIPTED_CASES: dict[str, tuple[str, Callable[[str, frozenset[str]], orderly.OrderlyRun]]] = {
+    "orderly_removal_ignores_consume_lock": ("INV-12", orderly.removal_while_listening),  # RMQ-09 (1)
+    "orderly_ignores_lock_expiry": ("INV-12b", orderly.stall_past_lock_validity),  # RMQ-10's planted bug
+    "orderly_no_queue_monitor": ("INV-12", lambda version, m: orderly.requeued_while_listening(m)),
+}
+
+
+@pytest.mark.parametrize("version", ["4.9.8", "5.x"])
+@pytest.mark.parametrize(("mutation", "prop"), [(m, p) for m, (p, _) in ORDERLY_SCRIPTED_CASES.items()])
+def test_property_refutes_planted_orderly_bug_on_its_schedule(mutation: str, prop: str, version: str) -> None:
+    schedule = ORDERLY_SCRIPTED_CASES[mutation][1]
+    buggy = schedule(version, frozenset({mutation}))
+    assert buggy.completed and buggy.ids == [prop], buggy.violations
+    correct = schedule(version, frozenset())
+    assert correct.ids == [], correct.violations

@@ -66,6 +66,21 @@ FIDELITY: dict[str, Any] = {"retention_deletes": 4, "backlog": 2, "consume_from_
 
 # full fidelity area (admin reset): 2 consumers x 2 queues, the default faults
 RESET: dict[str, Any] = {"admin_resets": 3, "queues": 2, "messages_per_queue": 4}
+# orderly consume loop: a backlog from offset 0, batches of 2, one local retry before the DLQ, forwards that
+# may fail, and consumers that come and go
+ORDERLY_LOOP: dict[str, Any] = {
+    "orderly": True,
+    "consumers": 3,
+    "queues": 2,
+    "messages_per_queue": 6,
+    "backlog": 2,
+    "consume_from_where": "CONSUME_FROM_FIRST_OFFSET",
+    "max_reconsume_times": 2,
+    "send_back_failures": 2,
+    "consume_batch_size": 2,
+    "client_crashes": 2,
+    "client_shutdowns": 2,
+}
 
 CONFIGS: dict[str, dict[str, Any]] = {
     "clustering-avg": {},
@@ -169,6 +184,16 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "5x-orderly-clustering": {"orderly": True, "version": "5.x", "consumers": 3, "client_shutdowns": 2},
     "orderly-broadcasting": {"orderly": True, "mode": "BROADCASTING", "client_crashes": 2},
     "5x-orderly-broadcasting": {"orderly": True, "version": "5.x", "mode": "BROADCASTING"},
+    # orderly consume loop (R8.5-R8.8): takes, commits that overwrite, suspends and local retries, forwards
+    # to the DLQ (some failing), refused and forced removals, relocks, 4.9.8's delayed unlock, stalls. The
+    # walks weight the loop's actions (ORDERLY_WEIGHTS) so that a listener is often still running when a
+    # rebalance or a stall comes.
+    "orderly-loop": {**ORDERLY_LOOP},
+    "5x-orderly-loop": {**ORDERLY_LOOP, "version": "5.x"},
+    "orderly-loop-stalls": {**ORDERLY_LOOP, "client_stalls": 3, "broker_crashes": 2},
+    "5x-orderly-loop-stalls": {**ORDERLY_LOOP, "version": "5.x", "client_stalls": 3, "broker_crashes": 2},
+    "orderly-loop-broadcasting": {**ORDERLY_LOOP, "mode": "BROADCASTING", "client_stalls": 1},
+    "5x-orderly-loop-retention": {**ORDERLY_LOOP, "version": "5.x", "retention_deletes": 3},
     # fidelity area (R5.5, R5.7, R9.4): retention raises minOffset under a consumer positioned at 0, so pulls
     # get OFFSET_ILLEGAL; 4.9.8 corrects 10 s later (FixOffsetIllegal), 5.x at once, in both modes.
     "fidelity-retention": {**FIDELITY, "consumers": 3, "queues": 3, "client_crashes": 2, "broker_crashes": 2},
@@ -181,6 +206,9 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "admin-reset": {**RESET},
     "5x-admin-reset": {**RESET, "version": "5.x"},
 }
+
+ORDERLY_LOOP_CONFIGS = frozenset(name for name in CONFIGS if "orderly-loop" in name)
+LOOP_SEEDS, LOOP_STEPS = 10, 500  # a listener outlasting a rebalance, or a relock, needs the longer walks
 
 # What each configuration must have exercised over its seeds, beyond the common core (or instead of it).
 CORE_ACTIONS = {"Start", "Rebalance", "SendPull", "BrokerReceive", "ReceivePull", "StartConsume", "FinishConsume"}
@@ -196,7 +224,13 @@ EXPECTED: dict[str, set[str]] = {
     "5x-from-timestamp-cold-backlog": {"query-error"},
     "5x-broadcasting": {"local-file-written"},
     "4.9.8-query-errors-from-first": {"query-error"},
-    "orderly-clustering": {"LockAll", "lock-denied"},  # orderly area
+    "orderly-clustering": {"LockAll"},  # orderly area
+    "orderly-loop": {"ApplyConsumeOffset", "suspend", "dlq", "removal-refused", "DelayedUnlock"},
+    "5x-orderly-loop": {"ApplyConsumeOffset", "suspend", "dlq"},  # a refused 5.x removal: tests/test_orderly.py
+    "orderly-loop-stalls": {"Stall", "TryLockLater", "suspend"},
+    "5x-orderly-loop-stalls": {"Stall", "TryLockLater", "suspend"},
+    "orderly-loop-broadcasting": {"ApplyConsumeOffset", "suspend", "dlq", "Stall"},
+    "5x-orderly-loop-retention": {"RetentionDelete", "suspend"},
     "5x-orderly-clustering": {"LockAll"},
     "fidelity-retention": {"RetentionDelete", "FixOffsetIllegal"},  # fidelity area
     "5x-fidelity-retention": {"RetentionDelete", "offset-illegal-at-once"},
@@ -325,6 +359,10 @@ def run_lockstep(
                 pq is not None and not pq.locked for cl in state.clients for pq in cl.pqs
             ):
                 run.seen.add("lock-denied")
+            if isinstance(action, act.FinishConsume) and action.status == act.SUSPEND_CURRENT_QUEUE_A_MOMENT:
+                run.seen.add("suspend")  # orderly consume loop
+            if any(pq is not None and pq.dropped for cl in state.clients for pq in cl.pqs):
+                run.seen.add("removal-refused")  # an orderly removal refused by a running listener (R8.8)
     finally:
         reference.close()
     return run
@@ -333,6 +371,28 @@ def run_lockstep(
 def random_chooser(seed: int) -> Chooser:
     rng = random.Random(seed)
     return lambda model, state, enabled: rng.choice(enabled)
+
+
+# orderly consume loop: the loop's own steps weigh 4, a rebalance 3, a fault 1, everything else 2.
+ORDERLY_WEIGHTS = {
+    "StartConsume": 4,
+    "FinishConsume": 4,
+    "ApplyConsumeOffset": 4,
+    "TryLockLater": 4,
+    "Rebalance": 3,
+    "Crash": 1,
+    "Shutdown": 1,
+    "Stall": 1,
+}
+
+
+def weighted_chooser(seed: int) -> Chooser:
+    rng = random.Random(seed)
+
+    def choose(model: Model, state: State, enabled: list[act.Action]) -> act.Action:
+        return rng.choices(enabled, [ORDERLY_WEIGHTS.get(type(a).__name__, 2) for a in enabled])[0]
+
+    return choose
 
 
 TIMER_ACTIONS = (act.Tick, act.BrokerFlush, act.PersistOffsets, act.Heartbeat, act.Rebalance, act.DeliverScheduled)
@@ -386,8 +446,12 @@ def test_reference_refines_model_on_seeded_random_walks(name: str, tmp_path: Pat
     config = Config(**CONFIGS[name])
     counts: Counter[str] = Counter()
     seen: set[str] = set()
-    for seed in SEEDS:
-        run = run_lockstep(config, tmp_path / f"seed{seed}", random_chooser(seed), STEPS, f"{name} seed {seed}")
+    loop = name in ORDERLY_LOOP_CONFIGS  # orderly consume loop: more and longer weighted walks
+    for seed in range(LOOP_SEEDS) if loop else SEEDS:
+        chooser = weighted_chooser(seed) if loop else random_chooser(seed)
+        run = run_lockstep(
+            config, tmp_path / f"seed{seed}", chooser, LOOP_STEPS if loop else STEPS, f"{name} seed {seed}"
+        )
         assert run.failure is None, run.report()
         counts.update(run.counts)
         seen |= run.seen

@@ -39,7 +39,7 @@ from rmqspec.properties.trace import (
     write_trace,
 )
 from rmqspec.spec import config as cfg
-from rmqspec.spec.actions import CONSUME_SUCCESS, RECONSUME_LATER
+from rmqspec.spec.actions import CONSUME_SUCCESS, ORDERLY_SUCCESS, RECONSUME_LATER, SUSPEND_CURRENT_QUEUE_A_MOMENT
 from rmqspec.spec.config import Config
 from rmqspec.spec.invariants import ACTION_PROPERTIES, INVARIANTS
 from rmqspec.spec.model import Model
@@ -175,12 +175,25 @@ PLANTED: dict[str, tuple[dict[str, Any], bool]] = {
     # orderly area: the first violation is a lock grant, before any observed offset differs
     "lock_ignores_holder": ({"orderly": True}, False),
     "add_without_lock": ({"orderly": True}, False),
+    # orderly consume loop: INV-3 fails at the listener's return, before the memory offset it computes is
+    # applied; the other three need a schedule (tests/test_planted_bugs.py, ORDERLY_SCRIPTED_CASES)
+    "orderly_commit_returns_last_key": ({"orderly": True}, False),
+    "orderly_suspend_commits": ({"orderly": True}, False),
+    "orderly_removal_ignores_consume_lock": ({"orderly": True}, False),
+    "orderly_ignores_lock_expiry": ({"orderly": True}, False),
+    "orderly_no_queue_monitor": ({"orderly": True}, False),
     # liveness at quiescence: no safety property fails, so a walk has no counterexample (LIVENESS_ONLY)
     "persist_timer_stops": ({"mode": cfg.BROADCASTING}, False),
     "rebalance_timer_stops": ({}, False),
 }
 # tests/test_planted_bugs.py, SCHEDULED_CASES and (full fidelity area) RESET_SCRIPTED_CASES
-SCHEDULE_ONLY = {"pull_expiry_ignored", "client_reset_skips_update"}
+SCHEDULE_ONLY = {
+    "pull_expiry_ignored",
+    "client_reset_skips_update",
+    "orderly_removal_ignores_consume_lock",
+    "orderly_ignores_lock_expiry",
+    "orderly_no_queue_monitor",
+}
 # tests/test_liveness.py, LIVENESS_CASES: caught only by the checks at quiescence
 LIVENESS_ONLY = {"persist_timer_stops", "rebalance_timer_stops"}
 
@@ -515,7 +528,12 @@ def test_the_schema_and_the_reader_agree_on_keys_actions_and_config() -> None:
         fields = [f.name for f in dataclasses.fields(cls)]
         assert defs[name]["required"] == ["action", *fields] == list(defs[name]["properties"]), name
         assert defs[name]["properties"]["action"] == {"const": name}
-    assert defs["FinishConsume"]["properties"]["status"]["enum"] == [CONSUME_SUCCESS, RECONSUME_LATER]
+    assert defs["FinishConsume"]["properties"]["status"]["enum"] == [
+        CONSUME_SUCCESS,
+        RECONSUME_LATER,
+        ORDERLY_SUCCESS,
+        SUSPEND_CURRENT_QUEUE_A_MOMENT,
+    ]
     props = defs["config"]["properties"]
     assert list(props) == [f.name for f in dataclasses.fields(Config)]
     assert props["mode"]["enum"] == list(cfg.MODES) and props["strategy"]["enum"] == list(cfg.STRATEGIES)

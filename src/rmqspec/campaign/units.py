@@ -82,6 +82,9 @@ _FAMILY_OF: dict[type, str] = {
     act.ClientResetReceive: "admin_reset",  # full fidelity area
     act.ClientResetWake: "client_timer",  # full fidelity area: the end of resetOffset's sleep is a timer
     act.FixOffsetIllegal: "offset_fix",  # fidelity area
+    act.TryLockLater: "client_timer",  # orderly consume loop: the service's scheduled tasks
+    act.DelayedUnlock: "client_timer",
+    act.Stall: "stall",  # drawn only when a config sets client_stalls
 }
 
 
