@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from rmqspec.spec import actions as act
 from rmqspec.spec.actions import CONSUME_SUCCESS, PERTURBING, Action
 from rmqspec.spec.config import CLUSTERING
-from rmqspec.spec.invariants import _nobody_is_dealt, _tolerated, _views_agree, check_state, check_step
+from rmqspec.spec.invariants import _dealt, _nobody_is_dealt, _tolerated, _views_agree, check_state, check_step
 from rmqspec.spec.model import (
     FLUSH_FIRST_DELAY,
     HEARTBEAT_INTERVAL,
@@ -210,9 +210,13 @@ def _liv1_ownership(model: Model, s: State, restart_clients: bool) -> str | None
     lists = model.config.allocate_config_queues
     for q in range(model.q_count):
         owners = [i for i in running if (pq := s.clients[i].pqs[q]) is not None and not pq.dropped]
-        if not owners and not _nobody_is_dealt(model, members, q):
+        duplicate = model.config.duplicate_client_id  # RMQ-11: DUPLICATE_CLIENT_ID_ANOMALIES
+        orphaned = duplicate and not _dealt(model, members, q)
+        if not owners and not _nobody_is_dealt(model, members, q) and not orphaned:
             return f"queue {q} is owned by nobody"
-        if len(owners) > 1 and not (shared and lists is not None and all(q in lists[i] for i in owners)):
+        configured = shared and lists is not None and all(q in lists[i] for i in owners)
+        sharers = duplicate and len({model.identity[i] for i in owners}) == 1
+        if len(owners) > 1 and not configured and not sharers:
             return f"queue {q} is owned by clients {owners}"
     return None
 

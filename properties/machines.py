@@ -78,10 +78,26 @@ def configs(draw: st.DrawFn, mutations: frozenset[str] = frozenset(), **fixed: A
     values["orderly"] = draw(st.booleans())  # orderly area: the lock protocol of R8.1-R8.4
     values["retention_deletes"] = draw(st.integers(0, 2))  # fidelity area: RetentionDelete, OFFSET_ILLEGAL
     values["client_stalls"] = draw(st.integers(0, 1))  # orderly consume loop: a stop-the-world pause
+    # faults: a lost oneway commit, a consumer list without oneself, an unreadable broker offset file, a
+    # clientId shared by consumers 0 and 1 (a dying task is left to tests/test_liveness.py and test_faults.py:
+    # by design it fails liveness, which LivenessMachine checks)
+    values["commit_losses"] = draw(st.integers(0, 1))
+    values["view_faults"] = draw(st.integers(0, 1))
+    values["offset_file_corruptions"] = draw(st.integers(0, 1))
+    values["duplicate_client_id"] = draw(st.sampled_from((False, False, False, True)))
     values.update(fixed)
-    if values.get("admin_resets"):  # the admin reset is not modelled with the orderly loop or stalls (yet)
-        values["orderly"] = values["orderly"] if "orderly" in fixed else False
-        values["client_stalls"] = values["client_stalls"] if "client_stalls" in fixed else 0
+    if values.get("admin_resets"):  # the admin reset is not modelled with these (yet)
+        for key, off in (
+            ("orderly", False),
+            ("client_stalls", 0),
+            ("commit_losses", 0),
+            ("view_faults", 0),
+            ("duplicate_client_id", False),
+        ):
+            values[key] = values[key] if key in fixed else off
+    duplicable = values["mode"] == CLUSTERING and values["consumers"] >= 2 and values["strategy"] != MACHINE_ROOM_NEARBY
+    if not duplicable and "duplicate_client_id" not in fixed:
+        values["duplicate_client_id"] = False
     if not _retention_clean(values) and "retention_deletes" not in fixed:
         values["retention_deletes"] = 0
     if values["version"] != V5_X and "query_errors" not in fixed:
@@ -138,6 +154,8 @@ FAMILIES: dict[str, tuple[type, ...]] = {
     # LockAll: orderly area; TryLockLater, DelayedUnlock: the orderly service's scheduled tasks
     "client_timer": (act.Heartbeat, act.PersistOffsets, act.LockAll, act.TryLockLater, act.DelayedUnlock),
     "stall": (act.Stall,),  # a stop-the-world pause (budgeted, Config.client_stalls)
+    # faults (budgeted): a lost oneway commit, a list without oneself, a dead task, an unreadable offset file
+    "fault": (act.LoseCommit, act.RebalanceWithoutSelf, act.TaskDies, act.CorruptOffsetFile),
     "rebalance": (act.Rebalance, act.RebalanceQueryError),
     "pull": (act.SendPull, act.ReceivePull),
     "consume": (act.StartConsume, act.FinishConsume, act.ApplyConsumeOffset),

@@ -78,7 +78,8 @@ class OrderlyRun:
 class _Schedule:
     def __init__(self, config: Config, strict: bool) -> None:
         self.model = Model(config)
-        self.model.strict_orderly = strict
+        self.model.tolerate_stale_unlock = not strict
+        self.model.tolerate_broken_margins = not strict
         self.state: State = self.model.initial()
         self.run = OrderlyRun()
 

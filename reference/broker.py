@@ -23,6 +23,9 @@ Mirrors the RocketMQ 4.9.8 broker classes that consumer offset management runs t
 Only a master broker is modelled. ``BrokerHost.version`` (an ``MQVersion``) selects 5.x's young-queue
 rule in ``ConsumerManageProcessor.query_consumer_offset`` (R3.5), and ``BrokerHost.fault_injector``
 lets a test make a synchronous request's processor fail (answered SYSTEM_ERROR).
+``BrokerHost.consumer_list_filter`` lets a test rewrite the consumer list GET_CONSUMER_LIST_BY_GROUP
+answers, as a broker that some heartbeats have not reached yet would answer it (S7, R9.3; the
+``RebalanceWithoutSelf`` fault); the answer's format and the processor's empty-list rule are unchanged.
 """
 
 from __future__ import annotations
@@ -688,10 +691,18 @@ class ConsumerManageProcessor:
         self.version = version if version is not None else MQVersion()
 
     def get_consumer_list_by_group(self, request: RemotingCommand) -> RemotingCommand:
+        """R9.3 step 2: the clientIds of the group's channels (one per channel, so a clientId two
+        consumers share is listed twice, RMQ-11), or SYSTEM_ERROR "no consumer for this group" when
+        there is none. ``BrokerHost.consumer_list_filter``, when set, rewrites the list first (a
+        registration this broker has not seen yet, S7); an emptied list is then "no consumer" too."""
         assert isinstance(request.header, GetConsumerListByGroupRequestHeader)
-        group_info = self.controller.consumer_manager.get_consumer_group_info(request.header.consumer_group)
+        group = request.header.consumer_group
+        group_info = self.controller.consumer_manager.get_consumer_group_info(group)
         if group_info is not None:
             client_ids = group_info.get_all_client_id()
+            answer_filter = self.controller.host.consumer_list_filter
+            if answer_filter is not None:
+                client_ids = answer_filter(group, client_ids)
             if client_ids:
                 return RemotingCommand.create_response_command(ResponseCode.SUCCESS, body=client_ids)
         return RemotingCommand.create_response_command(
@@ -1137,6 +1148,9 @@ class BrokerHost:
         self.version = version if version is not None else MQVersion()
         # Lets a test make the request processor throw on a synchronous request (answered SYSTEM_ERROR).
         self.fault_injector: Callable[[RemotingCommand], bool] | None = None
+        # Lets a test rewrite the consumer list a GET_CONSUMER_LIST_BY_GROUP answers: (group, clientIds) ->
+        # clientIds (a heartbeat that has not reached this broker yet, S7).
+        self.consumer_list_filter: Callable[[str, list[str]], list[str]] | None = None
         self.message_store = DefaultMessageStore(clock, store_host)
         self.durable = BrokerDurableConfig({t: TopicConfig(t, n, n) for t, n in topics.items()})
         self.controller: BrokerController | None = None

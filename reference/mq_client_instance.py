@@ -501,7 +501,8 @@ class MQClientInstance:
     def next_deadlines(self) -> list[int]:
         """Every time at which something of this process becomes due (for the clock's next tick)."""
         times = list(self.scheduled_executor_service.due_times())
-        times.append(self.rebalance_service.wait_deadline)
+        if not self.rebalance_service.dead:  # faults (TaskDies): a dead rebalance thread waits for nothing
+            times.append(self.rebalance_service.wait_deadline)
         times.extend(self.pull_message_service.ready_times())
         for consumer in self.consumer_table.values():
             times.extend(consumer.consume_message_service.ready_times())
@@ -515,7 +516,8 @@ class MQClientInstance:
         sleeping = self.sleeping_reset()  # full fidelity (admin reset): the 10 s sleep ends on time
         if sleeping is not None:
             out.append((f"client {self.client_id}: resetOffset sleep", sleeping[0]))
-        out.append((f"client {self.client_id}: rebalance wait", self.rebalance_service.wait_deadline))
+        if not self.rebalance_service.dead:  # faults (TaskDies)
+            out.append((f"client {self.client_id}: rebalance wait", self.rebalance_service.wait_deadline))
         return out
 
     def _task_times(self) -> list[tuple[str, int]]:

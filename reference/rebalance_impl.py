@@ -451,6 +451,7 @@ class RebalanceService:
         self.has_notified = False  # ServiceThread#hasNotified
         self.wait_deadline = 0
         self.stopped = True
+        self.dead = False  # faults (TaskDies): an Error ended the thread; nothing runs it again
 
     def start(self) -> None:
         self.stopped = False
@@ -461,6 +462,8 @@ class RebalanceService:
             self.has_notified = True
 
     def is_due(self) -> bool:
+        if self.dead:
+            return False
         return not self.stopped and (self.has_notified or self.wait_deadline <= self.mq_client_factory.clock.now())
 
     def run_once(self) -> None:

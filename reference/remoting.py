@@ -8,6 +8,8 @@ depends on:
   A oneway request has no reply; an async one gets a :class:`ResponseFuture` whose callback runs
   when the reply is taken (the callback executor).
 - ``invoke_sync`` (queries, send-back, heartbeat, ...) is answered at once, out of band of the FIFO.
+- A request on the wire may be lost alone (``lose_oldest_request``): a lost oneway
+  UPDATE_CONSUMER_OFFSET is never noticed (R2.5, R2.6); the next persist sends the offset again.
 - When the broker process dies, the connection breaks: queued requests are lost silently (oneway
   loss, R2.5) and every reply not yet taken turns into a ``RemotingException``, so the pull callback
   sees an exception and retries after 3 s (R5.7).
@@ -107,6 +109,12 @@ class ClientConnection:
 
     def read_request(self) -> RemotingCommand:
         """The broker reads the oldest request (raises ``IndexError`` when the wire is empty)."""
+        return self.outbound.popleft()
+
+    def lose_oldest_request(self) -> RemotingCommand:
+        """The network loses the oldest request on the wire: the broker never reads it, and the sender
+        is not told (a oneway request has no reply to miss, R2.5). Raises ``IndexError`` when the wire
+        is empty. Returns the lost request."""
         return self.outbound.popleft()
 
     def request_epoch(self, opaque: int) -> int:

@@ -43,6 +43,18 @@ How each action maps:
   is more than 120 s old. Its effect is ``ConsumerManager.scanNotActiveChannel``'s: the channel is
   removed without notifying the others, and the connection is closed (requests on the wire and
   replies not yet taken are lost).
+- Faults: ``LoseCommit``: the network loses the oldest request on that client's connection, which must
+  be a oneway UPDATE_CONSUMER_OFFSET (R2.5, R2.6: nobody notices; the next persist sends the memory
+  offset again). ``RebalanceWithoutSelf``: ``RebalanceService.run_once`` while the broker's
+  GET_CONSUMER_LIST_BY_GROUP answers, for the topic and the retry topic alike, list the group without
+  every occurrence of that client's clientId (``ConsumerListWithout`` as
+  ``BrokerHost.consumer_list_filter``: its heartbeat had not reached the broker it asked, S7, R9.3);
+  with its own id missing every strategy but CONFIG allocates it nothing (R11.0). An emptied list is
+  the processor's "no consumer for this group" (SYSTEM_ERROR), so the topic is left alone, as the
+  model's throwing allocation over an empty list leaves it. ``Config.duplicate_client_id``: client 1's
+  ``MQClientInstance`` gets ``client_id(0)`` (IP@pid collided, RMQ-11); the broker keys the group's
+  channels by connection, so the list names that id twice, allocation takes its first position
+  (``indexOf``), and the lock table and unlockBatch, keyed by clientId, treat both as one holder.
 - Full fidelity (admin reset, R3.10a/R3.10b): ``AdminReset``: mqadmin's INVOKE_BROKER_TO_RESET_OFFSET
   for one queue, forced, by offset or by timestamp (``AdminBrokerProcessor.reset_offset``); on
   CONSUMER_NOT_ONLINE (4.9.8) the admin's old method, UPDATE_CONSUMER_OFFSET straight to the broker.
@@ -50,6 +62,8 @@ How each action maps:
   (``MQClientInstance.reset_offset``: suspend, drop, sleep). ``ClientResetWake``: the sleep's task runs.
 
 Representation choices of the abstraction (where the model records something RocketMQ does not):
+with a duplicate clientId (RMQ-11) a lock holder and each entry of a ``view`` are the lowest client index
+with that clientId (``cids.index``), while ``Broker.registered`` stays per connection.
 ``Commit.cause`` / ``pq_uid`` and a pull's ``pq_uid`` are stamped by an ``RPCHook``; a sent-back
 message's ``sent_back_at`` is a trace property (its store time and reconsumeTimes are the stored
 message's own, R7.5 step 7). A pull's ``result`` is the broker's answer as the client will map it
@@ -63,7 +77,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 from rmqspec.reference.allocate import (
     AllocateMachineRoomNearby,
@@ -265,6 +279,21 @@ class QueryOffsetFault:
         return self.struck
 
 
+class ConsumerListWithout:
+    """A consumer-list filter for the broker (``BrokerHost.consumer_list_filter``): ``group``'s list without
+    any occurrence of ``client_id``, as a broker answers that this client's heartbeat has not reached yet
+    (S7, R9.3; the ``RebalanceWithoutSelf`` fault). Other groups' lists pass unchanged."""
+
+    def __init__(self, group: str, client_id: str) -> None:
+        self.group = group
+        self.client_id = client_id
+
+    def __call__(self, group: str, client_ids: list[str]) -> list[str]:
+        if group != self.group:
+            return client_ids
+        return [cid for cid in client_ids if cid != self.client_id]
+
+
 class TableMachineRoomResolver:
     """A ``MachineRoomResolver`` by table: the broker's room and each consumer's room (R11.6)."""
 
@@ -315,6 +344,7 @@ class ClientProcess:
         self.instance = instance
         self.consumer = consumer
         self.stalled_until: int | None = None
+        self.dead_tasks: list[str] = []  # faults (TaskDies): background tasks an Error killed
 
     def stalled(self, now: int) -> bool:
         return self.stalled_until is not None and now < self.stalled_until
@@ -337,7 +367,8 @@ class ReferenceSystem:
         self.retry_mq = MessageQueue(retry_topic(c.group), c.broker_name, 0) if self.clustering else None
         self.mqs = self.topic_mqs + ([self.retry_mq] if self.retry_mq is not None else [])
         self.index_of = {mq: k for k, mq in enumerate(self.mqs)}
-        self.cids = [client_id(i) for i in range(c.consumers)]
+        # faults (RMQ-11): with duplicate_client_id, consumer 1's IP@pid collides with consumer 0's
+        self.cids = [client_id(0 if i == 1 and c.duplicate_client_id else i) for i in range(c.consumers)]
         self.route = {c.topic: TopicRouteData(c.broker_name, BROKER_ADDR, c.queues)}
         if self.clustering:
             self.route[retry_topic(c.group)] = TopicRouteData(c.broker_name, BROKER_ADDR, 1)
@@ -375,6 +406,7 @@ class ReferenceSystem:
             act.BrokerRestart: lambda a: self._broker_restart(),
             act.ExpireChannel: self._expire_channel,  # type: ignore[dict-item]
             act.BrokerReceive: self._broker_receive,  # type: ignore[dict-item]
+            act.LoseCommit: self._lose_commit,  # type: ignore[dict-item]  # faults
             act.Start: self._start,  # type: ignore[dict-item]
             act.Shutdown: self._shutdown,  # type: ignore[dict-item]
             act.Crash: self._crash,  # type: ignore[dict-item]
@@ -382,6 +414,7 @@ class ReferenceSystem:
             act.PersistOffsets: self._persist_offsets,  # type: ignore[dict-item]
             act.Rebalance: self._rebalance,  # type: ignore[dict-item]
             act.RebalanceQueryError: self._rebalance_query_error,  # type: ignore[dict-item]
+            act.RebalanceWithoutSelf: self._rebalance_without_self,  # type: ignore[dict-item]  # faults
             act.SendPull: self._send_pull,  # type: ignore[dict-item]
             act.ReceivePull: self._receive_pull,  # type: ignore[dict-item]
             act.StartConsume: self._start_consume,  # type: ignore[dict-item]
@@ -391,6 +424,8 @@ class ReferenceSystem:
             act.TryLockLater: self._try_lock_later,  # type: ignore[dict-item]  # orderly consume loop
             act.DelayedUnlock: self._delayed_unlock,  # type: ignore[dict-item]
             act.Stall: self._stall,  # type: ignore[dict-item]
+            act.TaskDies: self._task_dies,  # type: ignore[dict-item]  # faults
+            act.CorruptOffsetFile: self._corrupt_offset_file,  # type: ignore[dict-item]  # faults
             act.RetentionDelete: self._retention_delete,  # type: ignore[dict-item]  # fidelity area
             act.FixOffsetIllegal: self._fix_offset_illegal,  # type: ignore[dict-item]  # fidelity area
             act.AdminReset: self._admin_reset,  # type: ignore[dict-item]  # full fidelity area (admin reset)
@@ -502,10 +537,11 @@ class ReferenceSystem:
         controller.consumer_manager.expire_idle_channel(self.connections[a.client])
 
     def _channel_idle(self, controller: BrokerController, i: int, process: ClientProcess) -> bool:
-        """A stalled client whose channel's lastUpdateTimestamp is more than 120 s old
-        (``ConsumerManager.scanNotActiveChannel``'s CHANNEL_EXPIRED_TIMEOUT)."""
+        """A stalled client, or one whose heartbeat task died (TaskDies), whose channel's
+        lastUpdateTimestamp is more than 120 s old (``ConsumerManager.scanNotActiveChannel``'s
+        CHANNEL_EXPIRED_TIMEOUT)."""
         now = self.clock.now()
-        if not process.stalled(now):
+        if not process.stalled(now) and "sendHeartbeatToAllBroker" not in process.dead_tasks:
             return False
         info = controller.consumer_manager.get_consumer_group_info(self.config.group)
         if info is None:
@@ -518,6 +554,14 @@ class ReferenceSystem:
         if not connection.outbound:
             raise ReferenceActionError(f"nothing on client {a.client}'s wire")
         self._controller().process_next_request(connection)
+
+    def _lose_commit(self, a: act.LoseCommit) -> None:
+        """Faults: the oldest request on the client's connection, a oneway UPDATE_CONSUMER_OFFSET, is lost
+        on the way (R2.5, R2.6). The client is not asked: it may be stalled, crashed or gone."""
+        connection = self.connections[a.client]
+        if not connection.outbound or connection.outbound[0].code != RequestCode.UPDATE_CONSUMER_OFFSET:
+            raise ReferenceActionError(f"the oldest request on client {a.client}'s wire is not a oneway commit")
+        connection.lose_oldest_request()
 
     # consumer process
     def _start(self, a: act.Start) -> None:
@@ -583,6 +627,25 @@ class ReferenceSystem:
             process.instance.rebalance_service.run_once()
         finally:
             self.host.fault_injector = None
+
+    def _rebalance_without_self(self, a: act.RebalanceWithoutSelf) -> None:
+        """Faults: the rebalance runs while every consumer list the broker answers lacks this client's
+        clientId (S7, R9.3). Needs CLUSTERING and the broker up with this client and another registered
+        (otherwise the fault is not one the model defines)."""
+        process = self._process(a.client)
+        if not self.clustering:
+            raise ReferenceActionError("RebalanceWithoutSelf: BROADCASTING asks for no consumer list")
+        info = self._controller().consumer_manager.get_consumer_group_info(self.config.group)
+        mine = self.connections[a.client]
+        channels = [] if info is None else info.get_all_channel()
+        if mine not in channels or all(ch is mine for ch in channels):
+            raise ReferenceActionError(f"RebalanceWithoutSelf: client {a.client} is not registered with another")
+        self.current_cause = "rebalance-removal"
+        self.host.consumer_list_filter = ConsumerListWithout(self.config.group, self.cids[a.client])
+        try:
+            process.instance.rebalance_service.run_once()
+        finally:
+            self.host.consumer_list_filter = None
 
     def _send_pull(self, a: act.SendPull) -> None:
         process = self._process(a.client)
@@ -738,6 +801,61 @@ class ReferenceSystem:
             raise ReferenceActionError(f"client {a.client} has no delayed unlock due for queue {a.queue}")
         task = min(due, key=lambda f: f.due)
         process.instance.scheduled_executor_service.run_due(task.name)
+
+    # faults: a background task dies; the broker's offset file unreadable at restart
+    _TASK_NAMES: ClassVar[dict[str, str]] = {
+        "persistAllConsumerOffset": PERSIST_TASK_NAME,
+        "sendHeartbeatToAllBroker": HEARTBEAT_TASK_NAME,
+        "lockMQPeriodically": LOCK_MQ_TASK_NAME,
+    }
+
+    def _task_dies(self, a: act.TaskDies) -> None:
+        """An Error escapes the task: its scheduled future is never run again (ScheduledThreadPoolExecutor
+        suppresses later runs), or the RebalanceService thread exits (R4.1, R4.2, R8.3)."""
+        process = self._process(a.client)
+        if a.task in process.dead_tasks:
+            raise ReferenceActionError(f"client {a.client}: {a.task} is already dead")
+        if a.task == "RebalanceService":
+            process.instance.rebalance_service.dead = True
+        else:
+            future = process.instance.scheduled_executor_service.get(self._TASK_NAMES[a.task])
+            if future is None:
+                raise ReferenceActionError(f"client {a.client} has no {a.task} task")
+            future.cancel()
+        process.dead_tasks.append(a.task)
+
+    def _corrupt_offset_file(self, a: act.CorruptOffsetFile) -> None:
+        """While the broker is down, consumerOffset.json is overwritten with garbage (RMQ-21); the restart's
+        ConfigManager.load then falls back to .bak (R3.7)."""
+        if self.host.is_up():
+            raise ReferenceActionError("the broker is up: its offset file is corrupted only while it is down")
+        path = ConsumerOffsetManager(self.broker_dir).config_file_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"\x00\x17{garbage")
+
+    def _abstract_bak(self) -> tuple[tuple[int | None, ...] | None, bool]:
+        """CorruptOffsetFile: (the table consumerOffset.json.bak holds: all None when it is missing, None
+        when it is unreadable; whether the main file is unreadable). ((), False) unless configured."""
+        if not self.config.offset_file_corruptions:
+            return None, False
+        manager = ConsumerOffsetManager(self.broker_dir)
+        main = manager.config_file_path()
+        none_q: tuple[int | None, ...] = (None,) * len(self.mqs)
+
+        def readable(path: Path) -> tuple[int | None, ...] | None:
+            text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+            if not text:
+                return none_q
+            probe = ConsumerOffsetManager(self.broker_dir)
+            try:
+                probe.decode(text, str(path))
+            except Exception:
+                return None
+            values = (probe.query_offset(self.config.group, mq.topic, mq.queue_id) for mq in self.mqs)
+            return tuple(None if v < 0 else v for v in values)
+
+        bak = readable(Path(f"{main}.bak"))
+        return bak, main.exists() and readable(main) is None
 
     def _stall(self, a: act.Stall) -> None:
         """A stop-the-world pause: the process runs nothing until ``now + duration``."""
@@ -976,6 +1094,7 @@ class ReferenceSystem:
 
     def _abstract_broker(self) -> Broker:
         c = self.config
+        bak, main_unreadable = self._abstract_bak()
         store = self.host.message_store
         controller = self.host.controller
         flushed_manager = self._flushed_table()
@@ -1021,14 +1140,16 @@ class ReferenceSystem:
             dlq=dlq,
             epoch=self.host.incarnation,
             heartbeat_at=self._abstract_heartbeats(controller),  # Stall
+            bak=bak,  # faults (CorruptOffsetFile)
+            main_unreadable=main_unreadable,
             locks=self._abstract_locks(),  # orderly area
             reset_pending=self._abstract_reset_pending(controller),  # full fidelity area (admin reset)
         )
 
     def _abstract_heartbeats(self, controller: BrokerController | None) -> tuple[int, ...]:
-        """Stall: each consumer channel's lastUpdateTimestamp, 0 while not registered; () unless stalls
-        are configured (the model keeps it only then)."""
-        if not self.config.client_stalls:
+        """Stall, TaskDies: each consumer channel's lastUpdateTimestamp, 0 while not registered; () unless
+        stalls or task deaths are configured (the model keeps it only then)."""
+        if not (self.config.client_stalls or self.config.task_deaths):
             return ()
         stamps = [0] * self.config.consumers
         info = None if controller is None else controller.consumer_manager.get_consumer_group_info(self.config.group)
@@ -1153,7 +1274,7 @@ class ReferenceSystem:
             offset_updates=updates,
             channel=channel,
             next_persist=scheduler.due_time(PERSIST_TASK_NAME),
-            next_rebalance=instance.rebalance_service.wait_deadline,
+            next_rebalance=None if instance.rebalance_service.dead else instance.rebalance_service.wait_deadline,
             next_heartbeat=scheduler.due_time(HEARTBEAT_TASK_NAME),
             rebalance_requested=instance.rebalance_service.has_notified,
             view=None if view is None else tuple(self.cids.index(cid) for cid in view),
@@ -1168,6 +1289,7 @@ class ReferenceSystem:
             relocks=relocks,  # orderly consume loop
             unlocks=unlocks,
             stalled_until=process.stalled_until,
+            dead_tasks=tuple(process.dead_tasks),  # faults
         )
 
     def _abstract_pulls(

@@ -63,12 +63,26 @@ class BrokerRestart:
 
 
 @dataclass(frozen=True, slots=True)
+class CorruptOffsetFile:
+    """While the broker is down, its consumerOffset.json becomes unreadable (a power loss with the page
+    cache unwritten, a disk fault; RMQ-21). Budgeted (``Config.offset_file_corruptions``)."""
+
+
+@dataclass(frozen=True, slots=True)
 class ExpireChannel:
     client: int
 
 
 @dataclass(frozen=True, slots=True)
 class BrokerReceive:
+    client: int
+
+
+@dataclass(frozen=True, slots=True)
+class LoseCommit:
+    """The oldest request on the client's connection, a oneway UPDATE_CONSUMER_OFFSET, is lost on the
+    way (R2.5, R2.6). Budgeted (``Config.commit_losses``)."""
+
     client: int
 
 
@@ -111,6 +125,29 @@ class RebalanceQueryError:
 
     client: int
     queue: int
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceWithoutSelf:
+    """``Rebalance(client)`` during which the broker's consumer list lacks the client itself: its
+    heartbeat has not reached the broker it asked (S7, R9.3). Budgeted (``Config.view_faults``)."""
+
+    client: int
+
+
+# The background tasks a TaskDies fault can kill: MQClientInstance's scheduled persist and heartbeat
+# tasks, the RebalanceService thread, and ConsumeMessageOrderlyService's lockMQPeriodically.
+BACKGROUND_TASKS = ("persistAllConsumerOffset", "sendHeartbeatToAllBroker", "RebalanceService", "lockMQPeriodically")
+
+
+@dataclass(frozen=True, slots=True)
+class TaskDies:
+    """A background task of the client dies for good (an uncaught Error: a scheduled task is then never
+    run again, the rebalance thread exits), until the process restarts. Budgeted (``Config.task_deaths``).
+    ``task`` is one of BACKGROUND_TASKS."""
+
+    client: int
+    task: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,8 +277,10 @@ Action = (
     | DeliverScheduled
     | BrokerCrash
     | BrokerRestart
+    | CorruptOffsetFile  # faults
     | ExpireChannel
     | BrokerReceive
+    | LoseCommit  # faults
     | Start
     | Shutdown
     | Crash
@@ -249,6 +288,8 @@ Action = (
     | PersistOffsets
     | Rebalance
     | RebalanceQueryError
+    | RebalanceWithoutSelf  # faults
+    | TaskDies  # faults
     | SendPull
     | ReceivePull
     | StartConsume
@@ -266,7 +307,19 @@ Action = (
 )
 
 # Perturbing actions draw on Budget; everything else heals or makes progress and is free.
-PERTURBING = (Crash, Shutdown, BrokerCrash, RebalanceQueryError, RetentionDelete, AdminReset, Stall)
+PERTURBING = (
+    Crash,
+    Shutdown,
+    BrokerCrash,
+    RebalanceQueryError,
+    RetentionDelete,
+    AdminReset,
+    Stall,
+    LoseCommit,
+    RebalanceWithoutSelf,
+    TaskDies,
+    CorruptOffsetFile,
+)
 
 
 def action_name(action: Action) -> str:

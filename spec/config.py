@@ -78,6 +78,8 @@ MUTATIONS: Final[dict[str, str]] = {
     "orderly_ignores_lock_expiry": "RMQ-10 plant: the orderly loop does not check isLockExpired (R8.5)",
     "orderly_no_queue_monitor": "ConsumeRequest.run does not take the MessageQueueLock: two runs of one queue "
     "overlap (R8.5)",
+    "pull_request_requeued": "the pull thread re-queues the PullRequest it sends (a double "
+    "executePullRequestImmediately): two pull loops for one pq (R5.1)",
     # liveness at quiescence (docs/spec.md §13): background tasks that stop; only LIV checks see them
     "persist_timer_stops": "persistAllConsumerOffset runs once and is never rescheduled (R4.1)",
     "rebalance_timer_stops": "RebalanceService is not re-armed after a run: only rebalanceImmediately wakes it (R4.2)",
@@ -143,6 +145,17 @@ class Config:
     # orderly consume loop: budget of Stall, a stop-the-world pause of a consumer (default 0: the timing
     # margins of R8.3 hold)
     client_stalls: int = 0
+    # faults (default 0 / off, so that existing runs keep their state space): oneway commits lost on the way
+    # (LoseCommit, R2.5); a rebalance whose consumer list lacks the consumer itself (RebalanceWithoutSelf,
+    # S7); consumer 1 sharing consumer 0's clientId (RMQ-11; CLUSTERING only)
+    commit_losses: int = 0
+    view_faults: int = 0
+    duplicate_client_id: bool = False
+    task_deaths: int = 0  # a background task dies for good (TaskDies)
+    # the broker's consumerOffset.json unreadable at a restart (CorruptOffsetFile; R3.7, RMQ-21). At most 1:
+    # after one, the next flush copies the unreadable main over .bak, and a second would stop the broker
+    # from starting at all (loadBak fails), which the model does not represent.
+    offset_file_corruptions: int = 0
 
     def __post_init__(self) -> None:
         _check_range("consumers", self.consumers, 1, 8)
@@ -171,6 +184,9 @@ class Config:
             "send_back_failures",
             "query_errors",
             "client_stalls",
+            "commit_losses",
+            "view_faults",
+            "task_deaths",
         ):
             _check_range(budget, getattr(self, budget), 0, 100)
         _check_choice("version", self.version, VERSIONS)
@@ -184,7 +200,24 @@ class Config:
             raise ConfigError(f"orderly: got {self.orderly!r}; accepted: true or false")
         _check_range("retention_deletes", self.retention_deletes, 0, 100)  # fidelity area
         _check_range("admin_resets", self.admin_resets, 0, 100)  # full fidelity (admin reset)
-        _check_range("client_stalls", self.client_stalls, 0, 100)  # orderly consume loop (Stall)
+        if not isinstance(self.duplicate_client_id, bool):
+            raise ConfigError(f"duplicate_client_id: got {self.duplicate_client_id!r}; accepted: true or false")
+        if self.duplicate_client_id and (
+            self.mode != CLUSTERING or self.consumers < 2 or self.strategy == MACHINE_ROOM_NEARBY
+        ):
+            raise ConfigError(
+                "duplicate_client_id: got true; accepted only in CLUSTERING with at least 2 consumers and a strategy "
+                "other than MACHINE_ROOM_NEARBY (a BROADCASTING offset file and a consumer's room are keyed by "
+                "clientId, which the model does not share)"
+            )
+        _check_range("offset_file_corruptions", self.offset_file_corruptions, 0, 1)
+        faults = (self.commit_losses, self.view_faults, self.duplicate_client_id, self.task_deaths)
+        if self.admin_resets and any(faults):
+            raise ConfigError(
+                "admin_resets: got a budget with commit_losses, view_faults, duplicate_client_id or task_deaths; "
+                "accepted: 0 "
+                "(not modelled together yet)"
+            )
         if self.admin_resets and (self.orderly or self.client_stalls):
             raise ConfigError(
                 "admin_resets: got a budget with orderly or client_stalls; accepted: 0 (the admin reset is not "

@@ -25,6 +25,7 @@ from rmqspec.spec.actions import (
     BrokerCrash,
     BrokerReceive,  # full fidelity area
     BrokerRestart,
+    CorruptOffsetFile,
     FinishConsume,
     FixOffsetIllegal,
     PersistOffsets,
@@ -37,7 +38,7 @@ from rmqspec.spec.actions import (
 from rmqspec.spec.allocation import AllocationError, NullPointerError, allocate_queues, machine_room_eligible
 from rmqspec.spec.config import CLUSTERING, CONFIG, CONSISTENT_HASH, MACHINE_ROOM, MACHINE_ROOM_NEARBY, Config
 from rmqspec.spec.model import PULL_MAX_IDLE_TIME, RESET_APPLY_CAUSES, Model
-from rmqspec.spec.state import PULL_DROPPED, Commit, State, pq_key
+from rmqspec.spec.state import PULL_DROPPED, PULL_IN_FLIGHT, Commit, State, pq_key
 from rmqspec.spec.state import bit_offsets as _bits
 
 
@@ -113,6 +114,18 @@ ALLOCATION_ANOMALIES: dict[str, dict[str, str]] = {
     },
 }
 
+# faults: what two consumers sharing one clientId (Config.duplicate_client_id, RMQ-11) make of the partition
+# and of orderly exclusivity; tolerated only between the consumers that share the id.
+DUPLICATE_CLIENT_ID_ANOMALIES: dict[str, str] = {
+    "double-ownership-by-duplicate-client-id": "Two consumers with one clientId find the same index in the sorted "
+    "cidAll (indexOf) and take the same slice (R11.1-R11.3, RMQ-11). Tolerated for queues both sharers own.",
+    "unowned-by-duplicate-client-id": "The slice of the index nobody finds as its own goes to nobody (RMQ-11). "
+    "Tolerated for queues no running consumer's allocation names under the agreed list.",
+    "orderly-lock-shared-by-duplicate-client-id": "The broker's lock table keys by clientId (R8.1): the sharers hold, "
+    "refresh and release one lock, so both consume the queue, and one sharer's unlock (removal, shutdown) releases "
+    "the other's lock for a third consumer to take (INV-12a, INV-12). Tolerated for overlaps involving a sharer.",
+}
+
 # orderly area: what INV-12a tolerates, for orderly CLUSTERING consumers only.
 ORDERLY_LOCK_TABLE_LOST = (
     "RebalanceLockManager is broker memory (R8.1): a broker crash forgets every lock, so after the restart "
@@ -127,6 +140,8 @@ def allowed_anomalies(config: Config) -> dict[str, str]:
     out = dict(ALLOWED_ANOMALIES[config.mode])
     if config.orderly and config.mode == CLUSTERING:  # orderly area
         out["orderly-lock-table-lost"] = ORDERLY_LOCK_TABLE_LOST
+    if config.duplicate_client_id:  # faults (RMQ-11)
+        out.update(DUPLICATE_CLIENT_ID_ANOMALIES)
     if config.mode == CLUSTERING:
         name = config.nearby_inner if config.strategy == MACHINE_ROOM_NEARBY else config.strategy
         for anomaly, why in ALLOCATION_ANOMALIES.get(name or "", {}).items():
@@ -222,7 +237,8 @@ def _views_agree(m: Model, s: State) -> tuple[int, ...] | None:
     if not running or set(running) != s.broker.registered:
         return None
     members = tuple(sorted(running, key=lambda j: m.cids[j]))
-    if any(s.clients[i].view != members or s.clients[i].rebalance_requested for i in running):
+    named = tuple(m.identity[j] for j in members)  # a view names clientIds (RMQ-11)
+    if any(s.clients[i].view != named or s.clients[i].rebalance_requested for i in running):
         return None
     return members
 
@@ -248,6 +264,25 @@ def _nobody_is_dealt(m: Model, members: tuple[int, ...], q: int) -> bool:
     return False
 
 
+def _shares_id(m: Model, i: int) -> bool:
+    """Does consumer ``i`` share its clientId with another (Config.duplicate_client_id)?"""
+    return m.identity.count(m.identity[i]) > 1
+
+
+def _dealt(m: Model, members: tuple[int, ...], q: int) -> bool:
+    """Does some member's own allocation, computed from the agreed list, name queue ``q``?"""
+    queues = (q,) if q == m.retry_queue else m.topic_queues
+    cid_all = tuple(m.cids[j] for j in members)
+    for i in members:
+        try:
+            mine = allocate_queues(m.strategies[i], m.cids[i], tuple(m.mqs[k] for k in queues), cid_all)
+        except AllocationError:
+            continue
+        if m.mqs[q] in mine:
+            return True
+    return False
+
+
 def _exclusive_ownership(m: Model, s: State) -> str | None:
     if _views_agree(m, s) is None:
         return None
@@ -259,6 +294,8 @@ def _exclusive_ownership(m: Model, s: State) -> str | None:
                 if q in owner:
                     if shared and _listed(m, owner[q], q) and _listed(m, i, q):
                         continue  # both are configured with it (R11.4)
+                    if m.identity[owner[q]] == m.identity[i]:
+                        continue  # one clientId, one slice (DUPLICATE_CLIENT_ID_ANOMALIES)
                     return f"queue {q} owned by clients {owner[q]} and {i} although all views agree"
                 owner[q] = i
     return None
@@ -270,6 +307,8 @@ def _full_coverage(m: Model, s: State) -> str | None:
         return None
     owned = {q for cl in s.clients for q, pq in enumerate(cl.pqs) if pq is not None and not pq.dropped}
     missing = [q for q in range(m.q_count) if q not in owned and not _nobody_is_dealt(m, members, q)]
+    if m.config.duplicate_client_id:  # the orphaned slice (DUPLICATE_CLIENT_ID_ANOMALIES)
+        missing = [q for q in missing if _dealt(m, members, q)]
     return f"queues {missing} owned by nobody although all views agree" if missing else None
 
 
@@ -357,8 +396,8 @@ def _local_file_grows(m: Model, s: State, a: Action, t: State) -> str | None:
 
 
 def _broker_decrease_attributed(m: Model, s: State, a: Action, t: State) -> str | None:
-    if isinstance(a, (BrokerCrash, BrokerRestart)):
-        return None  # failover to the flushed file is a declared cause
+    if isinstance(a, (BrokerCrash, BrokerRestart, CorruptOffsetFile)):
+        return None  # failover to the flushed file (or its .bak) is a declared cause
     for q in range(m.q_count):
         old, new = s.broker.offsets[q], t.broker.offsets[q]
         if old is None or new is None or new >= old:
@@ -479,7 +518,7 @@ def _lock_belief_exclusive(m: Model, s: State) -> str | None:
         return None
     stale = m._per_q_int(s.ghost.stale_unlocks)
     for q in range(m.q_count):
-        lost = s.ghost.lock_table_lost_at if m.strict_orderly else max(s.ghost.lock_table_lost_at, stale[q])
+        lost = max(s.ghost.lock_table_lost_at, stale[q]) if m.tolerate_stale_unlock else s.ghost.lock_table_lost_at
         believers = [
             (i, pq.last_lock)
             for i, cl in enumerate(s.clients)
@@ -490,8 +529,32 @@ def _lock_belief_exclusive(m: Model, s: State) -> str | None:
             and not lk.client_lock_expired(pq.last_lock, s.now)
         ]
         fresh = [i for i, last in believers if last > lost]
+        if m.config.duplicate_client_id and m.tolerate_shared_client_id:
+            fresh = [i for i in fresh if not _shares_id(m, i)]  # DUPLICATE_CLIENT_ID_ANOMALIES
         if len(fresh) > 1:
             return f"queue {q}: clients {fresh} all hold a live lock (locked, renewed within 30 s) at {s.now}"
+    return None
+
+
+def _single_pull_loop(m: Model, s: State) -> str | None:
+    """INV-20: one PullRequest circulates per pq in the table (R5.1, R9.4): queued (PULL_READY) with no
+    pull of it in flight, or exactly one pull in flight (PULL_IN_FLIGHT), or none when it was dropped."""
+    for i, cl in enumerate(s.clients):
+        if not cl.running:
+            continue
+        flying: dict[int, int] = {}
+        for p in cl.pulls:
+            flying[p.pq_uid] = flying.get(p.pq_uid, 0) + 1
+        for q, pq in enumerate(cl.pqs):
+            if pq is None:
+                continue
+            n = flying.get(pq.uid, 0)
+            expected = 1 if pq.pull_state == PULL_IN_FLIGHT else 0
+            if n != expected:
+                return f"client {i} queue {q}: pq {pq.uid} is {pq.pull_state} with {n} pulls in flight"
+        extra = [uid for uid, n in flying.items() if n > 1]
+        if extra:
+            return f"client {i}: pqs {extra} have more than one pull in flight"
     return None
 
 
@@ -515,8 +578,12 @@ def _single_orderly_listener(m: Model, s: State) -> str | None:
             return f"queue {q}: client {clients} runs two orderly listeners at once at {s.now}"
         if not m.clustering:
             continue
-        broken = max(s.ghost.margins_broken_at, m._per_q_int(s.ghost.stale_unlocks)[q])
-        if not m.strict_orderly and broken >= 0 and broken >= min(running)[0] - lk.CLIENT_LOCK_MAX_LIVE_TIME:
+        if m.config.duplicate_client_id and m.tolerate_shared_client_id and any(_shares_id(m, i) for i in clients):
+            continue  # a clientId shared by two consumers is one lock holder (DUPLICATE_CLIENT_ID_ANOMALIES)
+        broken = s.ghost.margins_broken_at if m.tolerate_broken_margins else -1
+        if m.tolerate_stale_unlock:
+            broken = max(broken, m._per_q_int(s.ghost.stale_unlocks)[q])
+        if broken >= 0 and broken >= min(running)[0] - lk.CLIENT_LOCK_MAX_LIVE_TIME:
             continue
         return f"queue {q}: clients {sorted(clients)} run the orderly listener at once at {s.now}, no margin broken"
     return None
@@ -598,7 +665,7 @@ def _landed_commit(s: State, a: Action, q: int) -> tuple[int, str, int] | None:
 
 
 def _by_failover(m: Model, s: State, a: Action, t: State, q: int) -> bool:
-    return isinstance(a, (BrokerCrash, BrokerRestart))
+    return isinstance(a, (BrokerCrash, BrokerRestart, CorruptOffsetFile))
 
 
 def _by_admin_reset(m: Model, s: State, a: Action, t: State, q: int) -> bool:
@@ -629,7 +696,8 @@ DECLARED_DECREASE_CAUSES: tuple[DecreaseCause, ...] = (
     DecreaseCause(
         "failover",
         "R3.6, R3.7",
-        "A restarted broker loads consumerOffset.json, flushed up to 5 s earlier.",
+        "A restarted broker loads consumerOffset.json, flushed up to 5 s earlier, or its .bak, one flush older, "
+        "when the main file is unreadable (CorruptOffsetFile).",
         _by_failover,
     ),
     DecreaseCause(
@@ -786,6 +854,15 @@ INVARIANTS: tuple[Invariant, ...] = (
         "Orderly consumption promises one consumer per queue in order; two listeners process the same "
         "messages concurrently and out of order (RMQ-09, RMQ-10).",
         _single_orderly_listener,
+    ),
+    Invariant(
+        "INV-20",
+        "single_pull_loop",
+        "Every pq in the table has exactly one PullRequest: queued, or one pull in flight (none once dropped); "
+        "no pq has two pulls in flight.",
+        "R5.1, R5.7, R9.4",
+        "Two pull loops for one queue fetch the same offsets twice and race their nextOffset and commits.",
+        _single_pull_loop,
     ),
     Invariant(
         "INV-13a",

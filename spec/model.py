@@ -22,6 +22,7 @@ from typing import Any, Final
 from rmqspec.spec import broker_rules as br
 from rmqspec.spec import orderly as lk
 from rmqspec.spec.actions import (
+    BACKGROUND_TASKS,
     CONSUME_SUCCESS,
     ORDERLY_SUCCESS,
     RECONSUME_LATER,
@@ -37,6 +38,7 @@ from rmqspec.spec.actions import (
     ClientResetReceive,  # full fidelity area
     ClientResetWake,  # full fidelity area
     CoolQueueHead,
+    CorruptOffsetFile,
     Crash,
     DelayedUnlock,
     DeliverScheduled,
@@ -45,10 +47,12 @@ from rmqspec.spec.actions import (
     FixOffsetIllegal,
     Heartbeat,
     LockAll,
+    LoseCommit,
     PersistOffsets,
     Produce,
     Rebalance,
     RebalanceQueryError,
+    RebalanceWithoutSelf,
     ReceivePull,
     RetentionDelete,
     SendPull,
@@ -56,6 +60,7 @@ from rmqspec.spec.actions import (
     Stall,
     Start,
     StartConsume,
+    TaskDies,
     Tick,
     TryLockLater,
 )
@@ -153,7 +158,10 @@ class Model:
         # their order (R9.4; a CONFIG list may name the retry queue in the topic's pass).
         self.mqs = model_queues(c)
         self.queue_index = {mq: q for q, mq in enumerate(self.mqs)}
-        self.cids = tuple(client_id(i) for i in range(c.consumers))
+        self.cids = tuple(client_id(0 if i == 1 and c.duplicate_client_id else i) for i in range(c.consumers))
+        # Who a clientId names: the lowest consumer index with it. The broker's lock table, unlockBatch and
+        # a consumer list key by clientId, so consumers sharing one are one holder there (RMQ-11).
+        self.identity = tuple(self.cids.index(cid) for cid in self.cids)
         self.max_reconsume = c.effective_max_reconsume_times
         m = c.mutations
         self.m_watermark_highest = "watermark_highest_consumed" in m
@@ -189,10 +197,17 @@ class Model:
         self.m_removal_ignores_lock = "orderly_removal_ignores_consume_lock" in m
         self.m_ignores_lock_expiry = "orderly_ignores_lock_expiry" in m
         self.m_no_queue_monitor = "orderly_no_queue_monitor" in m
-        # INV-12a and INV-12 tolerate what 4.9.8's stale unlockDelay causes (ghost stale_unlocks); tests set
-        # this to show the 4.9.8 bug (docs/spec.md §14).
-        self.strict_orderly = False
-        self.track_heartbeats = c.client_stalls > 0  # Stall: the broker's idle-channel scan (R4.3)
+        self.m_pull_requeued = "pull_request_requeued" in m
+        # What INV-12a and INV-12 tolerate by default, each switched off by a test to show what it hides
+        # (docs/spec.md §14): overlaps after a 4.9.8 unlockDelay released a re-acquired lock (a bug, ghost
+        # stale_unlocks), overlaps after a timing margin broke (broker crash, stall: outside INV-12's claim,
+        # RMQ-10), and the lock a shared clientId shares (RMQ-11).
+        self.tolerate_stale_unlock = True
+        self.tolerate_broken_margins = True
+        self.tolerate_shared_client_id = True
+        # Stall, TaskDies: the broker's idle-channel scan (R4.3) matters only when heartbeats can stop
+        self.track_heartbeats = c.client_stalls > 0 or c.task_deaths > 0
+        self.track_bak = c.offset_file_corruptions > 0  # CorruptOffsetFile: the broker's .bak
         self._steps: dict[type, Callable[[State, Any], State]] = {
             Tick: self._tick,
             Produce: self._produce,
@@ -219,6 +234,10 @@ class Model:
             TryLockLater: self._try_lock_later,  # orderly consume loop
             DelayedUnlock: self._delayed_unlock,  # orderly consume loop
             Stall: self._stall,  # orderly consume loop
+            LoseCommit: self._lose_commit,  # faults
+            RebalanceWithoutSelf: self._rebalance_without_self,  # faults
+            TaskDies: self._task_dies,  # faults
+            CorruptOffsetFile: self._corrupt_offset_file,  # faults
             RetentionDelete: self._retention_delete,  # fidelity area
             FixOffsetIllegal: self._fix_offset_illegal,  # fidelity area
         }
@@ -238,8 +257,10 @@ class Model:
         broker = Broker(True, queues, none_q, none_q, FLUSH_FIRST_DELAY, frozenset(), (), ())
         if self.orderly:  # orderly area: an empty RebalanceLockManager table (R8.1)
             broker = broker._replace(locks=(None,) * q_count)
-        if c.client_stalls:  # Stall: each channel's lastUpdateTimestamp, 0 while not registered (R4.3)
+        if self.track_heartbeats:  # each channel's lastUpdateTimestamp, 0 while not registered (R4.3)
             broker = broker._replace(heartbeat_at=(0,) * c.consumers)
+        if self.track_bak:  # no .bak yet: loadBak would give an empty table (R3.7)
+            broker = broker._replace(bak=none_q)
         client = Client(False, none_q, none_q, (None,) * q_count, (), (), (), (), (), None, None, None, False, None, 0)
         ledgers = c.consumers if c.mode == BROADCASTING else 1
         zeros = (0,) * (ledgers * q_count)
@@ -257,7 +278,14 @@ class Model:
             c.query_errors,
             retention_deletes=c.retention_deletes,
         )
-        budget = budget._replace(admin_resets=c.admin_resets, client_stalls=c.client_stalls)
+        budget = budget._replace(
+            admin_resets=c.admin_resets,
+            client_stalls=c.client_stalls,
+            commit_losses=c.commit_losses,
+            view_faults=c.view_faults,
+            task_deaths=c.task_deaths,
+            offset_file_corruptions=c.offset_file_corruptions,
+        )
         start = History(Event(0, "start", -1, -1, 0, "initial state"), None)
         return State(0, broker, (client,) * c.consumers, ghost, budget, start)
 
@@ -278,7 +306,7 @@ class Model:
 
     # What still happens to a stalled client: the broker reads its connection and may expire its channel,
     # and the process can be killed (orderly consume loop, Stall).
-    _UNSTALLED = (BrokerReceive, ExpireChannel, Crash, Start)
+    _UNSTALLED = (BrokerReceive, ExpireChannel, Crash, Start, LoseCommit)
 
     def enabled(self, state: State) -> list[Action]:
         """Every action enabled in ``state``, in a deterministic order."""
@@ -303,11 +331,15 @@ class Model:
                 out.append(BrokerCrash())
         else:
             out.append(BrokerRestart())
+            if state.budget.offset_file_corruptions > 0 and b.bak is not None:
+                out.append(CorruptOffsetFile())  # faults
         for i, cl in enumerate(state.clients):
             if b.up and i in b.registered and (not cl.running or self._channel_idle(state, i)):
                 out.append(ExpireChannel(i))
             if cl.channel:
                 out.append(BrokerReceive(i))
+                if state.budget.commit_losses > 0 and isinstance(cl.channel[0], Commit):
+                    out.append(LoseCommit(i))  # faults: the oneway commit is lost on the way
             if not cl.running:
                 out.append(Start(i))
                 continue
@@ -317,6 +349,8 @@ class Model:
                 continue
             if state.budget.client_stalls > 0:
                 out.extend(Stall(i, d) for d in STALL_DURATIONS)  # orderly consume loop
+            if state.budget.task_deaths > 0:
+                out.extend(TaskDies(i, t) for t in self._live_tasks(cl))  # faults
             out.extend(self._orderly_timers_enabled(state, i, cl))  # orderly consume loop
             if state.budget.client_shutdowns > 0:
                 out.append(Shutdown(i))
@@ -328,10 +362,12 @@ class Model:
                 out.append(PersistOffsets(i))
             if cl.next_lock_all is not None and cl.next_lock_all <= state.now:
                 out.append(LockAll(i))  # orderly area
-            if cl.rebalance_requested or (cl.next_rebalance is not None and cl.next_rebalance <= state.now):
+            if self._rebalance_due(state, i):
                 out.append(Rebalance(i))
                 if self.clustering and state.budget.query_errors > 0 and b.up and b.registered:
                     out.extend(RebalanceQueryError(i, q) for q, pq in enumerate(cl.pqs) if pq is None)
+                if self._self_missing_possible(state, i):
+                    out.append(RebalanceWithoutSelf(i))  # faults
             for q, pq in enumerate(cl.pqs):
                 if (
                     pq is not None
@@ -454,8 +490,12 @@ class Model:
         b = s.broker
         if not b.up or b.next_flush is None or b.next_flush > s.now:
             raise ActionNotEnabled(a, "flush timer not due")
+        due = b.next_flush
+        if self.track_bak:  # string2File copies the readable previous main to .bak (R1.15, R3.6)
+            b = b._replace(bak=None if b.main_unreadable else b.flushed, main_unreadable=False)
+            s = s._replace(ghost=s.ghost._replace(bak_writer=s.ghost.flushed_writer))
         return s._replace(
-            broker=b._replace(flushed=b.offsets, next_flush=b.next_flush + FLUSH_INTERVAL),
+            broker=b._replace(flushed=b.offsets, next_flush=due + FLUSH_INTERVAL),
             ghost=s.ghost._replace(flushed_writer=s.ghost.last_writer),
         )
 
@@ -654,6 +694,7 @@ class Model:
             relocks=(),  # orderly consume loop: the service's scheduler dies with the process
             unlocks=(),
             stalled_until=None,
+            dead_tasks=(),  # faults: a restarted process has all its tasks again
         )
 
     def _shutdown(self, s: State, a: Shutdown) -> State:
@@ -803,10 +844,13 @@ class Model:
 
     def _rebalance_due(self, s: State, i: int) -> bool:
         cl = s.clients[i]
+        if "RebalanceService" in cl.dead_tasks:  # faults: the thread is gone; nothing wakes it
+            return False
         return cl.running and (cl.rebalance_requested or (cl.next_rebalance is not None and cl.next_rebalance <= s.now))
 
-    def _do_rebalance(self, s: State, i: int, fault: int | None) -> State:
-        """doRebalance (R9.1); ``fault`` is the queue whose offset query fails, if any."""
+    def _do_rebalance(self, s: State, i: int, fault: int | None, without_self: bool = False) -> State:
+        """doRebalance (R9.1); ``fault`` is the queue whose offset query fails, if any; ``without_self``:
+        the broker's consumer lists lack this consumer's clientId (RebalanceWithoutSelf)."""
         cl = s.clients[i]
         s = s._replace(
             clients=_put(
@@ -832,7 +876,13 @@ class Model:
         for queues in topics:
             # findConsumerIdList per topic: the heartbeat of an earlier topic's change may have
             # registered this consumer in between (R9.3, R9.6).
-            members = tuple(sorted(s.broker.registered, key=lambda j: self.cids[j]))
+            listed = s.broker.registered
+            if without_self:
+                listed = frozenset(j for j in listed if self.cids[j] != me)
+                if not listed:  # an empty list is answered "no consumer for this group": null (R9.3 step 3)
+                    thrown += 1
+                    continue
+            members = tuple(sorted(listed, key=lambda j: self.cids[j]))
             cid_all = tuple(self.cids[j] for j in members)
             try:
                 allocated = allocate_queues(self.strategies[i], me, tuple(self.mqs[q] for q in queues), cid_all)
@@ -844,7 +894,7 @@ class Model:
             s, placed = self._rebalance_topic(s, i, queues, mine, fault)
             if s.budget.query_errors != errors:
                 fault = None  # the query error strikes once; a CONFIG list can ask again in the next topic
-            lists.add(members)
+            lists.add(tuple(self.identity[j] for j in members))  # a view names clientIds (RMQ-11)
             complete = complete and placed
         if thrown == len(topics):
             return s  # no topic was allocated: the view stays
@@ -1010,7 +1060,7 @@ class Model:
                 commit_value = pq.next_offset
         request = PullRequestMsg(q, pq.uid, pq.next_offset, commit_value > 0, commit_value)
         cl = cl._replace(
-            pqs=_put(cl.pqs, q, pq._replace(pull_state=PULL_IN_FLIGHT)),
+            pqs=_put(cl.pqs, q, pq._replace(pull_state=PULL_READY if self.m_pull_requeued else PULL_IN_FLIGHT)),
             pulls=(*cl.pulls, PullInFlight(q, pq.uid, pq.next_offset, -1, None, None)),
             channel=(*cl.channel, request),
         )
@@ -1407,7 +1457,7 @@ class Model:
         b = s.broker
         if not b.up:
             return s, frozenset()
-        locks, granted = lk.try_lock_batch(b.locks, queues, i, s.now, self.m_lock_ignores_holder)
+        locks, granted = lk.try_lock_batch(b.locks, queues, self.identity[i], s.now, self.m_lock_ignores_holder)
         cl = s.clients[i]
         pqs = list(cl.pqs)
         for q in queues:
@@ -1429,7 +1479,7 @@ class Model:
         owned = tuple(q for q, pq in enumerate(cl.pqs) if pq is not None)
         if not owned or not s.broker.up:
             return s
-        b = s.broker._replace(locks=lk.unlock_batch(s.broker.locks, owned, i))
+        b = s.broker._replace(locks=lk.unlock_batch(s.broker.locks, owned, self.identity[i]))
         pqs = tuple(pq._replace(locked=False) if pq is not None else None for pq in cl.pqs)
         return s._replace(broker=b, clients=_put(s.clients, i, cl._replace(pqs=pqs)))
 
@@ -1473,16 +1523,106 @@ class Model:
             return s._replace(clients=_put(s.clients, i, cl._replace(pqs=_put(cl.pqs, q, pq)))), pq, False
         return s, pq._replace(next_offset=start, previously_locked=True), True
 
+    # --- faults: a lost oneway commit, a consumer list that misses its asker --------------------------
+    def _lose_commit(self, s: State, a: LoseCommit) -> State:
+        """LoseCommit(client) (budgeted). Enabled: the oldest request on the client's connection is a
+        oneway UPDATE_CONSUMER_OFFSET and ``commit_losses`` budget is left. Effect: it never reaches the
+        broker (R2.5, R2.6: oneway, nothing notices); the next persist sends the memory offset again."""
+        i = a.client
+        cl = s.clients[i]
+        if not cl.channel or not isinstance(cl.channel[0], Commit) or s.budget.commit_losses <= 0:
+            raise ActionNotEnabled(a, "no oneway commit at the head of the connection, or budget used up")
+        item = cl.channel[0]
+        return s._replace(
+            clients=_put(s.clients, i, cl._replace(channel=cl.channel[1:])),
+            budget=s.budget._replace(commit_losses=s.budget.commit_losses - 1),
+            history=History(Event(s.now, "commit-lost", i, item.queue, item.offset, item.cause), s.history),
+        )
+
+    def _live_tasks(self, cl: Client) -> list[str]:
+        """The client's background tasks still alive (lockMQPeriodically exists for orderly CLUSTERING)."""
+        exists = {
+            "persistAllConsumerOffset": cl.next_persist is not None,
+            "sendHeartbeatToAllBroker": cl.next_heartbeat is not None,
+            "RebalanceService": "RebalanceService" not in cl.dead_tasks,
+            "lockMQPeriodically": cl.next_lock_all is not None,
+        }
+        return [t for t in BACKGROUND_TASKS if exists[t] and t not in cl.dead_tasks]
+
+    def _task_dies(self, s: State, a: TaskDies) -> State:
+        """TaskDies(client, task) (budgeted). Enabled: running, the task is alive, ``task_deaths`` budget
+        left. Effect: the task never runs again until the process restarts: an Error escapes its
+        ``catch (Exception)`` (a ScheduledExecutorService then suppresses every later run; the
+        RebalanceService thread exits, so neither its 20 s wait nor rebalanceImmediately wakes it). The
+        4.9.8 tasks catch Exception (lockMQPeriodically since 4.9.3, #3861), so only an Error kills them
+        [RMQ-10's "renewal dies"]. Liveness at quiescence reports what the dead task leaves undone."""
+        i = a.client
+        cl = s.clients[i]
+        if not cl.running or s.budget.task_deaths <= 0 or a.task not in self._live_tasks(cl):
+            raise ActionNotEnabled(a, "not running, no such live task, or budget used up")
+        timers = {
+            "persistAllConsumerOffset": {"next_persist": None},
+            "sendHeartbeatToAllBroker": {"next_heartbeat": None},
+            "RebalanceService": {"next_rebalance": None},
+            "lockMQPeriodically": {"next_lock_all": None},
+        }[a.task]
+        cl = cl._replace(dead_tasks=(*cl.dead_tasks, a.task), **timers)  # type: ignore[arg-type]
+        return s._replace(
+            clients=_put(s.clients, i, cl), budget=s.budget._replace(task_deaths=s.budget.task_deaths - 1)
+        )
+
+    def _corrupt_offset_file(self, s: State, a: CorruptOffsetFile) -> State:
+        """CorruptOffsetFile (budgeted, at most once). Enabled: the broker is down and its .bak is readable
+        or missing. Effect: consumerOffset.json is unreadable, so the restart's ``ConfigManager.load``
+        falls back to ``loadBak`` (R3.7): the table of the flush before the last, or, with no .bak yet
+        (fewer than two flushes), an empty table: every group looks new and starts from consumeFromWhere
+        (S16). Offsets committed since that flush are lost; the next flush copies the unreadable main over
+        .bak (R1.15). The client-side fall-back (R1.16) is not modelled."""
+        b = s.broker
+        if b.up or b.bak is None or s.budget.offset_file_corruptions <= 0:
+            raise ActionNotEnabled(a, "broker up, no .bak yet, or budget used up")
+        # the model loads the table when the broker goes down (BrokerCrash): what the restart will load
+        return s._replace(
+            broker=b._replace(offsets=b.bak, flushed=b.bak, main_unreadable=True),
+            budget=s.budget._replace(offset_file_corruptions=s.budget.offset_file_corruptions - 1),
+            ghost=s.ghost._replace(flushed_writer=s.ghost.bak_writer, last_writer=s.ghost.bak_writer),
+        )
+
+    def _self_missing_possible(self, s: State, i: int) -> bool:
+        b = s.broker
+        return (
+            self.clustering
+            and s.budget.view_faults > 0
+            and b.up
+            and i in b.registered
+            and any(j != i for j in b.registered)
+            and self._rebalance_due(s, i)
+        )
+
+    def _rebalance_without_self(self, s: State, a: RebalanceWithoutSelf) -> State:
+        """RebalanceWithoutSelf(client) (budgeted). Enabled: CLUSTERING, a rebalance is due as for
+        Rebalance, the broker is up with this consumer and another registered, and ``view_faults`` budget
+        is left. Effect: Rebalance(client) in which every GET_CONSUMER_LIST_BY_GROUP answer lacks this
+        consumer's clientId: its heartbeat had not reached the broker it asked (S7, R9.3). Its own id
+        missing from cidAll, every strategy but CONFIG allocates it nothing (R11.0) and Phase A drops the
+        topic's pqs; the others keep their slices, so queues go unowned until the next rebalance [RMQ-11]."""
+        if not self._self_missing_possible(s, a.client):
+            raise ActionNotEnabled(a, "no rebalance due, not listed with another consumer, or budget used up")
+        s = s._replace(budget=s.budget._replace(view_faults=s.budget.view_faults - 1))
+        return self._do_rebalance(s, a.client, None, without_self=True)
+
     # --- orderly consume loop (R6.4, R8.5-R8.8) and the Stall fault --------------------------------------
     def _stalled(self, s: State, cl: Client) -> bool:
         """Is the consumer process paused by a Stall now?"""
         return cl.stalled_until is not None and s.now < cl.stalled_until
 
     def _channel_idle(self, s: State, i: int) -> bool:
-        """A stalled consumer whose channel's lastUpdateTimestamp (its last heartbeat to land) is over
-        120 s old: the broker's idle-channel scan closes it (R4.3)."""
+        """A stalled consumer, or one whose heartbeat task died, whose channel's lastUpdateTimestamp (its
+        last heartbeat to land) is over 120 s old: the broker's idle-channel scan closes it (R4.3)."""
         b = s.broker
-        if not self._stalled(s, s.clients[i]) or not b.heartbeat_at or i not in b.registered:
+        cl = s.clients[i]
+        silent = self._stalled(s, cl) or "sendHeartbeatToAllBroker" in cl.dead_tasks
+        if not silent or not b.heartbeat_at or i not in b.registered:
             return False
         return s.now - b.heartbeat_at[i] > CHANNEL_EXPIRED_TIMEOUT
 
@@ -1735,7 +1875,8 @@ class Model:
             raise ActionNotEnabled(a, "no unlockDelay task due for this queue")
         s = s._replace(clients=_put(s.clients, i, cl._replace(unlocks=cl.unlocks[:k] + cl.unlocks[k + 1 :])))
         pq = cl.pqs[a.queue]
-        if s.broker.up and pq is not None and not pq.dropped and lk.holder(s.broker.locks, a.queue, s.now) == i:
+        holder = lk.holder(s.broker.locks, a.queue, s.now)
+        if s.broker.up and pq is not None and not pq.dropped and holder == self.identity[i]:
             # The task does not know the queue came back: it releases the lock of the pq now in the table.
             ghost = s.ghost._replace(stale_unlocks=_put(self._per_q_int(s.ghost.stale_unlocks), a.queue, s.now))
             s = s._replace(ghost=ghost)
@@ -1750,7 +1891,7 @@ class Model:
         runs lock requests and commits on different executors, so either order is possible."""
         if not s.broker.up:
             return s
-        return s._replace(broker=s.broker._replace(locks=lk.unlock_batch(s.broker.locks, (q,), i)))
+        return s._replace(broker=s.broker._replace(locks=lk.unlock_batch(s.broker.locks, (q,), self.identity[i])))
 
     def _remove_orderly(self, s: State, i: int, q: int, pq: ProcessQueue, uid: int, cause: str) -> tuple[State, bool]:
         """removeUnnecessaryMessageQueue of an orderly CLUSTERING consumer for ``pq``, already dropped

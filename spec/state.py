@@ -73,6 +73,10 @@ class Broker(NamedTuple):
     # Stall: per client, when its channel's lastUpdateTimestamp was last set by a heartbeat (R4.3); kept
     # only when stalls are configured (the idle-channel scan matters only then). () otherwise.
     heartbeat_at: tuple[int, ...] = ()
+    # CorruptOffsetFile: consumerOffset.json.bak, the table the flush before the last wrote (R3.6, R3.7); None
+    # when there is no readable .bak. Kept only when corruptions are configured.
+    bak: tuple[int | None, ...] | None = None
+    main_unreadable: bool = False  # CorruptOffsetFile: consumerOffset.json holds garbage until the next flush
 
 
 class ProcessQueue(NamedTuple):
@@ -217,6 +221,7 @@ class Client(NamedTuple):
     relocks: tuple[tuple[int, int, int], ...] = ()  # tryLockLaterAndReconsume tasks: (pq uid, queue, due)
     unlocks: tuple[tuple[int, int], ...] = ()  # 4.9.8 unlockDelay tasks: (queue, due)
     stalled_until: int | None = None  # Stall: the JVM is paused until then (GC, suspended VM)
+    dead_tasks: tuple[str, ...] = ()  # TaskDies: background tasks gone until the process restarts
 
 
 class Ghost(NamedTuple):
@@ -240,9 +245,10 @@ class Ghost(NamedTuple):
     # orderly consume loop: when a timing margin last broke (a broker crash emptied the lock table, or a
     # consumer stalled); INV-12 tolerates overlapping listeners that began within 30 s before it
     margins_broken_at: int = -1
+    bak_writer: tuple[int | None, ...] = ()  # CorruptOffsetFile: flushed_writer as of the .bak's flush
     # per queue, () meaning none: when a 4.9.8 unlockDelay task released the lock of a pq its client had
     # re-created for that queue meanwhile (R8.8; docs/spec.md §14). INV-12a and INV-12 tolerate beliefs
-    # older than it unless Model.strict_orderly is set.
+    # older than it unless Model.tolerate_stale_unlock is off.
     stale_unlocks: tuple[int, ...] = ()
 
 
@@ -258,6 +264,10 @@ class Budget(NamedTuple):
     retention_deletes: int = 0  # fidelity: RetentionDelete (R5.5)
     admin_resets: int = 0  # full fidelity: AdminReset (R3.10a, R3.10b)
     client_stalls: int = 0  # orderly consume loop: Stall, a stop-the-world pause
+    commit_losses: int = 0  # faults: LoseCommit
+    view_faults: int = 0  # faults: RebalanceWithoutSelf
+    task_deaths: int = 0  # faults: TaskDies
+    offset_file_corruptions: int = 0  # faults: CorruptOffsetFile
 
 
 class Event(NamedTuple):

@@ -7,6 +7,8 @@ property; and the Hypothesis machine quiesces at the end of each example.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from rmqspec.properties.explore import explore, walk
@@ -88,3 +90,37 @@ def test_a_client_left_down_leaves_its_queues_to_the_survivors() -> None:
 
 TestLivenessMachine = machine_for(configs(), LivenessMachine).TestCase
 TestLivenessMachine.settings = scaled(0.25)
+
+
+@pytest.mark.parametrize(
+    ("task", "mode", "expected"),
+    [
+        ("persistAllConsumerOffset", BROADCASTING, "LIV-2"),  # the local file is never written again
+        ("RebalanceService", CLUSTERING, "LIV-1"),  # the old owner keeps every queue the newcomer takes too
+        # the channel expires 120 s after the last heartbeat (nobody told); the consumer's own rebalance then
+        # finds itself missing and drops its queues, and messageQueueChanged's heartbeat (not the dead task)
+        # brings it back: it flaps every ~2 minutes, a liveness check at any instant may pass
+        ("sendHeartbeatToAllBroker", CLUSTERING, None),
+    ],
+)
+def test_a_background_task_that_dies_is_caught_at_quiescence(task: str, mode: str, expected: str | None) -> None:
+    from rmqspec.spec import actions as act
+
+    config = Config(
+        mode=mode, consumers=2, queues=2, backlog=2, messages_per_queue=2, task_deaths=1,
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET", client_crashes=0, client_shutdowns=0, broker_crashes=0,
+    )  # fmt: skip
+    model = Model(config)
+    state = model.initial()
+    for action in (act.Start(0), act.Rebalance(0), act.TaskDies(0, task), act.Start(1)):
+        state = model.step(state, action)
+    if expected is None:  # run the whole horizon: the flapping starts after 120 s of silence
+        steps = quiesce(model, state, settle=False).steps
+        assert steps.count(act.ExpireChannel(0)) >= 2  # it dropped out, came back, and dropped out again
+    else:
+        assert expected in {v.id for v in quiesce_and_check(model, state)[1]}
+    healthy = Model(replace(config, task_deaths=0))
+    state = healthy.initial()
+    for action in (act.Start(0), act.Rebalance(0), act.Start(1)):
+        state = healthy.step(state, action)
+    assert quiesce_and_check(healthy, state)[1] == []

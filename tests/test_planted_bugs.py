@@ -44,6 +44,7 @@ CASES: dict[str, tuple[str, dict[str, object]]] = {
     # orderly consume loop (R6.4, R8.6)
     "orderly_commit_returns_last_key": ("INV-3", {"mode": CLUSTERING, "orderly": True}),
     "orderly_suspend_commits": ("INV-3", {"mode": CLUSTERING, "orderly": True}),
+    "pull_request_requeued": ("INV-20", {"mode": CLUSTERING}),
     # full fidelity area (admin reset, R3.10a): the reset's commit carries no target of any reset
     "client_reset_off_by_one": ("INV-8r", {"mode": CLUSTERING, "admin_resets": 2}),
 }

@@ -205,6 +205,52 @@ CONFIGS: dict[str, dict[str, Any]] = {
     # when nobody is online; 5.x: the pending reset, ignored commits, the pull answered OFFSET_RESET.
     "admin-reset": {**RESET},
     "5x-admin-reset": {**RESET, "version": "5.x"},
+    # faults: oneway commits lost on the wire (R2.5, R2.6); rebalances whose consumer list lacks the asker
+    # (S7, R9.3, R11.0); consumer 1 sharing consumer 0's clientId (RMQ-11): one slice taken twice, one orphaned,
+    # and (orderly) one broker lock held, and released, by both.
+    "commit-losses": {"commit_losses": 3, "consumers": 2, "client_crashes": 1, "broker_crashes": 1},
+    "view-faults": {"view_faults": 3, "consumers": 3, "client_crashes": 1},
+    "duplicate-client-id": {
+        "duplicate_client_id": True,
+        "consumers": 3,
+        "queues": 4,
+        "client_crashes": 2,
+        "view_faults": 2,
+        "commit_losses": 2,
+    },
+    "5x-duplicate-client-id-orderly": {
+        "duplicate_client_id": True,
+        "version": "5.x",
+        "orderly": True,
+        "consumers": 3,
+        "client_shutdowns": 2,
+        "client_crashes": 1,
+    },
+    "orderly-loop-faults": {
+        **ORDERLY_LOOP,
+        "duplicate_client_id": True,
+        "view_faults": 2,
+        "commit_losses": 2,
+        "client_stalls": 2,
+    },
+    # faults: background tasks that die (TaskDies) and an unreadable broker offset file (CorruptOffsetFile)
+    "task-deaths": {"consumers": 3, "task_deaths": 3},
+    "5x-task-deaths-orderly": {"consumers": 3, "task_deaths": 3, "orderly": True, "version": "5.x"},
+    "task-deaths-broadcasting": {"mode": "BROADCASTING", "task_deaths": 2},
+    "corrupt-offset-file": {
+        "consumers": 2,
+        "offset_file_corruptions": 1,
+        "broker_crashes": 3,
+        "backlog": 2,
+        "consume_from_where": "CONSUME_FROM_FIRST_OFFSET",
+    },
+    "5x-corrupt-offset-file-orderly": {
+        "consumers": 2,
+        "offset_file_corruptions": 1,
+        "broker_crashes": 3,
+        "orderly": True,
+        "version": "5.x",
+    },
 }
 
 ORDERLY_LOOP_CONFIGS = frozenset(name for name in CONFIGS if "orderly-loop" in name)
@@ -245,6 +291,17 @@ EXPECTED: dict[str, set[str]] = {
         "offset-illegal-at-once",
         "reset-taken-by-held-pull",
     },
+    # faults
+    "commit-losses": {"LoseCommit", "PersistOffsets"},
+    "view-faults": {"RebalanceWithoutSelf"},
+    "duplicate-client-id": {"RebalanceWithoutSelf", "LoseCommit", "duplicate-in-view"},
+    "5x-duplicate-client-id-orderly": {"LockAll", "duplicate-in-view", "lock-shared-by-duplicate-id"},
+    "orderly-loop-faults": {"LoseCommit", "RebalanceWithoutSelf", "Stall", "lock-shared-by-duplicate-id", "suspend"},
+    "task-deaths": {"TaskDies"},
+    "5x-task-deaths-orderly": {"TaskDies", "LockAll"},
+    "task-deaths-broadcasting": {"TaskDies", "local-file-written"},
+    "corrupt-offset-file": {"CorruptOffsetFile", "BrokerRestart"},
+    "5x-corrupt-offset-file-orderly": {"CorruptOffsetFile"},
 }
 
 
@@ -363,6 +420,11 @@ def run_lockstep(
                 run.seen.add("suspend")  # orderly consume loop
             if any(pq is not None and pq.dropped for cl in state.clients for pq in cl.pqs):
                 run.seen.add("removal-refused")  # an orderly removal refused by a running listener (R8.8)
+            if any(cl.view is not None and len(set(cl.view)) < len(cl.view) for cl in state.clients):
+                run.seen.add("duplicate-in-view")  # faults (RMQ-11): balanced over a list naming one id twice
+            locked = [q for cl in state.clients for q, pq in enumerate(cl.pqs) if pq is not None and pq.locked]
+            if config.duplicate_client_id and len(locked) > len(set(locked)):
+                run.seen.add("lock-shared-by-duplicate-id")  # faults (RMQ-11): two consumers, one broker lock
     finally:
         reference.close()
     return run

@@ -182,6 +182,7 @@ PLANTED: dict[str, tuple[dict[str, Any], bool]] = {
     "orderly_removal_ignores_consume_lock": ({"orderly": True}, False),
     "orderly_ignores_lock_expiry": ({"orderly": True}, False),
     "orderly_no_queue_monitor": ({"orderly": True}, False),
+    "pull_request_requeued": ({}, False),  # INV-20 fails at the send, before an observed field differs
     # liveness at quiescence: no safety property fails, so a walk has no counterexample (LIVENESS_ONLY)
     "persist_timer_stops": ({"mode": cfg.BROADCASTING}, False),
     "rebalance_timer_stops": ({}, False),

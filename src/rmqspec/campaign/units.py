@@ -85,6 +85,10 @@ _FAMILY_OF: dict[type, str] = {
     act.TryLockLater: "client_timer",  # orderly consume loop: the service's scheduled tasks
     act.DelayedUnlock: "client_timer",
     act.Stall: "stall",  # drawn only when a config sets client_stalls
+    act.LoseCommit: "network",  # faults, drawn only when a config sets their budgets
+    act.RebalanceWithoutSelf: "rebalance",
+    act.TaskDies: "client_stop",
+    act.CorruptOffsetFile: "broker_crash",
 }
 
 
@@ -373,6 +377,11 @@ _DISTINGUISHING = {
     "PersistOffsets",
     "DeliverScheduled",
     "RebalanceQueryError",
+    "Stall",  # orderly consume loop and faults: a counterexample's shape names the faults it needed
+    "LoseCommit",
+    "RebalanceWithoutSelf",
+    "TaskDies",
+    "CorruptOffsetFile",
 }
 
 
