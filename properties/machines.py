@@ -84,6 +84,7 @@ def configs(draw: st.DrawFn, mutations: frozenset[str] = frozenset(), **fixed: A
     values["commit_losses"] = draw(st.integers(0, 1))
     values["view_faults"] = draw(st.integers(0, 1))
     values["offset_file_corruptions"] = draw(st.integers(0, 1))
+    values["local_offset_file_corruptions"] = draw(st.integers(0, 1))
     values["duplicate_client_id"] = draw(st.sampled_from((False, False, False, True)))
     values.update(fixed)
     if values.get("admin_resets"):  # the admin reset is not modelled with these (yet)
@@ -95,6 +96,8 @@ def configs(draw: st.DrawFn, mutations: frozenset[str] = frozenset(), **fixed: A
             ("duplicate_client_id", False),
         ):
             values[key] = values[key] if key in fixed else off
+    if values["mode"] != BROADCASTING and "local_offset_file_corruptions" not in fixed:
+        values["local_offset_file_corruptions"] = 0  # only a BROADCASTING consumer has a local file
     duplicable = values["mode"] == CLUSTERING and values["consumers"] >= 2 and values["strategy"] != MACHINE_ROOM_NEARBY
     if not duplicable and "duplicate_client_id" not in fixed:
         values["duplicate_client_id"] = False
@@ -155,7 +158,13 @@ FAMILIES: dict[str, tuple[type, ...]] = {
     "client_timer": (act.Heartbeat, act.PersistOffsets, act.LockAll, act.TryLockLater, act.DelayedUnlock),
     "stall": (act.Stall,),  # a stop-the-world pause (budgeted, Config.client_stalls)
     # faults (budgeted): a lost oneway commit, a list without oneself, a dead task, an unreadable offset file
-    "fault": (act.LoseCommit, act.RebalanceWithoutSelf, act.TaskDies, act.CorruptOffsetFile),
+    "fault": (
+        act.LoseCommit,
+        act.RebalanceWithoutSelf,
+        act.TaskDies,
+        act.CorruptOffsetFile,
+        act.CorruptLocalOffsetFile,
+    ),
     "rebalance": (act.Rebalance, act.RebalanceQueryError),
     "pull": (act.SendPull, act.ReceivePull),
     "consume": (act.StartConsume, act.FinishConsume, act.ApplyConsumeOffset),

@@ -113,6 +113,7 @@ from rmqspec.reference.default_mq_push_consumer_impl import (
     FixOffsetTask,
     PullRequest,
 )
+from rmqspec.reference.fastjson_format import read_client_offset_file
 from rmqspec.reference.local_file_offset_store import LocalFileOffsetStore
 from rmqspec.reference.message import (
     PROPERTY_ORIGIN_MESSAGE_ID,
@@ -426,6 +427,7 @@ class ReferenceSystem:
             act.Stall: self._stall,  # type: ignore[dict-item]
             act.TaskDies: self._task_dies,  # type: ignore[dict-item]  # faults
             act.CorruptOffsetFile: self._corrupt_offset_file,  # type: ignore[dict-item]  # faults
+            act.CorruptLocalOffsetFile: self._corrupt_local_offset_file,  # type: ignore[dict-item]  # faults
             act.RetentionDelete: self._retention_delete,  # type: ignore[dict-item]  # fidelity area
             act.FixOffsetIllegal: self._fix_offset_illegal,  # type: ignore[dict-item]  # fidelity area
             act.AdminReset: self._admin_reset,  # type: ignore[dict-item]  # full fidelity area (admin reset)
@@ -833,6 +835,39 @@ class ReferenceSystem:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"\x00\x17{garbage")
 
+    def _local_store(self, i: int) -> LocalFileOffsetStore:
+        return LocalFileOffsetStore(self.cids[i], self.config.group, self.offsets_dir)
+
+    def _corrupt_local_offset_file(self, a: act.CorruptLocalOffsetFile) -> None:
+        """While consumer ``a.client`` is down, its offsets.json is overwritten with garbage (RMQ-21); every
+        readLocalOffset then falls back to .bak (R1.10, R1.16)."""
+        if self.processes[a.client] is not None:
+            raise ReferenceActionError(f"client {a.client} is running: its file is corrupted only while it is down")
+        path = self._local_store(a.client).store_path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"\x00\x17{garbage")
+
+    def _abstract_file_bak(self, i: int) -> tuple[tuple[int | None, ...] | None, bool]:
+        """CorruptLocalOffsetFile: (offsets.json.bak's table: all None when missing or empty, None when
+        unreadable; whether offsets.json is unreadable). (None, False) unless configured."""
+        if not self.config.local_offset_file_corruptions:
+            return None, False
+        store = self._local_store(i)
+        none_q: tuple[int | None, ...] = (None,) * len(self.mqs)
+
+        def table(path: Path) -> tuple[int | None, ...] | None:
+            text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+            if not text:
+                return none_q
+            try:
+                parsed = read_client_offset_file(text, str(path))
+            except Exception:
+                return None
+            return tuple(parsed.get(mq) for mq in self.mqs)
+
+        main = store.store_path
+        return table(Path(f"{main}.bak")), main.exists() and table(main) is None
+
     def _abstract_bak(self) -> tuple[tuple[int | None, ...] | None, bool]:
         """CorruptOffsetFile: (the table consumerOffset.json.bak holds: all None when it is missing, None
         when it is unreadable; whether the main file is unreadable). ((), False) unless configured."""
@@ -1178,9 +1213,12 @@ class ReferenceSystem:
             table = LocalFileOffsetStore(self.cids[i], c.group, self.offsets_dir).read_local_offset() or {}
             file = tuple(table.get(mq) for mq in self.mqs)
         channel = tuple(self._abstract_wire_request(r) for r in self.connections[i].outbound)
+        file_bak, file_main_unreadable = self._abstract_file_bak(i)  # faults (CorruptLocalOffsetFile)
         process = self.processes[i]
         if process is None:
             return Client(
+                file_bak=file_bak,
+                file_main_unreadable=file_main_unreadable,
                 running=False,
                 mem=none_q,
                 file=file,
@@ -1290,6 +1328,8 @@ class ReferenceSystem:
             unlocks=unlocks,
             stalled_until=process.stalled_until,
             dead_tasks=tuple(process.dead_tasks),  # faults
+            file_bak=file_bak,
+            file_main_unreadable=file_main_unreadable,
         )
 
     def _abstract_pulls(

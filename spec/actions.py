@@ -103,6 +103,14 @@ class Crash:
 
 
 @dataclass(frozen=True, slots=True)
+class CorruptLocalOffsetFile:
+    """While consumer ``client`` is down, its offsets.json (BROADCASTING) becomes unreadable (a power loss,
+    a disk fault; RMQ-21). Budgeted (``Config.local_offset_file_corruptions``)."""
+
+    client: int
+
+
+@dataclass(frozen=True, slots=True)
 class Heartbeat:
     client: int
 
@@ -284,6 +292,7 @@ Action = (
     | Start
     | Shutdown
     | Crash
+    | CorruptLocalOffsetFile  # faults
     | Heartbeat
     | PersistOffsets
     | Rebalance
@@ -319,6 +328,7 @@ PERTURBING = (
     RebalanceWithoutSelf,
     TaskDies,
     CorruptOffsetFile,
+    CorruptLocalOffsetFile,
 )
 
 

@@ -156,6 +156,9 @@ class Config:
     # after one, the next flush copies the unreadable main over .bak, and a second would stop the broker
     # from starting at all (loadBak fails), which the model does not represent.
     offset_file_corruptions: int = 0
+    # a BROADCASTING consumer's offsets.json unreadable at its restart (CorruptLocalOffsetFile; R1.16). At most 1,
+    # for the same reason: a second one would make both files unreadable and the consumer unable to start.
+    local_offset_file_corruptions: int = 0
 
     def __post_init__(self) -> None:
         _check_range("consumers", self.consumers, 1, 8)
@@ -211,6 +214,12 @@ class Config:
                 "clientId, which the model does not share)"
             )
         _check_range("offset_file_corruptions", self.offset_file_corruptions, 0, 1)
+        _check_range("local_offset_file_corruptions", self.local_offset_file_corruptions, 0, 1)
+        if self.local_offset_file_corruptions and self.mode != BROADCASTING:
+            raise ConfigError(
+                "local_offset_file_corruptions: got a budget in CLUSTERING; accepted: 0 (only a BROADCASTING "
+                "consumer keeps its offsets in a local file, R1.3)"
+            )
         faults = (self.commit_losses, self.view_faults, self.duplicate_client_id, self.task_deaths)
         if self.admin_resets and any(faults):
             raise ConfigError(

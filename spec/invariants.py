@@ -25,6 +25,7 @@ from rmqspec.spec.actions import (
     BrokerCrash,
     BrokerReceive,  # full fidelity area
     BrokerRestart,
+    CorruptLocalOffsetFile,
     CorruptOffsetFile,
     FinishConsume,
     FixOffsetIllegal,
@@ -386,7 +387,7 @@ def _persist_all_prunes(m: Model, s: State, a: Action, t: State) -> str | None:
 
 
 def _local_file_grows(m: Model, s: State, a: Action, t: State) -> str | None:
-    if m.clustering:
+    if m.clustering or isinstance(a, CorruptLocalOffsetFile):  # an unreadable main falls back to .bak (R1.16)
         return None
     for i, (old, new) in enumerate(zip(s.clients, t.clients, strict=True)):
         lost = [q for q in range(m.q_count) if old.file[q] is not None and new.file[q] is None]

@@ -38,6 +38,7 @@ from rmqspec.spec.actions import (
     ClientResetReceive,  # full fidelity area
     ClientResetWake,  # full fidelity area
     CoolQueueHead,
+    CorruptLocalOffsetFile,
     CorruptOffsetFile,
     Crash,
     DelayedUnlock,
@@ -208,6 +209,7 @@ class Model:
         # Stall, TaskDies: the broker's idle-channel scan (R4.3) matters only when heartbeats can stop
         self.track_heartbeats = c.client_stalls > 0 or c.task_deaths > 0
         self.track_bak = c.offset_file_corruptions > 0  # CorruptOffsetFile: the broker's .bak
+        self.track_file_bak = c.local_offset_file_corruptions > 0  # CorruptLocalOffsetFile: offsets.json.bak
         self._steps: dict[type, Callable[[State, Any], State]] = {
             Tick: self._tick,
             Produce: self._produce,
@@ -238,6 +240,7 @@ class Model:
             RebalanceWithoutSelf: self._rebalance_without_self,  # faults
             TaskDies: self._task_dies,  # faults
             CorruptOffsetFile: self._corrupt_offset_file,  # faults
+            CorruptLocalOffsetFile: self._corrupt_local_offset_file,  # faults
             RetentionDelete: self._retention_delete,  # fidelity area
             FixOffsetIllegal: self._fix_offset_illegal,  # fidelity area
         }
@@ -262,6 +265,8 @@ class Model:
         if self.track_bak:  # no .bak yet: loadBak would give an empty table (R3.7)
             broker = broker._replace(bak=none_q)
         client = Client(False, none_q, none_q, (None,) * q_count, (), (), (), (), (), None, None, None, False, None, 0)
+        if self.track_file_bak:  # no offsets.json.bak yet: it reads as empty (R1.10)
+            client = client._replace(file_bak=none_q)
         ledgers = c.consumers if c.mode == BROADCASTING else 1
         zeros = (0,) * (ledgers * q_count)
         skipped = list(zeros)
@@ -285,6 +290,7 @@ class Model:
             view_faults=c.view_faults,
             task_deaths=c.task_deaths,
             offset_file_corruptions=c.offset_file_corruptions,
+            local_offset_file_corruptions=c.local_offset_file_corruptions,
         )
         start = History(Event(0, "start", -1, -1, 0, "initial state"), None)
         return State(0, broker, (client,) * c.consumers, ghost, budget, start)
@@ -342,6 +348,8 @@ class Model:
                     out.append(LoseCommit(i))  # faults: the oneway commit is lost on the way
             if not cl.running:
                 out.append(Start(i))
+                if state.budget.local_offset_file_corruptions > 0 and cl.file_bak is not None:
+                    out.append(CorruptLocalOffsetFile(i))  # faults
                 continue
             if state.budget.client_crashes > 0 and self._stalled(state, cl):
                 out.append(Crash(i))  # a paused JVM can still be killed; nothing else of it runs
@@ -766,7 +774,7 @@ class Model:
                 cl.mem[q] if cl.pqs[q] is not None and cl.mem[q] is not None else cl.file[q]
                 for q in range(self.q_count)
             )
-            return s._replace(clients=_put(s.clients, i, cl._replace(file=file)))
+            return s._replace(clients=_put(s.clients, i, self._write_file(cl, file)))
         mem = list(cl.mem)
         for q, value in enumerate(cl.mem):
             if value is None:
@@ -799,7 +807,14 @@ class Model:
             return s
         if self.clustering:
             return self._send_commit(s, i, q, value, uid, cause)
-        return s._replace(clients=_put(s.clients, i, cl._replace(file=_put(cl.file, q, value))))
+        return s._replace(clients=_put(s.clients, i, self._write_file(cl, _put(cl.file, q, value))))
+
+    def _write_file(self, cl: Client, file: tuple[int | None, ...]) -> Client:
+        """MixAll.string2File of offsets.json (R1.15): the previous main goes to .bak (an unreadable main
+        too, as text: the .bak is then unreadable); main gets the merged table read from the effective file."""
+        if self.track_file_bak:
+            cl = cl._replace(file_bak=None if cl.file_main_unreadable else cl.file, file_main_unreadable=False)
+        return cl._replace(file=file)
 
     def _remove_offset(self, cl: Client, q: int) -> Client:
         """OffsetStore.removeOffset(mq): the memory entry only; the local file keeps it (R1.14, R2.2)."""
@@ -1586,6 +1601,21 @@ class Model:
             broker=b._replace(offsets=b.bak, flushed=b.bak, main_unreadable=True),
             budget=s.budget._replace(offset_file_corruptions=s.budget.offset_file_corruptions - 1),
             ghost=s.ghost._replace(flushed_writer=s.ghost.bak_writer, last_writer=s.ghost.bak_writer),
+        )
+
+    def _corrupt_local_offset_file(self, s: State, a: CorruptLocalOffsetFile) -> State:
+        """CorruptLocalOffsetFile(client) (budgeted, at most once; BROADCASTING). Enabled: the consumer is
+        down and its offsets.json.bak is readable or missing. Effect: offsets.json is unreadable, so every
+        readLocalOffset (load at start, readOffset, persistAll's merge) falls back to .bak (R1.10, R1.16 row
+        2): the table of the write before the last, or nothing. The next write merges into that and
+        copies the unreadable main over .bak (R1.15)."""
+        i = a.client
+        cl = s.clients[i]
+        if cl.running or cl.file_bak is None or s.budget.local_offset_file_corruptions <= 0:
+            raise ActionNotEnabled(a, "consumer running, .bak unreadable, or budget used up")
+        return s._replace(
+            clients=_put(s.clients, i, cl._replace(file=cl.file_bak, file_main_unreadable=True)),
+            budget=s.budget._replace(local_offset_file_corruptions=s.budget.local_offset_file_corruptions - 1),
         )
 
     def _self_missing_possible(self, s: State, i: int) -> bool:

@@ -222,6 +222,11 @@ class Client(NamedTuple):
     unlocks: tuple[tuple[int, int], ...] = ()  # 4.9.8 unlockDelay tasks: (queue, due)
     stalled_until: int | None = None  # Stall: the JVM is paused until then (GC, suspended VM)
     dead_tasks: tuple[str, ...] = ()  # TaskDies: background tasks gone until the process restarts
+    # CorruptLocalOffsetFile (BROADCASTING): offsets.json.bak (None: unreadable; all None: missing or empty)
+    # and whether the main file holds garbage until the next write (R1.10, R1.15, R1.16). Kept only when
+    # local corruptions are configured.
+    file_bak: tuple[int | None, ...] | None = None
+    file_main_unreadable: bool = False
 
 
 class Ghost(NamedTuple):
@@ -268,6 +273,7 @@ class Budget(NamedTuple):
     view_faults: int = 0  # faults: RebalanceWithoutSelf
     task_deaths: int = 0  # faults: TaskDies
     offset_file_corruptions: int = 0  # faults: CorruptOffsetFile
+    local_offset_file_corruptions: int = 0  # faults: CorruptLocalOffsetFile
 
 
 class Event(NamedTuple):

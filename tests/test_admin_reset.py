@@ -15,6 +15,7 @@ from rmqspec.properties.reset_scenarios import QUIET, consumed_then_reset, resum
 from rmqspec.spec import actions as act
 from rmqspec.spec import broker_rules as br
 from rmqspec.spec.config import CLUSTERING, V4_9_8, V5_X, Config
+from rmqspec.spec.invariants import check_state, check_step
 from rmqspec.spec.model import PULL_DELAY_WHEN_SUSPEND, Model
 
 
@@ -137,3 +138,27 @@ def test_walks_reach_every_reset_outcome_the_machine_reports() -> None:
         "broker offset decreased",
     ):
         assert counts[name] > 0, (name, counts)
+
+
+def test_4_9_8_reset_sleep_lets_a_late_pull_reply_and_the_persist_timer_commit_past_an_unconsumed_message() -> None:
+    # Found in session 3 (docs/spec.md §12): message 0 is consumed (offset 1), message 1 waits in the pq and
+    # a pull at 2 is held. resetOffset drops and clears the pq (msgCount 0) and sleeps 10 s with it still in
+    # the table; the held pull comes back NO_NEW_MSG and correctTagsOffset raises memory to 2 (R6.7); the
+    # persist timer's persistAll still names the dropped pq and commits 2, past message 1, which was never
+    # delivered. Until the wake's updateOffset(1) and persist, a crash loses message 1 (INV-9).
+    a = act
+    script = [
+        a.Start(0), a.Start(1), a.Produce(0, "A"), a.Rebalance(0), a.Produce(0, "A"), a.SendPull(0, 0),
+        a.BrokerReceive(0), a.ReceivePull(0, 0), a.StartConsume(0, 2), a.Tick(),
+        a.FinishConsume(0, 2, "CONSUME_SUCCESS", 0, 0), a.ApplyConsumeOffset(0, 2), a.Heartbeat(0), a.Heartbeat(1),
+        a.Tick(), a.SendPull(0, 0), a.BrokerReceive(0), a.AdminReset(0, 1, False), a.ClientResetReceive(0),
+        a.ReceivePull(0, 0), a.PersistOffsets(0), a.BrokerReceive(0),
+    ]  # fmt: skip
+    model = Model(Config(admin_resets=2, queues=2, messages_per_queue=4))
+    s = model.initial()
+    found: list[str] = []
+    for action in script:
+        t = model.step(s, action)
+        found += [v.id for v in check_step(model, s, action, t) + check_state(model, t)]
+        s = t
+    assert found == ["INV-9"] and s.broker.offsets[0] == 2 and s.clients[0].reset_wake is not None

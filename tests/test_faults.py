@@ -180,3 +180,39 @@ def test_an_unreadable_offset_file_makes_the_restarted_broker_load_the_flush_bef
     assert corrupted.violations == []
     with pytest.raises(ActionNotEnabled):  # the budget allows one
         corrupted.model.step(corrupted.state, act.CorruptOffsetFile())
+
+
+def test_an_unreadable_local_offset_file_makes_a_broadcasting_consumer_resume_from_its_bak() -> None:
+    # A BROADCASTING consumer writes 2, then 4 to offsets.json (each write copies the previous main to
+    # .bak, R1.15); it crashes and offsets.json is unreadable at its restart: load falls back to .bak
+    # (R1.10, R1.16 row 2), so it resumes at 2 and consumes 2 and 3 again. Its next write repairs main and
+    # copies the unreadable one over .bak.
+    config = Config(mode="BROADCASTING", consumers=1, queues=1, backlog=4, messages_per_queue=4,
+                    pull_batch_size=2, local_offset_file_corruptions=1, client_crashes=1,
+                    consume_from_where="CONSUME_FROM_FIRST_OFFSET")  # fmt: skip
+    run = Run(config)
+    run.do(act.Start(0))
+    run.do(act.Rebalance(0))
+    for target in (2, 4):
+        run.do(act.SendPull(0, 0))
+        run.drain(0)
+        run.do(act.ReceivePull(0, run.state.clients[0].pulls[0].pq_uid))
+        for _ in range(2):
+            rid = run.state.clients[0].requests[0].rid
+            run.do(act.StartConsume(0, rid))
+            run.do(act.FinishConsume(0, rid, act.CONSUME_SUCCESS, 0, 0))
+            run.do(act.ApplyConsumeOffset(0, rid))
+        run.until(lambda s, t=target: s.clients[0].file[0] == t)
+    assert run.state.clients[0].file_bak is not None and run.state.clients[0].file_bak[0] == 2
+    run.do(act.Crash(0))
+    run.do(act.CorruptLocalOffsetFile(0))
+    assert run.state.clients[0].file[0] == 2 and run.state.clients[0].file_main_unreadable
+    run.do(act.Start(0))
+    run.do(act.Rebalance(0))
+    pq = run.state.clients[0].pqs[0]
+    assert pq is not None and pq.next_offset == 2  # resumes at the .bak's offset
+    run.until(lambda s: not s.clients[0].file_main_unreadable)  # the next persistAll writes main again
+    assert run.state.clients[0].file_bak is None  # ... and the unreadable main went to .bak
+    assert run.violations == []
+    with pytest.raises(ConfigError, match="local_offset_file_corruptions"):
+        Config(local_offset_file_corruptions=1)

@@ -251,6 +251,20 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "orderly": True,
         "version": "5.x",
     },
+    "corrupt-local-offset-file": {
+        "mode": "BROADCASTING",
+        "local_offset_file_corruptions": 1,
+        "client_crashes": 3,
+        "backlog": 2,
+        "consume_from_where": "CONSUME_FROM_FIRST_OFFSET",
+    },
+    "5x-corrupt-local-offset-file-orderly": {
+        "mode": "BROADCASTING",
+        "local_offset_file_corruptions": 1,
+        "client_crashes": 3,
+        "orderly": True,
+        "version": "5.x",
+    },
 }
 
 ORDERLY_LOOP_CONFIGS = frozenset(name for name in CONFIGS if "orderly-loop" in name)
@@ -302,6 +316,8 @@ EXPECTED: dict[str, set[str]] = {
     "task-deaths-broadcasting": {"TaskDies", "local-file-written"},
     "corrupt-offset-file": {"CorruptOffsetFile", "BrokerRestart"},
     "5x-corrupt-offset-file-orderly": {"CorruptOffsetFile"},
+    "corrupt-local-offset-file": {"CorruptLocalOffsetFile", "local-file-written"},
+    "5x-corrupt-local-offset-file-orderly": {"CorruptLocalOffsetFile"},
 }
 
 

@@ -548,7 +548,9 @@ def test_the_schemas_config_bounds_are_configs(name: str) -> None:
     spec = SCHEMA["$defs"]["config"]["properties"][name]
     if "minimum" not in spec:
         return
-    base = {"messages_per_queue": 60} if name == "backlog" else {}
+    base: dict[str, object] = {"messages_per_queue": 60} if name == "backlog" else {}
+    if name == "local_offset_file_corruptions":
+        base = {"mode": "BROADCASTING"}  # only a BROADCASTING consumer keeps a local file
     for value in (spec["minimum"], spec["maximum"]):
         Config.from_mapping({**base, name: value})
     for value in (spec["minimum"] - 1, spec["maximum"] + 1):

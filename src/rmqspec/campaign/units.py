@@ -89,6 +89,7 @@ _FAMILY_OF: dict[type, str] = {
     act.RebalanceWithoutSelf: "rebalance",
     act.TaskDies: "client_stop",
     act.CorruptOffsetFile: "broker_crash",
+    act.CorruptLocalOffsetFile: "client_stop",
 }
 
 
@@ -382,6 +383,7 @@ _DISTINGUISHING = {
     "RebalanceWithoutSelf",
     "TaskDies",
     "CorruptOffsetFile",
+    "CorruptLocalOffsetFile",
 }
 
 
