@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rmqspec.properties.liveness import describe, quiesce_and_check
-from rmqspec.spec.actions import Action, action_name
+from rmqspec.spec.actions import PERTURBING, Action, action_name
 from rmqspec.spec.config import Config
 from rmqspec.spec.invariants import ACTION_PROPERTIES, INVARIANTS, Violation, check_state, check_step
 from rmqspec.spec.model import ActionNotEnabled, Model
@@ -63,11 +63,17 @@ def walk(
     watch: frozenset[str] | None = None,
     record: list[Action] | None = None,
     check: bool = True,
+    fault_rate: float | None = None,
 ) -> Counterexample | None:
     """One random walk of at most ``max_steps`` steps; the first violation ends it. With
     ``watch``, only violations of those property ids count (to show one property alone catches a
     bug that another would report first). ``record`` receives the actions taken; with ``check``
-    false no property is checked (the walk then only stops when nothing is enabled)."""
+    false no property is checked (the walk then only stops when nothing is enabled).
+
+    ``fault_rate`` makes the walk *fault-sparing*: a step may take a perturbing action (a budgeted
+    fault) only with that probability, otherwise it chooses among the others. A uniform walk spends
+    its fault budget in the first few steps, before anything is in flight; sparing walks keep faults
+    for later, which is what reaches a long-running listener or a late unlock."""
     rng = random.Random(seed)
     state = model.initial()
     taken: list[Action] = [] if record is None else record
@@ -76,7 +82,11 @@ def walk(
         enabled = model.enabled(state)
         if not enabled:
             break
-        action = enabled[rng.randrange(len(enabled))]
+        if fault_rate is not None:
+            calm = [a for a in enabled if not isinstance(a, PERTURBING)]
+            action = rng.choice(enabled if (rng.random() < fault_rate or not calm) else calm)
+        else:
+            action = enabled[rng.randrange(len(enabled))]
         after = model.step(state, action)
         taken.append(action)
         violations = check_step(model, state, action, after) + check_state(model, after) if check else []
@@ -106,12 +116,16 @@ def explore(
     track_states: bool = False,
     watch: frozenset[str] | None = None,
     liveness: bool = False,
+    fault_rate: float | None = None,
+    model: Model | None = None,
 ) -> ExploreResult:
     """Run ``walks`` seeded walks of ``config``; optionally count distinct states. With ``liveness``,
     every walk that ends without a violation is then quiesced and its end state checked against the
     liveness properties (``liveness.quiesce_and_check``, docs/spec.md §13); a failure is reported as
-    a counterexample whose actions are the walk's followed by the quiescence steps."""
-    model = Model(config)
+    a counterexample whose actions are the walk's followed by the quiescence steps. ``fault_rate``:
+    fault-sparing walks (``walk``). ``model``: a model of ``config`` to use instead of a fresh one (a
+    test switching one of its tolerances off)."""
+    model = Model(config) if model is None else model
     result = ExploreResult()
     seen: set[State] = set()
     last: list[State] = [model.initial()]
@@ -125,7 +139,7 @@ def explore(
         result.walks += 1
         last[0] = model.initial()
         taken: list[Action] = []
-        found = walk(model, first_seed + k, max_steps, on_state, result, watch, record=taken)
+        found = walk(model, first_seed + k, max_steps, on_state, result, watch, record=taken, fault_rate=fault_rate)
         if found is None and liveness:
             found = _liveness_counterexample(model, first_seed + k, taken, last[0], watch)
         if found is not None:

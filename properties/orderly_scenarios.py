@@ -274,3 +274,28 @@ def stale_delayed_unlock(version: str, strict: bool = True) -> OrderlyRun:
         s.fire(act.Rebalance, _by(1))
 
     return _scripted(config, strict, script)
+
+
+def forced_removal_under_a_slow_listener(version: str, strict: bool = True) -> OrderlyRun:
+    """Consumer 0 alone owns both topic queues and listens on queue 1 for a long time; consumer 1 joins and
+    is allocated queue 1. The removal is refused while the listener runs (R8.8). 5.x's lockAll leaves the
+    dropped pq out (R8.2), so its lastLockTimestamp ages, and a rebalance more than 20 s later forces the
+    removal and unlocks at once: consumer 1 locks queue 1 and consumes it beside the running listener, with
+    no stall and no crash (INV-12 when ``strict``). 4.9.8's lockAll keeps renewing the dropped pq, so
+    consumer 1 never gets the lock while the listener runs (the schedule blocks at its pull)."""
+    config = orderly_config(version, queues=2)
+
+    def script(s: _Schedule) -> None:
+        s.do(act.Start(0))
+        s.fire(act.Rebalance, _by(0))
+        s.pull(0, 1)
+        s.listen(0)
+        s.do(act.Start(1))
+        s.fire(act.Rebalance, _by(0))  # refused: the listener runs
+        s.fire(act.Rebalance, _by(1))  # the lock is still consumer 0's
+        s.until(lambda st: st.clients[1].pqs[1] is not None)  # periodic rebalances: forced removal, then the lock
+        s.pull(1, 1)
+        s.until(lambda st: any(r.queue == 1 and r.ready_at <= st.now for r in st.clients[1].requests))
+        s.listen(1)
+
+    return _scripted(config, strict, script)

@@ -78,6 +78,13 @@ class MQVersion:
         return self.name == V4_9_8
 
     @property
+    def lock_all_skips_dropped(self) -> bool:
+        """R8.2 (orderly consume loop): 5.x's ``lockAll`` / ``unlockAll`` batch only the pqs not dropped
+        (``RebalanceImpl#buildProcessQueueTableByBrokerName``, every 5.x tag); 4.9.8 takes every key of the
+        table. Mirrors ``Config.lock_all_skips_dropped``; read in ``RebalanceImpl.lock_all`` and ``unlock_all``."""
+        return self.name != V4_9_8
+
+    @property
     def orderly_forward_counts_the_send(self) -> bool:
         """R8.7 (orderly consume loop): ``ConsumeMessageOrderlyService#sendMessageBack`` sets the forwarded
         message's RECONSUME_TIME to ``reconsumeTimes`` in 4.9.8 and to ``reconsumeTimes + 1`` from 5.1.1

@@ -238,9 +238,10 @@ class RebalanceImpl:
         return mq in locked
 
     def lock_all(self) -> None:
-        """``lockAll``: one LOCK_BATCH_MQ per broker for every queue in the table; granted ones are
-        locked with a fresh lastLockTimestamp, the others unlocked. An exception changes nothing."""
-        mqs = set(self.process_queue_table)
+        """``lockAll``: one LOCK_BATCH_MQ per broker for every queue in the table (5.x: every pq not
+        dropped); granted ones are locked with a fresh lastLockTimestamp, the others unlocked. An exception
+        changes nothing."""
+        mqs = self._lock_batch()
         if not mqs:
             return
         broker_name = next(iter(mqs)).broker_name  # the model's one broker
@@ -262,6 +263,12 @@ class RebalanceImpl:
             if pq is not None:
                 pq.locked = False
 
+    def _lock_batch(self) -> set[MessageQueue]:
+        """``buildProcessQueueTableByBrokerName`` (one broker here): the table's queues; 5.x skips dropped
+        pqs (``MQVersion.lock_all_skips_dropped``)."""
+        skip = self.version.lock_all_skips_dropped
+        return {mq for mq, pq in self.process_queue_table.items() if not (skip and pq.dropped)}
+
     def unlock(self, mq: MessageQueue, oneway: bool) -> None:
         """``unlock(mq, oneway)``: UNLOCK_BATCH_MQ for {mq}; ``pq.locked`` is not touched. An exception is
         logged (R8.8)."""
@@ -275,9 +282,9 @@ class RebalanceImpl:
             log.error("unlockBatchMQ exception, %s: %s", mq, e)
 
     def unlock_all(self, oneway: bool) -> None:
-        """``unlockAll``: UNLOCK_BATCH_MQ for every queue in the table, then ``locked := false`` on each.
-        An exception is logged and leaves the pqs as they are."""
-        mqs = set(self.process_queue_table)
+        """``unlockAll``: UNLOCK_BATCH_MQ for every queue in the table (5.x: every pq not dropped), then
+        ``locked := false`` on each of them. An exception is logged and leaves the pqs as they are."""
+        mqs = self._lock_batch()
         if not mqs:
             return
         addr = self.mq_client_factory.find_broker_address_in_subscribe(next(iter(mqs)).broker_name)

@@ -303,6 +303,13 @@ class Config:
         return self.version == V4_9_8
 
     @property
+    def lock_all_skips_dropped(self) -> bool:
+        """R8.2 (orderly consume loop): 5.x's lockAll and unlockAll build their batches from the pqs that
+        are not dropped (``buildProcessQueueTableByBrokerName``, every 5.x tag); 4.9.8's take every key of
+        the table, so a pq an orderly removal left dropped keeps its lock renewed."""
+        return self.version != V4_9_8
+
+    @property
     def orderly_forward_counts_the_send(self) -> bool:
         """R8.7 (orderly consume loop): the message an orderly consumer forwards at maxReconsumeTimes
         carries RECONSUME_TIME = reconsumeTimes in 4.9.8, reconsumeTimes + 1 from 5.1.1 (commit 7cfffe7f48,

@@ -122,9 +122,10 @@ DUPLICATE_CLIENT_ID_ANOMALIES: dict[str, str] = {
     "cidAll (indexOf) and take the same slice (R11.1-R11.3, RMQ-11). Tolerated for queues both sharers own.",
     "unowned-by-duplicate-client-id": "The slice of the index nobody finds as its own goes to nobody (RMQ-11). "
     "Tolerated for queues no running consumer's allocation names under the agreed list.",
-    "orderly-lock-shared-by-duplicate-client-id": "The broker's lock table keys by clientId (R8.1): the sharers hold, "
-    "refresh and release one lock, so both consume the queue, and one sharer's unlock (removal, shutdown) releases "
-    "the other's lock for a third consumer to take (INV-12a, INV-12). Tolerated for overlaps involving a sharer.",
+    "orderly-lock-shared-by-duplicate-client-id": "The broker's lock table keys by clientId (R8.1): the sharers hold "
+    "and refresh one lock, so both consume the queue (INV-12a, INV-12); tolerated between the sharers only. One "
+    "sharer's unlock (removal, shutdown) releases the other's lock for a third consumer: that overlap is a stale "
+    "unlock (ghost stale_unlocks), tolerated by Model.tolerate_stale_unlock.",
 }
 
 # orderly area: what INV-12a tolerates, for orderly CLUSTERING consumers only.
@@ -263,11 +264,6 @@ def _nobody_is_dealt(m: Model, members: tuple[int, ...], q: int) -> bool:
         except NullPointerError:  # every rebalance throws (R11.7): nobody is dealt anything
             return True
     return False
-
-
-def _shares_id(m: Model, i: int) -> bool:
-    """Does consumer ``i`` share its clientId with another (Config.duplicate_client_id)?"""
-    return m.identity.count(m.identity[i]) > 1
 
 
 def _dealt(m: Model, members: tuple[int, ...], q: int) -> bool:
@@ -530,8 +526,8 @@ def _lock_belief_exclusive(m: Model, s: State) -> str | None:
             and not lk.client_lock_expired(pq.last_lock, s.now)
         ]
         fresh = [i for i, last in believers if last > lost]
-        if m.config.duplicate_client_id and m.tolerate_shared_client_id:
-            fresh = [i for i in fresh if not _shares_id(m, i)]  # DUPLICATE_CLIENT_ID_ANOMALIES
+        if m.tolerate_shared_client_id:  # sharers of one clientId hold one lock (DUPLICATE_CLIENT_ID_ANOMALIES)
+            fresh = list({m.identity[i]: i for i in fresh}.values())
         if len(fresh) > 1:
             return f"queue {q}: clients {fresh} all hold a live lock (locked, renewed within 30 s) at {s.now}"
     return None
@@ -579,14 +575,17 @@ def _single_orderly_listener(m: Model, s: State) -> str | None:
             return f"queue {q}: client {clients} runs two orderly listeners at once at {s.now}"
         if not m.clustering:
             continue
-        if m.config.duplicate_client_id and m.tolerate_shared_client_id and any(_shares_id(m, i) for i in clients):
-            continue  # a clientId shared by two consumers is one lock holder (DUPLICATE_CLIENT_ID_ANOMALIES)
-        broken = s.ghost.margins_broken_at if m.tolerate_broken_margins else -1
+        if m.tolerate_shared_client_id and len({m.identity[i] for i in clients}) == 1:
+            continue  # the sharers of one clientId hold one lock (DUPLICATE_CLIENT_ID_ANOMALIES)
+        broken = -1
+        if m.tolerate_broken_margins:  # a broker crash, or a stall of one of these clients
+            stalls = s.ghost.stalled_at
+            broken = max([s.ghost.lock_table_lost_at, *(stalls[i] for i in clients if stalls)])
         if m.tolerate_stale_unlock:
             broken = max(broken, m._per_q_int(s.ghost.stale_unlocks)[q])
         if broken >= 0 and broken >= min(running)[0] - lk.CLIENT_LOCK_MAX_LIVE_TIME:
             continue
-        return f"queue {q}: clients {sorted(clients)} run the orderly listener at once at {s.now}, no margin broken"
+        return f"queue {q}: clients {sorted(clients)} run the orderly listener at once at {s.now}, nothing tolerated"
     return None
 
 
@@ -683,7 +682,10 @@ def _by_stale_owner(m: Model, s: State, a: Action, t: State, q: int) -> bool:
 
 
 def _by_orderly_overwrite(m: Model, s: State, a: Action, t: State, q: int) -> bool:
-    return m.orderly and _landed_commit(s, a, q) is not None
+    """A commit lands below the last one from a pq whose memory correctTagsOffset raised or the first
+    locked pull's re-read overwrote (ghost raised_by_tags)."""
+    landed = _landed_commit(s, a, q)
+    return m.orderly and landed is not None and landed[0] in s.ghost.raised_by_tags
 
 
 def _by_offset_illegal_fix(m: Model, s: State, a: Action, t: State, q: int) -> bool:
@@ -726,9 +728,9 @@ DECLARED_DECREASE_CAUSES: tuple[DecreaseCause, ...] = (
     DecreaseCause(
         "orderly-overwrite",
         "R8.6, R6.7",
-        "An orderly consumer commits with increaseOnly=false: its commit can land below a value that "
-        "correctTagsOffset (increaseOnly=true, after a filtered or empty pull) put in memory meanwhile. "
-        "INV-3 checks every orderly commit value instead.",
+        "An orderly consumer writes its memory with increaseOnly=false (the commit, R8.6; the first locked pull's "
+        "re-read of the broker, R5.1 step 6): a later commit can land below a value that correctTagsOffset "
+        "(R6.7) or the re-read put there (ghost raised_by_tags). INV-3 checks every orderly commit value.",
         _by_orderly_overwrite,
     ),
 )
@@ -850,7 +852,8 @@ INVARIANTS: tuple[Invariant, ...] = (
         "INV-12",
         "single_orderly_listener",
         "At most one orderly listener runs per queue at any instant: never two in one client, and two clients "
-        "only after a timing margin broke (broker crash, consumer stall) within 30 s before the older began.",
+        "only after a timing margin broke for them (broker crash, a stall of one of them) or a lock they relied "
+        "on was released (ghost stale_unlocks) within 30 s before the older began.",
         "R8.1-R8.8",
         "Orderly consumption promises one consumer per queue in order; two listeners process the same "
         "messages concurrently and out of order (RMQ-09, RMQ-10).",

@@ -200,9 +200,10 @@ class Model:
         self.m_no_queue_monitor = "orderly_no_queue_monitor" in m
         self.m_pull_requeued = "pull_request_requeued" in m
         # What INV-12a and INV-12 tolerate by default, each switched off by a test to show what it hides
-        # (docs/spec.md §14): overlaps after a 4.9.8 unlockDelay released a re-acquired lock (a bug, ghost
-        # stale_unlocks), overlaps after a timing margin broke (broker crash, stall: outside INV-12's claim,
-        # RMQ-10), and the lock a shared clientId shares (RMQ-11).
+        # (docs/spec.md §14): overlaps after an unlock released a lock still relied on (4.9.8's late
+        # unlockDelay, 5.x's forced removal: bugs; ghost stale_unlocks), overlaps after a timing margin broke
+        # (broker crash, the overlapping client's stall: outside INV-12's claim, RMQ-10), and the one lock
+        # two sharers of a clientId hold (RMQ-11).
         self.tolerate_stale_unlock = True
         self.tolerate_broken_margins = True
         self.tolerate_shared_client_id = True
@@ -550,7 +551,6 @@ class Model:
             ghost=s.ghost._replace(
                 last_writer=s.ghost.flushed_writer,
                 lock_table_lost_at=s.now if self.orderly else s.ghost.lock_table_lost_at,  # orderly area
-                margins_broken_at=s.now if self.orderly else s.ghost.margins_broken_at,  # orderly consume loop
             ),
             history=hist,
         )
@@ -1123,7 +1123,13 @@ class Model:
             elif result.status == br.FOUND:  # no dropped check here: requests are submitted (R5.7)
                 cl = self._submit_consume_requests(cl, q, pull.pq_uid, result.found, queue, s.now)
             elif pull.dropped_empty:
-                cl = cl._replace(mem=_put(cl.mem, q, self._updated(cl.mem[q], result.next_begin, True)))
+                raised = self._updated(cl.mem[q], result.next_begin, True)
+                current = cl.pqs[q]  # the shared entry now belongs to the table's pq (R6.7's exception)
+                old = cl.mem[q]
+                if self.orderly and (old is None or raised > old) and current is not None:  # "orderly-overwrite"
+                    keys = s.ghost.raised_by_tags | {pq_key(i, current.uid)}
+                    s = s._replace(ghost=s.ghost._replace(raised_by_tags=keys))
+                cl = cl._replace(mem=_put(cl.mem, q, raised))
             return s._replace(clients=_put(s.clients, i, cl))
         if result.status == br.FOUND:
             tree, count, size, qmax = pq.tree, pq.msg_count, pq.msg_size, pq.queue_offset_max
@@ -1143,7 +1149,11 @@ class Model:
             else:
                 cl = self._submit_consume_requests(cl, q, pq.uid, result.found, queue, s.now)
         elif pq.msg_count == 0:  # correctTagsOffset
-            cl = cl._replace(mem=_put(cl.mem, q, self._updated(cl.mem[q], result.next_begin, True)))
+            raised = self._updated(cl.mem[q], result.next_begin, True)
+            before = cl.mem[q]
+            if self.orderly and (before is None or raised > before):  # ghost for INV-8's "orderly-overwrite"
+                s = s._replace(ghost=s.ghost._replace(raised_by_tags=s.ghost.raised_by_tags | {pq_key(i, pq.uid)}))
+            cl = cl._replace(mem=_put(cl.mem, q, raised))
         pq = pq._replace(next_offset=result.next_begin, pull_state=PULL_READY, pull_ready_at=s.now)
         cl = cl._replace(pqs=_put(cl.pqs, q, pq))
         return s._replace(clients=_put(s.clients, i, cl))
@@ -1491,23 +1501,35 @@ class Model:
         """``unlockAll(oneway=false)`` (R8.2): UNLOCK_BATCH_MQ, synchronous, for every queue in the pq
         table; each pq gets ``locked := false``. A down broker is an exception, logged."""
         cl = s.clients[i]
-        owned = tuple(q for q, pq in enumerate(cl.pqs) if pq is not None)
+        owned = self._lock_batch_queues(cl)
         if not owned or not s.broker.up:
             return s
+        s = self._note_stale_unlock(s, i, owned)
         b = s.broker._replace(locks=lk.unlock_batch(s.broker.locks, owned, self.identity[i]))
-        pqs = tuple(pq._replace(locked=False) if pq is not None else None for pq in cl.pqs)
+        pqs = tuple(pq._replace(locked=False) if pq is not None and q in owned else pq for q, pq in enumerate(cl.pqs))
         return s._replace(broker=b, clients=_put(s.clients, i, cl._replace(pqs=pqs)))
+
+    def _lock_batch_queues(self, cl: Client) -> tuple[int, ...]:
+        """The queues lockAll / unlockAll put in their batch (R8.2): every key of the pq table in 4.9.8;
+        only pqs not dropped in 5.x (``buildProcessQueueTableByBrokerName``)."""
+        skip = self.config.lock_all_skips_dropped
+        return tuple(
+            q
+            for q, pq in enumerate(cl.pqs)
+            if pq is not None and not (skip and (pq.dropped or pq.pull_state == PULL_DROPPED))
+        )
 
     def _lock_all(self, s: State, a: LockAll) -> State:
         """LockAll(client). Enabled: running, an orderly CLUSTERING consumer, and its
         lockMQPeriodically timer due (first 1 s after start, then every 20 s; R8.3). Effect:
-        ``lockAll`` over the queues of the pq table (R8.2), nothing when it is empty."""
+        ``lockAll`` over the queues of the pq table (R8.2; 5.x leaves out dropped pqs), nothing when
+        it is empty."""
         i = a.client
         cl = s.clients[i]
         if not cl.running or cl.next_lock_all is None or cl.next_lock_all > s.now:
             raise ActionNotEnabled(a, "lockAll timer not due")
         s = s._replace(clients=_put(s.clients, i, cl._replace(next_lock_all=cl.next_lock_all + lk.LOCK_ALL_INTERVAL)))
-        owned = tuple(q for q, pq in enumerate(cl.pqs) if pq is not None)
+        owned = self._lock_batch_queues(cl)
         if not owned:
             return s
         s, _ = self._lock(s, i, owned, True)
@@ -1529,7 +1551,10 @@ class Model:
             return s, pq, True
         start: int | None = None
         if pq.locked:
+            before = s.clients[i].mem[q]
             s, start = self._compute_pull_from_where(s, i, q, False)
+            if s.clients[i].mem[q] != before:  # ghost for INV-8: the re-read overwrote memory (increaseOnly=false)
+                s = s._replace(ghost=s.ghost._replace(raised_by_tags=s.ghost.raised_by_tags | {pq_key(i, pq.uid)}))
             if start is None and self.clustering and not s.broker.up and not self.config.read_error_throws:
                 start = -1  # 4.9.8: the failed read's -1 becomes nextOffset
         cl = s.clients[i]
@@ -1670,7 +1695,7 @@ class Model:
         return s._replace(
             clients=_put(s.clients, i, cl._replace(stalled_until=s.now + a.duration)),
             budget=s.budget._replace(client_stalls=s.budget.client_stalls - 1),
-            ghost=s.ghost._replace(margins_broken_at=s.now),
+            ghost=s.ghost._replace(stalled_at=_put(s.ghost.stalled_at or (-1,) * len(s.clients), i, s.now)),
         )
 
     def _orderly_timers_enabled(self, s: State, i: int, cl: Client) -> list[Action]:
@@ -1904,24 +1929,46 @@ class Model:
         if not cl.running or k is None:
             raise ActionNotEnabled(a, "no unlockDelay task due for this queue")
         s = s._replace(clients=_put(s.clients, i, cl._replace(unlocks=cl.unlocks[:k] + cl.unlocks[k + 1 :])))
-        pq = cl.pqs[a.queue]
-        holder = lk.holder(s.broker.locks, a.queue, s.now)
-        if s.broker.up and pq is not None and not pq.dropped and holder == self.identity[i]:
-            # The task does not know the queue came back: it releases the lock of the pq now in the table.
-            ghost = s.ghost._replace(stale_unlocks=_put(self._per_q_int(s.ghost.stale_unlocks), a.queue, s.now))
-            s = s._replace(ghost=ghost)
-        return self._unlock_oneway(s, i, a.queue)
+        return self._unlock_oneway(s, i, a.queue, late=True)
 
     def _per_q_int(self, values: tuple[int, ...]) -> tuple[int, ...]:
         return values if values else (-1,) * self.q_count
 
-    def _unlock_oneway(self, s: State, i: int, q: int) -> State:
+    def _unlock_oneway(self, s: State, i: int, q: int, late: bool = False) -> State:
         """``unlock(mq, oneway=true)`` (R8.2): applied when sent if the broker is up, lost if not. The
         model lets it act at once rather than queue behind commits on the connection; Java's broker
         runs lock requests and commits on different executors, so either order is possible."""
         if not s.broker.up:
             return s
+        s = self._note_stale_unlock(s, i, (q,), late)
         return s._replace(broker=s.broker._replace(locks=lk.unlock_batch(s.broker.locks, (q,), self.identity[i])))
+
+    def _note_stale_unlock(self, s: State, i: int, queues: tuple[int, ...], late: bool = False) -> State:
+        """Ghost for INV-12a/INV-12: an unlock by client ``i``'s clientId that releases a lock a running
+        client with that clientId still relies on (a live belief, or a listener running on the queue).
+        RocketMQ's own code does this in three ways, which the default checker tolerates: a ``late`` unlock
+        of the client's own lock (4.9.8's unlockDelay after the queue came back, 5.x's forced removal under a
+        running listener), and any unlock by a sharer of a duplicate clientId. An ordinary unlock of a lock
+        the client itself still relies on is not noted: that is a bug INV-12 must report (RMQ-09 (1))."""
+        if not s.broker.locks:
+            return s
+        me = self.identity[i]
+        stale = list(self._per_q_int(s.ghost.stale_unlocks))
+        noted = False
+        for q in queues:
+            if lk.holder(s.broker.locks, q, s.now) != me:
+                continue
+            for j, cl in enumerate(s.clients):
+                if not cl.running or self.identity[j] != me or (j == i and not late):
+                    continue
+                pq = cl.pqs[q]
+                believes = pq is not None and not pq.dropped and pq.locked
+                believes = believes and not lk.client_lock_expired(pq.last_lock, s.now)  # type: ignore[union-attr]
+                listening = any(r.queue == q for r in cl.consuming)
+                if believes or listening:
+                    stale[q] = s.now
+                    noted = True
+        return s._replace(ghost=s.ghost._replace(stale_unlocks=tuple(stale))) if noted else s
 
     def _remove_orderly(self, s: State, i: int, q: int, pq: ProcessQueue, uid: int, cause: str) -> tuple[State, bool]:
         """removeUnnecessaryMessageQueue of an orderly CLUSTERING consumer for ``pq``, already dropped
@@ -1953,7 +2000,7 @@ class Model:
         s = self._persist_one(s, i, q, uid, cause)
         cl = s.clients[i]
         s = s._replace(clients=_put(s.clients, i, self._remove_offset(cl, q)))
-        return self._unlock_oneway(s, i, q), True
+        return self._unlock_oneway(s, i, q, late=not free), True  # forced: the listener may still run
 
     def _detach(self, cl: Client, q: int, pq: ProcessQueue) -> Client:
         """processQueueTable.remove(mq) of a dropped ``pq``. A pull of it still in flight remembers what

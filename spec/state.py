@@ -247,14 +247,20 @@ class Ghost(NamedTuple):
     # of the queue named (INV-8r).
     reset_expect: tuple[tuple[int, tuple[int, ...], tuple[int, ...]] | None, ...] = ()
     reset_targets: tuple[int, ...] = ()
-    # orderly consume loop: when a timing margin last broke (a broker crash emptied the lock table, or a
-    # consumer stalled); INV-12 tolerates overlapping listeners that began within 30 s before it
-    margins_broken_at: int = -1
+    # orderly consume loop: per client, () meaning none, when it last stalled (a timing margin broke for
+    # it); INV-12 tolerates an overlap of listeners one of whose clients stalled within 30 s before the
+    # older began, or after (a broker crash: lock_table_lost_at)
+    stalled_at: tuple[int, ...] = ()
     bak_writer: tuple[int | None, ...] = ()  # CorruptOffsetFile: flushed_writer as of the .bak's flush
-    # per queue, () meaning none: when a 4.9.8 unlockDelay task released the lock of a pq its client had
-    # re-created for that queue meanwhile (R8.8; docs/spec.md §14). INV-12a and INV-12 tolerate beliefs
-    # older than it unless Model.tolerate_stale_unlock is off.
+    # per queue, () meaning none: when an unlock released a lock that a live belief or a running listener
+    # of the same clientId still relied on (4.9.8's late unlockDelay, 5.x's forced removal, a sharer of a
+    # clientId; docs/spec.md §14). INV-12a and INV-12 tolerate what follows unless Model.tolerate_stale_unlock
+    # is off.
     stale_unlocks: tuple[int, ...] = ()
+    # orderly consume loop: pq keys whose memory offset was set by something other than their own commits:
+    # correctTagsOffset raising it (R6.7), or the first locked pull's re-read (R5.1 step 6) overwriting it;
+    # a later increaseOnly=false write may then land below: INV-8's declared "orderly-overwrite"
+    raised_by_tags: frozenset[int] = frozenset()
 
 
 class Budget(NamedTuple):

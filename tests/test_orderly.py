@@ -296,6 +296,7 @@ def test_a_running_listener_keeps_its_queue_locked_through_a_rebalance_that_take
     # (R8.8), the pq stays in consumer 0's table dropped, and consumer 1's lock is denied (R8.4).
     run = scenarios.removal_while_listening(version)
     assert not run.completed and run.ids == []
+    assert run.taken[-1] == act.Rebalance(1) and len(run.taken) == 9  # blocked at consumer 1's first pull
     model = Model(scenarios.orderly_config(version, queues=2))
     s = model.initial()
     for a in run.taken:
@@ -310,6 +311,9 @@ def test_a_running_listener_keeps_its_queue_locked_through_a_rebalance_that_take
 def test_5x_forced_removal_and_the_queue_monitor_keep_two_runs_of_one_queue_apart(tmp_path: Path) -> None:
     run = scenarios.requeued_while_listening()
     assert not run.completed and run.ids == []  # the new pq's request waits for the old run's monitor
+    state = _replayed(run, scenarios.orderly_config("5.x", queues=2, client_stalls=1, client_shutdowns=1))
+    old, new = state.clients[0].consuming, state.clients[0].requests
+    assert [r.queue for r in old] == [1] and any(r.queue == 1 and r.pq_uid != old[0].pq_uid for r in new)
     _in_lockstep(run, scenarios.orderly_config("5.x", queues=2, client_stalls=1, client_shutdowns=1), tmp_path)
 
 
@@ -385,3 +389,83 @@ def test_every_enabled_action_steps_and_a_stalled_client_offers_only_crash_and_i
                     assert isinstance(a, (act.Crash, act.BrokerReceive, act.ExpireChannel)), a
             s = model.step(s, rng.choice(enabled))
     assert stalled_seen > 0
+
+
+def test_inv2_counts_positioned_over_offsets_a_new_pq_replays_as_not_owed() -> None:
+    # Fault-sparing walk 238 (docs/spec.md §14, "Found while modelling"): consumer 0 re-creates queue 1's pq
+    # at the stored offset 0, below offsets its group skipped at first start (CONSUME_FROM_LAST); a late
+    # NO_NEW_MSG reply of its old pq raises the shared memory entry to 4 (R6.7). The new pq holds 0 and 1,
+    # skipped and never handled, below the memory offset: a replay of what nobody owed, not a loss (INV-9
+    # holds), so INV-2 counts declared skips as settled. Reading only "handled" would report it.
+    from rmqspec.properties.explore import walk
+
+    config = Config(orderly=True, consumers=3, client_stalls=1, max_reconsume_times=1)
+    model = Model(config)
+    seen: list[tuple[int, int]] = []
+
+    def on_state(s: State) -> None:
+        for i, cl in enumerate(s.clients):
+            base = model._ledger(i) * model.q_count
+            for q, pq in enumerate(cl.pqs):
+                mem = cl.mem[q]
+                if pq is None or mem is None or pq.dropped:
+                    continue
+                skipped_only = (pq.tree | pq.consuming_tree) & ~s.ghost.handled[base + q] & s.ghost.skipped[base + q]
+                if skipped_only and mem > (skipped_only & -skipped_only).bit_length() - 1:
+                    seen.append((i, q))
+
+    assert walk(model, 238, 300, on_state=on_state, fault_rate=0.05) is None  # every property holds
+    assert seen  # and the walk did pass skipped, unhandled offsets held by a live pq
+
+
+def _replayed(run: scenarios.OrderlyRun, config: Config) -> State:
+    model = Model(config)
+    s = model.initial()
+    for a in run.taken:
+        s = model.step(s, a)
+    return s
+
+
+@pytest.mark.parametrize(("version", "overlap"), [("4.9.8", False), ("5.x", True)])
+def test_5x_forced_removal_frees_a_queue_whose_slow_listener_still_runs_and_4_9_8_does_not(
+    version: str, overlap: bool, tmp_path: Path
+) -> None:
+    # 5.x's lockAll leaves the refused (dropped) pq out (R8.2), its lock ages, and the removal is forced
+    # 20 s later under the running listener (R8.8): consumer 1 locks and consumes the queue beside it, with no
+    # stall or crash. The default INV-12 tolerates it as a stale unlock; with the tolerance off it fails.
+    # 4.9.8 keeps renewing the dropped pq's lock, and consumer 1 never gets it.
+    strict = scenarios.forced_removal_under_a_slow_listener(version, strict=True)
+    assert strict.completed == overlap and strict.ids == (["INV-12"] if overlap else [])
+    lenient = scenarios.forced_removal_under_a_slow_listener(version, strict=False)
+    assert lenient.ids == []
+    if overlap:
+        _in_lockstep(lenient, scenarios.orderly_config(version, queues=2), tmp_path)
+
+
+def test_fault_sparing_walks_find_the_4_9_8_stale_unlock_and_5x_stays_clean() -> None:
+    from rmqspec.properties.explore import explore
+
+    watch = frozenset({"INV-12a", "INV-12"})
+    for version, walks, found in (("4.9.8", 130, True), ("5.x", 150, False)):
+        config = Config(orderly=True, consumers=3, version=version)
+        model = Model(config)
+        model.tolerate_stale_unlock = False
+        result = explore(config, walks, 500, watch=watch, fault_rate=0.05, model=model)
+        assert (not result.valid) == found, version
+        if found:
+            assert result.counterexamples[0].seed == 124 and result.counterexamples[0].violations[0].id == "INV-12a"
+        assert explore(config, 130 if found else 0, 500, watch=watch, fault_rate=0.05).valid  # tolerated by default
+
+
+def test_sharers_of_one_client_id_both_consume_a_queue_and_the_checker_reports_it_without_the_tolerance() -> None:
+    from rmqspec.properties.explore import explore
+
+    config = Config(orderly=True, consumers=3, duplicate_client_id=True, broker_crashes=0)
+    model = Model(config)
+    model.tolerate_shared_client_id = False
+    result = explore(config, 100, 300, watch=frozenset({"INV-12a", "INV-12"}), model=model)
+    assert not result.valid
+    found = result.counterexamples[0]
+    clients = {int(c) for c in found.violations[0].detail.split("[")[1].split("]")[0].split(",")}
+    assert clients == {0, 1}  # the two consumers sharing a clientId
+    assert explore(config, 100, 300, watch=frozenset({"INV-12a", "INV-12"})).valid
