@@ -1250,10 +1250,7 @@ class Model:
         if self.orderly:
             return self._orderly_finish(s, a)
         i = a.client
-        cl = s.clients[i]
-        k = next((k for k, r in enumerate(cl.consuming) if r.rid == a.rid), None)
-        if not cl.running or k is None:
-            raise ActionNotEnabled(a, "no running listener for this request")
+        cl, k = self._running_listener(s, a)
         r = cl.consuming[k]
         n = len(r.msgs)
         ack = a.ack_index
@@ -1323,6 +1320,14 @@ class Model:
         if (pq is not None and pq.uid == u.pq_uid and pq.pull_state != PULL_DROPPED) or self.m_dropped_pq_commits:
             cl = cl._replace(mem=_put(cl.mem, u.queue, self._updated(cl.mem[u.queue], u.offset, True)))
         return s._replace(clients=_put(s.clients, i, cl))
+
+    def _running_listener(self, s: State, a: FinishConsume) -> tuple[Client, int]:
+        """The client and the index in ``consuming`` of request ``a.rid``'s running listener."""
+        cl = s.clients[a.client]
+        k = next((k for k, r in enumerate(cl.consuming) if r.rid == a.rid), None)
+        if not cl.running or k is None:
+            raise ActionNotEnabled(a, "no running listener for this request")
+        return cl, k
 
     def _take_offset_update(self, s: State, a: ApplyConsumeOffset) -> tuple[Client, OffsetUpdate]:
         """The client without request ``a.rid``'s pending OffsetUpdate, and that update."""
@@ -1800,10 +1805,7 @@ class Model:
         after 1 s (suspendCurrentQueueTimeMillis); the run ends. A batch with every message forwarded
         commits. A commit leaves an OffsetUpdate for ApplyConsumeOffset."""
         i = a.client
-        cl = s.clients[i]
-        k = next((k for k, r in enumerate(cl.consuming) if r.rid == a.rid), None)
-        if not cl.running or k is None:
-            raise ActionNotEnabled(a, "no running listener for this request")
+        cl, k = self._running_listener(s, a)
         r = cl.consuming[k]
         at_max = [o for o, times in r.msgs if times >= self.max_reconsume]
         fails = a.send_back_fails

@@ -43,21 +43,24 @@ class Run:
         while self.state.clients[client].channel:
             self.do(act.BrokerReceive(client))
 
+    def pull_and_consume(self, client: int, queue: int, messages: int) -> None:
+        """One pull round of ``queue``, then ``messages`` batches of one consumed and applied."""
+        self.do(act.SendPull(client, queue))
+        self.drain(client)
+        self.do(act.ReceivePull(client, self.state.clients[client].pulls[0].pq_uid))
+        for _ in range(messages):
+            rid = self.state.clients[client].requests[0].rid
+            self.do(act.StartConsume(client, rid))
+            self.do(act.FinishConsume(client, rid, act.CONSUME_SUCCESS, 0, 0))
+            self.do(act.ApplyConsumeOffset(client, rid))
+
 
 def test_a_lost_commit_never_lands_and_the_next_persist_sends_the_offset_again() -> None:
     run = Run(Config(consumers=1, queues=1, backlog=2, messages_per_queue=2, commit_losses=1,
                      consume_from_where="CONSUME_FROM_FIRST_OFFSET"))  # fmt: skip
     run.do(act.Start(0))
     run.do(act.Rebalance(0))
-    run.do(act.SendPull(0, 0))
-    run.drain(0)
-    pull = run.state.clients[0].pulls[0]
-    run.do(act.ReceivePull(0, pull.pq_uid))
-    for _ in range(2):
-        rid = run.state.clients[0].requests[0].rid
-        run.do(act.StartConsume(0, rid))
-        run.do(act.FinishConsume(0, rid, act.CONSUME_SUCCESS, 0, 0))
-        run.do(act.ApplyConsumeOffset(0, rid))
+    run.pull_and_consume(0, 0, 2)
     run.until(lambda s: bool(s.clients[0].channel))  # the persist timer sends 2 oneway
     assert act.LoseCommit(0) in run.model.enabled(run.state)
     run.do(act.LoseCommit(0))
@@ -155,14 +158,7 @@ def test_an_unreadable_offset_file_makes_the_restarted_broker_load_the_flush_bef
         run.do(act.Start(0))
         run.do(act.Rebalance(0))
         for _ in range(2):  # consume two messages, then let the commit land and be flushed
-            run.do(act.SendPull(0, 0))
-            run.drain(0)
-            run.do(act.ReceivePull(0, run.state.clients[0].pulls[0].pq_uid))
-            for _ in range(2):
-                rid = run.state.clients[0].requests[0].rid
-                run.do(act.StartConsume(0, rid))
-                run.do(act.FinishConsume(0, rid, act.CONSUME_SUCCESS, 0, 0))
-                run.do(act.ApplyConsumeOffset(0, rid))
+            run.pull_and_consume(0, 0, 2)
             target = run.state.clients[0].mem[0]
             run.until(lambda s, t=target: s.broker.offsets[0] == t or bool(s.clients[0].channel))
             run.drain(0)
@@ -194,14 +190,7 @@ def test_an_unreadable_local_offset_file_makes_a_broadcasting_consumer_resume_fr
     run.do(act.Start(0))
     run.do(act.Rebalance(0))
     for target in (2, 4):
-        run.do(act.SendPull(0, 0))
-        run.drain(0)
-        run.do(act.ReceivePull(0, run.state.clients[0].pulls[0].pq_uid))
-        for _ in range(2):
-            rid = run.state.clients[0].requests[0].rid
-            run.do(act.StartConsume(0, rid))
-            run.do(act.FinishConsume(0, rid, act.CONSUME_SUCCESS, 0, 0))
-            run.do(act.ApplyConsumeOffset(0, rid))
+        run.pull_and_consume(0, 0, 2)
         run.until(lambda s, t=target: s.clients[0].file[0] == t)
     assert run.state.clients[0].file_bak is not None and run.state.clients[0].file_bak[0] == 2
     run.do(act.Crash(0))
