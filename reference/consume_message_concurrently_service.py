@@ -23,7 +23,7 @@ import enum
 import logging
 from collections.abc import Generator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeVar
 
 from rmqspec.reference.message import PROPERTY_CONSUME_START_TIMESTAMP, MessageExt
 from rmqspec.reference.message_queue import MessageQueue
@@ -117,31 +117,45 @@ class ConsumeRequest:
         self.state = ConsumeRequestState.DONE
 
 
-class ConsumeExecutor:
-    """The consume thread pool: a work queue (with delayed hand-offs) and the threads now running."""
+class PoolRequest(Protocol):
+    """What a consume pool runs: a request whose ``run`` is a thread (a generator) the driver resumes."""
+
+    ready_at: int
+
+    def run(self) -> Generator[object, Any, None]: ...
+
+
+R = TypeVar("R", bound=PoolRequest)  # the request type of a consume pool
+A = TypeVar("A")  # what its suspended threads are resumed with
+
+
+class ConsumeExecutor(Generic[R, A]):
+    """The consume thread pool: a work queue (with delayed hand-offs) and the threads now running.
+    The orderly service's pool is the same with a per-queue monitor check
+    (``consume_message_orderly_service.OrderlyConsumeExecutor``)."""
 
     def __init__(self) -> None:
-        self.queue: DelayQueue[ConsumeRequest] = DelayQueue()
-        self.running: dict[ConsumeRequest, ConsumeThread] = {}
+        self.queue: DelayQueue[R] = DelayQueue()
+        self.running: dict[R, Generator[object, A | None, None]] = {}
         self.shutdown_now = False
 
-    def submit(self, request: ConsumeRequest, ready_at: int) -> None:
+    def submit(self, request: R, ready_at: int) -> None:
         if self.shutdown_now:
             raise SchedulerError("RejectedExecutionException: the consume pool is shut down")
         request.ready_at = ready_at
         self.queue.put(request, ready_at)
 
-    def start_thread(self, request: ConsumeRequest, now: int) -> None:
+    def start_thread(self, request: R, now: int) -> None:
         """A pool thread takes ``request`` and runs it up to its first suspension point."""
         self.queue.take(request, now)
-        thread = request.run()
+        thread: Generator[object, A | None, None] = request.run()
         try:
             next(thread)
         except StopIteration:
             return
         self.running[request] = thread
 
-    def resume(self, request: ConsumeRequest, value: ListenerAnswer | None) -> None:
+    def resume(self, request: R, value: A | None) -> None:
         thread = self.running.pop(request)
         try:
             thread.send(value)
@@ -163,7 +177,7 @@ class ConsumeMessageConcurrentlyService:
         self.consumer_impl = consumer_impl
         self.consumer_group = consumer_impl.default_mq_push_consumer.consumer_group
         self.ids = ids
-        self.consume_executor = ConsumeExecutor()
+        self.consume_executor: ConsumeExecutor[ConsumeRequest, ListenerAnswer] = ConsumeExecutor()
 
     def start(self) -> None:
         """4.9.8 also schedules ``cleanExpireMsg`` every 15 min (R6.8); not modelled."""

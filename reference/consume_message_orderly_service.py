@@ -47,7 +47,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from rmqspec.reference.consume_message_concurrently_service import ConsumeRequestState
+from rmqspec.reference.consume_message_concurrently_service import ConsumeExecutor, ConsumeRequestState
 from rmqspec.reference.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_MAX_RECONSUME_TIMES,
@@ -61,7 +61,6 @@ from rmqspec.reference.mq_client_instance import LOCK_MQ_TASK_NAME, TRY_LOCK_LAT
 from rmqspec.reference.process_queue import ProcessQueue
 from rmqspec.reference.protocol import SendMessageRequestHeader
 from rmqspec.reference.scheduler import (
-    DelayQueue,
     IdSequence,
     ScheduledExecutorService,
     ScheduledFuture,
@@ -224,21 +223,14 @@ class ConsumeRequest:
             self.state = ConsumeRequestState.DONE
 
 
-class OrderlyConsumeExecutor:
-    """The orderly service's consume thread pool: a work queue (with delayed hand-offs) and the threads
-    now running (suspended in the listener or before ``updateOffset``)."""
+class OrderlyConsumeExecutor(ConsumeExecutor["ConsumeRequest", OrderlyListenerAnswer]):
+    """The orderly service's consume thread pool: the concurrent service's pool whose threads may not pass
+    a queue's MessageQueueLock that another running thread holds (the driver starts no such request). Its
+    ``shutdown`` (R4.4 step 1) closes the running threads, which releases their monitors and consume locks."""
 
     def __init__(self, message_queue_lock: MessageQueueLock) -> None:
-        self.queue: DelayQueue[ConsumeRequest] = DelayQueue()
-        self.running: dict[ConsumeRequest, OrderlyConsumeThread] = {}
+        super().__init__()
         self.message_queue_lock = message_queue_lock
-        self.shutdown_now = False
-
-    def submit(self, request: ConsumeRequest, ready_at: int) -> None:
-        if self.shutdown_now:
-            raise SchedulerError("RejectedExecutionException: the consume pool is shut down")
-        request.ready_at = ready_at
-        self.queue.put(request, ready_at)
 
     def can_start(self, request: ConsumeRequest) -> bool:
         """A pool thread that takes ``request`` gets past ``synchronized (objLock)`` at once: the pq is
@@ -249,30 +241,7 @@ class OrderlyConsumeExecutor:
         """A pool thread takes ``request`` and runs it up to its first suspension point."""
         if not self.can_start(request):
             raise SchedulerError(f"request {request.rid} would block on the monitor of {request.message_queue}")
-        self.queue.take(request, now)
-        thread = request.run()
-        try:
-            next(thread)
-        except StopIteration:
-            return
-        self.running[request] = thread
-
-    def resume(self, request: ConsumeRequest, value: OrderlyListenerAnswer | None) -> None:
-        thread = self.running.pop(request)
-        try:
-            thread.send(value)
-        except StopIteration:
-            return
-        self.running[request] = thread
-
-    def shutdown(self) -> None:
-        """``shutdownGracefully`` with ``awaitTerminationMillisWhenShutdown = 0`` (R4.4 step 1): queued
-        requests are discarded, running ones interrupted (their monitors and consume locks released)."""
-        self.queue.clear()
-        for thread in self.running.values():
-            thread.close()
-        self.running.clear()
-        self.shutdown_now = True
+        super().start_thread(request, now)
 
 
 class TryLockLaterTask:
