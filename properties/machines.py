@@ -96,6 +96,9 @@ def configs(draw: st.DrawFn, mutations: frozenset[str] = frozenset(), **fixed: A
             ("duplicate_client_id", False),
         ):
             values[key] = values[key] if key in fixed else off
+    if values.get("slave"):  # slaves: not modelled with locks, the admin reset or the idle-channel scan (yet)
+        for key, off in (("orderly", False), ("admin_resets", 0), ("client_stalls", 0), ("task_deaths", 0)):
+            values[key] = values[key] if key in fixed else off
     if values["mode"] != BROADCASTING and "local_offset_file_corruptions" not in fixed:
         values["local_offset_file_corruptions"] = 0  # only a BROADCASTING consumer has a local file
     duplicable = values["mode"] == CLUSTERING and values["consumers"] >= 2 and values["strategy"] != MACHINE_ROOM_NEARBY
@@ -151,6 +154,7 @@ FAMILIES: dict[str, tuple[type, ...]] = {
     "broker_timer": (act.BrokerFlush, act.DeliverScheduled),
     "broker_crash": (act.BrokerCrash,),
     "broker_heal": (act.BrokerRestart, act.ExpireChannel),
+    "slave": (act.SlaveReplicate, act.SlaveSync),  # slaves: HA copy and the offset sync timer
     "network": (act.BrokerReceive,),
     "client_start": (act.Start,),
     "client_stop": (act.Shutdown, act.Crash),

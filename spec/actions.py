@@ -69,6 +69,19 @@ class CorruptOffsetFile:
 
 
 @dataclass(frozen=True, slots=True)
+class SlaveReplicate:
+    """The slave's copy of one queue catches up with the master's commit log (HA replication; slaves,
+    ``Config.slave``). Free: replication only ever lags."""
+
+    queue: int
+
+
+@dataclass(frozen=True, slots=True)
+class SlaveSync:
+    """The slave's SlaveSynchronize timer fires: it copies the master's offset table (R3.8)."""
+
+
+@dataclass(frozen=True, slots=True)
 class ExpireChannel:
     client: int
 
@@ -286,6 +299,8 @@ Action = (
     | BrokerCrash
     | BrokerRestart
     | CorruptOffsetFile  # faults
+    | SlaveReplicate  # slaves
+    | SlaveSync  # slaves
     | ExpireChannel
     | BrokerReceive
     | LoseCommit  # faults

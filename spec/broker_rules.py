@@ -86,6 +86,19 @@ def pull_result(queue: BrokerQueue, offset: int, batch: int, subscription: tuple
     return PullResult(FOUND if found else NO_MATCHED_MSG, tuple(found), o)
 
 
+def slave_pull_result(
+    queue: BrokerQueue, offset: int, batch: int, subscription: tuple[str, ...] | None, offset_check_in_slave: bool
+) -> PullResult:
+    """getMessage on a slave, from its copy of the commit log (R5.5) [RMQ-17]. With offsetCheckInSlave false
+    (the default) the slave corrects nothing: nextOffsetCorrection keeps the requested offset and
+    PULL_OFFSET_MOVED becomes PULL_RETRY_IMMEDIATELY, which the client reads as NO_MATCHED_MSG at the same
+    offset. With it true, the slave answers OFFSET_ILLEGAL from its own, possibly lagging, bounds."""
+    result = pull_result(queue, offset, batch, subscription)
+    if result.status == OFFSET_ILLEGAL and not offset_check_in_slave:
+        return PullResult(NO_MATCHED_MSG, (), offset)
+    return result
+
+
 def search_offset(queue: BrokerQueue, timestamp: int) -> int:
     """getOffsetInQueueByTime in 4.9.8 (R10.3): the offset whose store time equals ``timestamp``,
     otherwise the neighbour closest in time (which may lie before it); 0 when the queue is empty.

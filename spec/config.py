@@ -159,6 +159,13 @@ class Config:
     # a BROADCASTING consumer's offsets.json unreadable at its restart (CorruptLocalOffsetFile; R1.16). At most 1,
     # for the same reason: a second one would make both files unreadable and the consumer unable to start.
     local_offset_file_corruptions: int = 0
+    # slaves: a slave (brokerId 1) of the broker name. While the master is down, pulls, offset queries,
+    # commits and consumer lists go to it (R2.4, R2.5, R5.3, R9.3); it copies the commit log (HA) and the
+    # master's offset table every 10 s (SlaveSynchronize, R3.8). Default off: existing runs keep their state space.
+    slave: bool = False
+    # MessageStoreConfig.offsetCheckInSlave (R5.5): may a slave answer PULL_OFFSET_MOVED from its own bounds?
+    # false (the default) since the RMQ-17 fix; true restores RMQ-17 for a lagging slave.
+    offset_check_in_slave: bool = False
 
     def __post_init__(self) -> None:
         _check_range("consumers", self.consumers, 1, 8)
@@ -235,6 +242,17 @@ class Config:
         if self.admin_resets and self.mode != CLUSTERING:
             raise ConfigError(
                 "admin_resets: got a budget in BROADCASTING; accepted: 0 (admin reset is modelled for CLUSTERING)"
+            )
+        for flag in ("slave", "offset_check_in_slave"):  # slaves
+            if not isinstance(getattr(self, flag), bool):
+                raise ConfigError(f"{flag}: got {getattr(self, flag)!r}; accepted: true or false")
+        if self.offset_check_in_slave and not self.slave:
+            raise ConfigError("offset_check_in_slave: got true without a slave; accepted: false, or set slave = true")
+        if self.slave and (self.orderly or self.admin_resets or self.client_stalls or self.task_deaths):
+            raise ConfigError(
+                "slave: got true with orderly, admin_resets, client_stalls or task_deaths; accepted: false (the slave "
+                "is not modelled together with broker locks, the admin reset or the idle-channel scan yet, "
+                "docs/spec.md §16)"
             )
         unknown = sorted(set(self.mutations) - set(MUTATIONS))
         if unknown:
@@ -315,6 +333,20 @@ class Config:
         carries RECONSUME_TIME = reconsumeTimes in 4.9.8, reconsumeTimes + 1 from 5.1.1 (commit 7cfffe7f48,
         apache/rocketmq#6163)."""
         return self.version != V4_9_8
+
+    @property
+    def slave_serves_pulls(self) -> bool:
+        """R5.4 (slaves): a 4.9.8 slave serves pulls (its PULL_RETRY_IMMEDIATELY for slaveReadEnable = false is
+        overwritten by the status switch); from 5.0.0 ``PullMessageProcessor#rejectRequest`` refuses every pull
+        on a slave with slaveReadEnable = false (SYSTEM_BUSY), which the client takes as an exception (3 s)."""
+        return self.version == V4_9_8
+
+    @property
+    def slave_sync_times(self) -> tuple[int, int]:
+        """R3.8 (slaves): (first, period) of the slave's offset sync in ms. 4.9.8 schedules syncAll at 3 s, then
+        every 10 s; 5.0.0 runs a 3 s task from 10 s that syncs only when more than 60 s passed since the last sync
+        (or since the controller was built): at 61 s, then every 63 s."""
+        return (3_000, 10_000) if self.version == V4_9_8 else (61_000, 63_000)
 
     @property
     def retry_topic(self) -> str:

@@ -34,6 +34,7 @@ from rmqspec.spec.actions import (
     RebalanceQueryError,
     ReceivePull,
     SendPull,
+    SlaveSync,
     StartConsume,
 )
 from rmqspec.spec.allocation import AllocationError, NullPointerError, allocate_queues, machine_room_eligible
@@ -128,6 +129,17 @@ DUPLICATE_CLIENT_ID_ANOMALIES: dict[str, str] = {
     "unlock (ghost stale_unlocks), tolerated by Model.tolerate_stale_unlock.",
 }
 
+# slaves: what a deployment with a slave tolerates (CLUSTERING; a BROADCASTING consumer keeps its offsets locally).
+SLAVE_ANOMALIES: dict[str, str] = {
+    "failover-to-a-stale-replica": "While the master is down, offset queries go to the slave (R2.4), whose table is "
+    "the master's as of the last SlaveSync (every 10 s, R3.8) plus the commits it took since: a queue taken over "
+    "then resumes below the master's last landed commit and replays the difference (duplicates). RocketMQ does not "
+    "promise replica monotonicity (known-bugs I11, RMQ-25); INV-15 compares with the broker that was asked.",
+    "slave-commits-overwritten-by-sync": "Commits the slave took while the master was down are overwritten by the "
+    "next SlaveSync once the master is back (R3.8, RMQ-25 (2), the maintainers' answer in apache/rocketmq#2513); "
+    "INV-8s declares it unless Model.tolerate_slave_sync is off.",
+}
+
 # orderly area: what INV-12a tolerates, for orderly CLUSTERING consumers only.
 ORDERLY_LOCK_TABLE_LOST = (
     "RebalanceLockManager is broker memory (R8.1): a broker crash forgets every lock, so after the restart "
@@ -144,6 +156,8 @@ def allowed_anomalies(config: Config) -> dict[str, str]:
         out["orderly-lock-table-lost"] = ORDERLY_LOCK_TABLE_LOST
     if config.duplicate_client_id:  # faults (RMQ-11)
         out.update(DUPLICATE_CLIENT_ID_ANOMALIES)
+    if config.slave and config.mode == CLUSTERING:  # slaves
+        out.update(SLAVE_ANOMALIES)
     if config.mode == CLUSTERING:
         name = config.nearby_inner if config.strategy == MACHINE_ROOM_NEARBY else config.strategy
         for anomaly, why in ALLOCATION_ANOMALIES.get(name or "", {}).items():
@@ -202,7 +216,10 @@ def _broker_answers(m: Model, s: State) -> str | None:
 def _committed(m: Model, s: State) -> list[tuple[int, int, int]]:
     """(ledger, queue, committed offset) for every committed position the group resumes from."""
     if m.clustering:
-        return [(0, q, o) for q, o in enumerate(s.broker.offsets) if o is not None]
+        out = [(0, q, o) for q, o in enumerate(s.broker.offsets) if o is not None]
+        if s.slave is not None:  # slaves: a restart while the master is down resumes from the slave's table
+            out += [(0, q, o) for q, o in enumerate(s.slave.offsets) if o is not None]
+        return out
     return [(i, q, o) for i, cl in enumerate(s.clients) for q, o in enumerate(cl.file) if o is not None]
 
 
@@ -421,7 +438,9 @@ def _piggyback_rule(m: Model, s: State, a: Action, t: State) -> str | None:
     # (R5.1 step 6); SendPull changes memory in no other way, so the value sent is the one after.
     mem = (after if m.orderly else before).mem[a.queue]
     expected = (mem if mem is not None else -1) if m.clustering else 0
-    if req.commit_offset != expected or req.commit_flag != (m.clustering and expected > 0):  # type: ignore[union-attr]
+    # slaves: pullKernelImpl clears the flag for a slave's address (R5.3)
+    flag = m.clustering and expected > 0 and not req.to_slave
+    if req.commit_offset != expected or req.commit_flag != flag:  # type: ignore[union-attr]
         return f"client {a.client} queue {a.queue}: piggy-backed {req!r}, memory offset was {mem}"
     return None
 
@@ -430,7 +449,7 @@ def _resume_at_stored(m: Model, s: State, a: Action, t: State) -> str | None:
     if not m.clustering or not isinstance(a, Rebalance | RebalanceQueryError):
         return None
     before, after = s.clients[a.client], t.clients[a.client]
-    b = s.broker
+    b = s.broker if s.broker.up or s.slave is None else s.slave  # slaves: the broker the query went to (R2.4)
     for q in range(m.q_count):
         new, old = after.pqs[q], before.pqs[q]
         if new is None or (old is not None and old.uid == new.uid):
@@ -693,8 +712,8 @@ def _by_offset_illegal_fix(m: Model, s: State, a: Action, t: State, q: int) -> b
     return landed is not None and landed[1] == "offset-illegal-fix"
 
 
-# The declared causes of a falling committed (broker) offset, semantics INV-8 and known-bugs I3. Slave
-# sync (R3.8) is not modelled.
+# The declared causes of a falling committed (master) offset, semantics INV-8 and known-bugs I3. The slave's
+# table has its own property, INV-8s, whose extra cause is SlaveSync (R3.8).
 DECLARED_DECREASE_CAUSES: tuple[DecreaseCause, ...] = (
     DecreaseCause(
         "failover",
@@ -734,6 +753,47 @@ DECLARED_DECREASE_CAUSES: tuple[DecreaseCause, ...] = (
         _by_orderly_overwrite,
     ),
 )
+
+
+# --- slaves (R3.8, R5.5) ----------------------------------------------------------------------------------
+def _slave_decrease_declared(m: Model, s: State, a: Action, t: State) -> str | None:
+    if s.slave is None or t.slave is None:
+        return None
+    for q in range(m.q_count):
+        old, new = s.slave.offsets[q], t.slave.offsets[q]
+        if old is None or new is None or new >= old:
+            continue
+        if isinstance(a, SlaveSync):
+            if m.tolerate_slave_sync:
+                continue  # RMQ-25 (2): the master's older value wins (SLAVE_ANOMALIES)
+            return f"queue {q}: SlaveSync lowered the slave's offset {old} -> {new} (the master's older value)"
+        if _by_offset_illegal_fix(m, s, a, t, q):
+            continue
+        landed = _landed_commit(s, a, q)
+        if landed is not None and landed[0] != s.ghost.slave_last_writer[q]:
+            continue  # a stale or overlapping owner's late commit, as on the master (R3.2, S5)
+        return f"queue {q}: the slave's offset fell {old} -> {new} by {type(a).__name__}, written by the same pq"
+    return None
+
+
+def _correction_from_master_bounds(m: Model, s: State, a: Action, t: State) -> str | None:
+    if not isinstance(a, ReceivePull) or s.slave is None:
+        return None
+    pull = next((p for p in s.clients[a.client].pulls if p.pq_uid == a.pq_uid and p.epoch != -1), None)
+    if pull is None or not pull.from_slave:
+        return None
+    result = pull.result if pull.result is not None else m._pull_result(s, pull.queue, pull.offset, True)
+    if result.status != br.OFFSET_ILLEGAL:
+        return None
+    master = m._pull_result(s, pull.queue, pull.offset)
+    if master.status == br.OFFSET_ILLEGAL and master.next_begin == result.next_begin:
+        return None
+    queue = s.broker.queues[pull.queue]
+    return (
+        f"client {a.client} queue {pull.queue}: the slave corrected offset {pull.offset} to {result.next_begin} from "
+        f"its own bounds; the master's commit log holds [{queue.min_offset}, {queue.max_offset}) "
+        f"({master.status} there)"
+    )
 
 
 def _committed_decrease_declared(m: Model, s: State, a: Action, t: State) -> str | None:
@@ -1036,6 +1096,28 @@ ACTION_PROPERTIES: tuple[ActionProperty, ...] = (
         "The broker never enforces monotonicity (R3.2), so every decrease must be explained by a declared cause "
         "(semantics INV-8, known-bugs I3).",
         _committed_decrease_declared,
+    ),
+    # slaves
+    ActionProperty(
+        "INV-8s",
+        "slave_decrease_declared",
+        "The slave's offset table falls only through SlaveSync copying the master (tolerated by default, "
+        "RMQ-25 (2)), a commit from a different pq than wrote it, or the OFFSET_ILLEGAL fix-up.",
+        "R3.4, R3.8, R5.7",
+        "While the master is down the slave's table is where a restart or a handover resumes (R2.4); a decrease "
+        "there replays work, and one by SlaveSync undoes what consumers committed during the outage.",
+        _slave_decrease_declared,
+    ),
+    ActionProperty(
+        "INV-21",
+        "correction_from_master_bounds",
+        "A pull served by a slave corrects the client's offset (OFFSET_ILLEGAL) only to the bound the master's "
+        "commit log gives for it.",
+        "R5.5, R5.7",
+        "A lagging slave that corrects from its own bounds moves the consumer, and then its committed offset, "
+        "backwards or forwards to a position the master never had (RMQ-17, known-bugs I4); offsetCheckInSlave "
+        "= false exists to stop it.",
+        _correction_from_master_bounds,
     ),
 )
 

@@ -58,6 +58,8 @@ from rmqspec.spec.actions import (
     RetentionDelete,
     SendPull,
     Shutdown,
+    SlaveReplicate,
+    SlaveSync,
     Stall,
     Start,
     StartConsume,
@@ -126,6 +128,7 @@ MAX_TIME_CONSUME_CONTINUOUSLY: Final = 60_000  # rocketmq.client.maxTimeConsumeC
 SUBMIT_LATER_AFTER_LONG_RUN: Final = 10  # the loop yields after a long run: submitConsumeRequestLater(10)
 SUSPEND_CURRENT_QUEUE_TIME: Final = 1_000  # suspendCurrentQueueTimeMillis, within the [10, 30 000] clamp
 UNLOCK_DELAY_TIME: Final = 20_000  # rocketmq.client.unlockDelayTimeMills; 5.x's forced-removal age (R8.8)
+SLAVE_SYNC_WRITER: Final = -2  # ghost writer key of the slave's table entries that SlaveSync copied
 
 
 class ActionNotEnabled(Exception):
@@ -211,6 +214,9 @@ class Model:
         self.track_heartbeats = c.client_stalls > 0 or c.task_deaths > 0
         self.track_bak = c.offset_file_corruptions > 0  # CorruptOffsetFile: the broker's .bak
         self.track_file_bak = c.local_offset_file_corruptions > 0  # CorruptLocalOffsetFile: offsets.json.bak
+        # slaves: INV-8 on the slave's table tolerates SlaveSync overwriting commits the slave took while the
+        # master was down (R3.8, RMQ-25 (2): by design, the maintainers' answer); a test switches it off
+        self.tolerate_slave_sync = True
         self._steps: dict[type, Callable[[State, Any], State]] = {
             Tick: self._tick,
             Produce: self._produce,
@@ -242,6 +248,8 @@ class Model:
             TaskDies: self._task_dies,  # faults
             CorruptOffsetFile: self._corrupt_offset_file,  # faults
             CorruptLocalOffsetFile: self._corrupt_local_offset_file,  # faults
+            SlaveReplicate: self._slave_replicate,  # slaves
+            SlaveSync: self._slave_sync,  # slaves
             RetentionDelete: self._retention_delete,  # fidelity area
             FixOffsetIllegal: self._fix_offset_illegal,  # fidelity area
         }
@@ -294,7 +302,12 @@ class Model:
             local_offset_file_corruptions=c.local_offset_file_corruptions,
         )
         start = History(Event(0, "start", -1, -1, 0, "initial state"), None)
-        return State(0, broker, (client,) * c.consumers, ghost, budget, start)
+        slave = None
+        if c.slave:  # slaves: started with the master, the backlog already copied, its sync timer armed (R3.8)
+            first_sync = c.slave_sync_times[0]
+            slave = Broker(True, queues, none_q, none_q, None, frozenset(), (), (), next_sync=first_sync)
+            ghost = ghost._replace(slave_last_writer=none_q)
+        return State(0, broker, (client,) * c.consumers, ghost, budget, start, slave)
 
     def step(self, state: State, action: Action) -> State:
         """Apply ``action``; raises :class:`ActionNotEnabled` if its enabling condition fails."""
@@ -340,8 +353,14 @@ class Model:
             out.append(BrokerRestart())
             if state.budget.offset_file_corruptions > 0 and b.bak is not None:
                 out.append(CorruptOffsetFile())  # faults
+        sl = state.slave
+        if sl is not None:  # slaves
+            if b.up:
+                out.extend(SlaveReplicate(q) for q in range(self.q_count) if sl.queues[q] != b.queues[q])
+            if sl.next_sync is not None and sl.next_sync <= state.now:
+                out.append(SlaveSync())
         for i, cl in enumerate(state.clients):
-            if b.up and i in b.registered and (not cl.running or self._channel_idle(state, i)):
+            if self._channel_expirable(state, i):
                 out.append(ExpireChannel(i))
             if cl.channel:
                 out.append(BrokerReceive(i))
@@ -373,7 +392,8 @@ class Model:
                 out.append(LockAll(i))  # orderly area
             if self._rebalance_due(state, i):
                 out.append(Rebalance(i))
-                if self.clustering and state.budget.query_errors > 0 and b.up and b.registered:
+                listing = self._list_source(state)
+                if self.clustering and state.budget.query_errors > 0 and listing is not None and listing.registered:
                     out.extend(RebalanceQueryError(i, q) for q, pq in enumerate(cl.pqs) if pq is None)
                 if self._self_missing_possible(state, i):
                     out.append(RebalanceWithoutSelf(i))  # faults
@@ -398,6 +418,8 @@ class Model:
     def _timers_due(self, s: State) -> bool:
         now, b = s.now, s.broker
         if b.up and ((b.next_flush is not None and b.next_flush <= now) or (b.scheduled and b.scheduled[0].due <= now)):
+            return True
+        if s.slave is not None and s.slave.next_sync is not None and s.slave.next_sync <= now:  # slaves
             return True
         for cl in s.clients:
             if (
@@ -425,6 +447,8 @@ class Model:
                 times.append(b.next_flush)
             if b.scheduled:
                 times.append(b.scheduled[0].due)
+        if s.slave is not None and s.slave.next_sync is not None:  # slaves
+            times.append(s.slave.next_sync)
         for cl in s.clients:
             if not cl.running:
                 continue
@@ -531,11 +555,12 @@ class Model:
         hist = s.history
         for i, cl in enumerate(s.clients):
             for item in cl.channel:
-                if isinstance(item, Commit):
+                if isinstance(item, Commit) and not item.to_slave:
                     hist = History(Event(s.now, "commit-lost", i, item.queue, item.offset, item.cause), hist)
-            # A pull still on the wire fails like one the broker held: its reply is an exception.
-            pulls = tuple(p._replace(epoch=-2) if p.epoch == -1 else p for p in cl.pulls)
-            clients.append(cl._replace(channel=(), pulls=pulls))
+            # A pull still on the wire fails like one the broker held: its reply is an exception. Requests
+            # to the slave travel on another connection (slaves).
+            pulls = tuple(p._replace(epoch=-2) if p.epoch == -1 and not p.from_slave else p for p in cl.pulls)
+            clients.append(cl._replace(channel=tuple(r for r in cl.channel if r.to_slave), pulls=pulls))
         return s._replace(
             broker=b._replace(
                 up=False,
@@ -564,19 +589,20 @@ class Model:
         return s._replace(broker=b._replace(up=True, next_flush=s.now + FLUSH_FIRST_DELAY))
 
     def _expire_channel(self, s: State, a: ExpireChannel) -> State:
-        """ExpireChannel(client) (healing). Enabled: the broker is up and still lists a consumer
-        whose process is gone, or that is stalled with its last heartbeat more than 120 s ago.
+        """ExpireChannel(client) (healing). Enabled: a broker that is up (the master, or its slave) still
+        lists a consumer whose process is gone, or the master lists one that is stalled with its last
+        heartbeat more than 120 s ago.
         Effect: for a process that is gone, the channel closes (TCP close or 120 s idle expiry) and
         the other members are told to rebalance (R4.3, R9.7). For a stalled one the broker's
         idle-channel scan removes and closes the channel without telling anyone (R4.3): requests on
         the wire are lost and its pulls fail."""
         i = a.client
         cl = s.clients[i]
-        if not s.broker.up or i not in s.broker.registered or (cl.running and not self._channel_idle(s, i)):
+        if not self._channel_expirable(s, i):
             raise ActionNotEnabled(a, "no stale channel for this client")
+        if not cl.running:  # the process is gone: every broker listing it closes the channel (slaves)
+            return self._leave(s, i, closed=True)
         b = self._unregister(s.broker, i)
-        if not cl.running:
-            return self._notify(s._replace(broker=b))
         # scanNotActiveChannel: the channel is removed and closed, and nobody is told; what was on the wire
         # is lost and every pull awaiting a reply fails (R4.3)
         hist = s.history
@@ -586,13 +612,41 @@ class Model:
         cl = cl._replace(channel=(), pulls=tuple(p._replace(epoch=-2, result=None) for p in cl.pulls))
         return s._replace(broker=b, clients=_put(s.clients, i, cl), history=hist)
 
-    def _notify(self, s: State) -> State:
-        """NOTIFY_CONSUMER_IDS_CHANGED to every live channel of the group (R9.7)."""
+    def _channel_expirable(self, s: State, i: int) -> bool:
+        """A broker that is up lists consumer ``i`` although its process is gone, or (master only: the
+        slave is not modelled with stalls) its channel is idle past 120 s."""
+        b, cl = s.broker, s.clients[i]
+        listed = b.up and i in b.registered
+        if cl.running:
+            return listed and self._channel_idle(s, i)
+        return listed or (s.slave is not None and i in s.slave.registered)
+
+    def _notify(self, s: State, slave: bool = False) -> State:
+        """NOTIFY_CONSUMER_IDS_CHANGED to every live channel of the group on the master (or the slave:
+        its ConsumerManager notifies alike, R9.7)."""
+        members = s.slave.registered if slave and s.slave is not None else s.broker.registered
         clients = tuple(
-            cl._replace(rebalance_requested=True) if cl.running and i in s.broker.registered else cl
+            cl._replace(rebalance_requested=True) if cl.running and i in members else cl
             for i, cl in enumerate(s.clients)
         )
         return s._replace(clients=clients)
+
+    def _leave(self, s: State, i: int, closed: bool) -> State:
+        """Consumer ``i``'s channel goes from every broker that is up (an unregister at shutdown, a closed
+        connection): each tells its remaining channels (R9.7). ``closed``: the connection closed, which
+        a broker acts on only if it lists the channel; otherwise UNREGISTER_CLIENT, on which a broker that
+        knows the group notifies."""
+        b, sl = s.broker, s.slave
+        if b.up and (i in b.registered if closed else b.registered):
+            s = self._notify(s._replace(broker=self._unregister(b, i)))
+        if sl is not None and (i in sl.registered if closed else sl.registered):
+            s = self._notify(s._replace(slave=sl._replace(registered=sl.registered - {i})), slave=True)
+        return s
+
+    def _list_source(self, s: State) -> Broker | None:
+        """The broker a GET_CONSUMER_LIST_BY_GROUP goes to: the master while it is up, else its slave
+        (findBrokerAddrByTopic: the master's address when the route has it, else any, R9.3)."""
+        return s.broker if s.broker.up else s.slave
 
     def _unregister(self, b: Broker, i: int) -> Broker:
         """The broker forgets consumer ``i``'s channel (and, with stalls tracked, its timestamp)."""
@@ -601,7 +655,11 @@ class Model:
         return b._replace(registered=b.registered - {i})
 
     def _register(self, s: State, i: int) -> State:
-        """A heartbeat registers the consumer; a new channel makes the broker notify (R9.7)."""
+        """A heartbeat registers the consumer with every broker of the route, the slave too (R4.1); a
+        new channel makes that broker notify (R9.7)."""
+        sl = s.slave
+        if sl is not None and i not in sl.registered:  # slaves
+            s = self._notify(s._replace(slave=sl._replace(registered=sl.registered | {i})), slave=True)
         b = s.broker
         if b.up and self.track_heartbeats:  # the channel's lastUpdateTimestamp (R4.3)
             b = b._replace(heartbeat_at=_put(b.heartbeat_at, i, s.now))
@@ -620,6 +678,8 @@ class Model:
             raise ActionNotEnabled(a, "nothing on the wire")
         item, rest = cl.channel[0], cl.channel[1:]
         s = s._replace(clients=_put(s.clients, a.client, cl._replace(channel=rest)))
+        if item.to_slave:
+            return self._slave_receive(s, a.client, item)
         if isinstance(item, Commit):
             return self._land_commit(s, a.client, item.queue, item.offset, item.pq_uid, item.cause)
         result: PullResult | None
@@ -640,9 +700,11 @@ class Model:
         )
         return s._replace(clients=_put(s.clients, a.client, cl._replace(pulls=pulls)))
 
-    def _pull_result(self, s: State, q: int, offset: int) -> PullResult:
+    def _pull_result(self, s: State, q: int, offset: int, from_slave: bool = False) -> PullResult:
         sub = None if q == self.retry_queue else self.config.subscription
         batch = min(self.config.pull_batch_size, br.MAX_TRANSFER_COUNT_ON_MESSAGE_IN_MEMORY)
+        if from_slave and s.slave is not None:  # slaves: its own copy and bounds (R5.5)
+            return br.slave_pull_result(s.slave.queues[q], offset, batch, sub, self.config.offset_check_in_slave)
         return br.pull_result(s.broker.queues[q], offset, batch, sub)
 
     def _land_commit(self, s: State, client: int, q: int, offset: int, uid: int, cause: str) -> State:
@@ -651,6 +713,78 @@ class Model:
             broker=b._replace(offsets=_put(b.offsets, q, offset)),
             ghost=g._replace(last_writer=_put(g.last_writer, q, pq_key(client, uid))),
             history=History(Event(s.now, "commit-landed", client, q, offset, cause), s.history),
+        )
+
+    # --- slaves (R3.8, R2.4, R2.5, R5.3-R5.5, R9.3) -------------------------------------------------
+    def _slave_receive(self, s: State, i: int, item: Commit | PullRequestMsg) -> State:
+        """BrokerReceive of a request sent to the slave while the master was down. UPDATE_CONSUMER_OFFSET
+        is stored: the 4.9.8 handler checks no role (R3.4). PULL_MESSAGE is answered from the slave's copy
+        of the commit log; its commit flag is clear (R5.3), and a slave would not store it anyway (R5.4). A
+        group the slave has no heartbeat of is SUBSCRIPTION_NOT_EXIST, as on the master; a 5.x slave refuses
+        every pull (``Config.slave_serves_pulls``). Either error is an exception to the client (3 s)."""
+        sl = s.slave
+        assert sl is not None
+        if isinstance(item, Commit):
+            g = s.ghost
+            return s._replace(
+                slave=sl._replace(offsets=_put(sl.offsets, item.queue, item.offset)),
+                ghost=g._replace(slave_last_writer=_put(g.slave_last_writer, item.queue, pq_key(i, item.pq_uid))),
+                history=History(
+                    Event(s.now, "commit-landed-on-slave", i, item.queue, item.offset, item.cause), s.history
+                ),
+            )
+        result: PullResult | None = PullResult(br.PULL_ERROR, (), item.offset)
+        if sl.registered and self.config.slave_serves_pulls:  # 5.x rejects the pull: SYSTEM_BUSY
+            result = self._pull_result(s, item.queue, item.offset, from_slave=True)
+            if result.status == br.NO_NEW_MSG:
+                result = None  # held for long polling on the slave, answered as messages are copied
+        cl = s.clients[i]
+        pulls = tuple(
+            p._replace(epoch=0, result=result) if p.pq_uid == item.pq_uid and p.epoch == -1 else p for p in cl.pulls
+        )
+        return s._replace(clients=_put(s.clients, i, cl._replace(pulls=pulls)))
+
+    def _slave_replicate(self, s: State, a: SlaveReplicate) -> State:
+        """SlaveReplicate(queue) (slaves; free). Enabled: the master is up and the slave's copy of ``queue``
+        differs from the master's. Effect: the copy catches up with the master's commit log (HA): its
+        messages, its minOffset (the model lets the slave's retention follow the master's) and whether
+        message 0 is in page cache (R3.5). Until it runs, the slave lags; a master crash freezes the lag."""
+        q, b, sl = a.queue, s.broker, s.slave
+        if sl is None or not b.up or not 0 <= q < self.q_count or sl.queues[q] == b.queues[q]:
+            raise ActionNotEnabled(a, "no slave, master down, or the slave's copy is current")
+        return s._replace(slave=sl._replace(queues=_put(sl.queues, q, b.queues[q])))
+
+    def _slave_sync(self, s: State, a: SlaveSync) -> State:
+        """SlaveSync (slaves; a timer: 4.9.8 first 3 s after start, then every 10 s; 5.x at 61 s, then every
+        63 s, ``Config.slave_sync_times``). Enabled: due. Effect, when the master is up:
+        GET_ALL_CONSUMER_OFFSET returns the master's memory table and the slave applies it with ``putAll``
+        on its ``topic@group`` map: for every topic whose key the master has, the
+        slave's per-queue map is replaced by the master's, so a value the slave took while the master was
+        down is overwritten (RMQ-25 (2)); a key only the slave has survives (R3.8). A master that is down
+        answers nothing and the slave keeps its table."""
+        b, sl = s.broker, s.slave
+        if sl is None or sl.next_sync is None or sl.next_sync > s.now:
+            raise ActionNotEnabled(a, "no slave sync due")
+        sl = sl._replace(next_sync=sl.next_sync + self.config.slave_sync_times[1])
+        if not b.up:
+            return s._replace(slave=sl)
+        offsets, writers = list(sl.offsets), list(s.ghost.slave_last_writer)
+        hist = s.history
+        topics = [self.topic_queues] + ([(self.retry_queue,)] if self.retry_queue is not None else [])
+        for queues in topics:
+            if all(b.offsets[q] is None for q in queues):
+                continue  # no "topic@group" key on the master: the slave's own survives
+            for q in queues:
+                value = b.offsets[q]
+                if offsets[q] != value:
+                    hist = History(
+                        Event(s.now, "slave-sync", -1, q, -1 if value is None else value, "slave-sync"), hist
+                    )
+                offsets[q], writers[q] = value, SLAVE_SYNC_WRITER
+        return s._replace(
+            slave=sl._replace(offsets=tuple(offsets)),
+            ghost=s.ghost._replace(slave_last_writer=tuple(writers)),
+            history=hist,
         )
 
     # --- consumer process ---------------------------------------------------------------------
@@ -721,8 +855,7 @@ class Model:
         if self.lock_renewal:  # orderly area: ConsumeMessageOrderlyService.shutdown's unlockAll(false) (R4.4, R8.9)
             s = self._unlock_all(s, i)
         s = self._persist_all(s, i, "shutdown")
-        if s.broker.up and s.broker.registered:  # the group exists: CHANGE goes out (R9.7)
-            s = self._notify(s._replace(broker=self._unregister(s.broker, i)))
+        s = self._leave(s, i, closed=False)  # the group exists: CHANGE goes out (R9.7)
         return s._replace(clients=_put(s.clients, i, self._stop_process(s.clients[i])))
 
     def _crash(self, s: State, a: Crash) -> State:
@@ -789,11 +922,12 @@ class Model:
 
     def _send_commit(self, s: State, i: int, q: int, value: int, uid: int, cause: str) -> State:
         """updateConsumeOffsetToBroker oneway (R2.5): queued on the connection if the broker is
-        reachable, otherwise lost at once (the send fails and is logged)."""
-        if not s.broker.up:
+        reachable, otherwise lost at once (the send fails and is logged). While the master is down the
+        slave takes it (R2.5's lookup falls back to any address of the broker name; slaves)."""
+        if not s.broker.up and s.slave is None:
             return s._replace(history=History(Event(s.now, "commit-lost", i, q, value, cause), s.history))
         cl = s.clients[i]
-        cl = cl._replace(channel=(*cl.channel, Commit(q, value, uid, cause)))
+        cl = cl._replace(channel=(*cl.channel, Commit(q, value, uid, cause, to_slave=not s.broker.up)))
         return s._replace(
             clients=_put(s.clients, i, cl),
             history=History(Event(s.now, "commit-sent", i, q, value, cause), s.history),
@@ -827,8 +961,9 @@ class Model:
     def _rebalance(self, s: State, a: Rebalance) -> State:
         """Rebalance(client). Enabled: running, and the 20 s wait is over or a rebalance was
         requested (start, notification). Effect: ``doRebalance`` for the topic and, in CLUSTERING,
-        the retry topic (R9.1). BROADCASTING takes every queue (R9.2). CLUSTERING asks the broker
-        for the consumer list; if it cannot (broker down) nothing changes, else it allocates with
+        the retry topic (R9.1). BROADCASTING takes every queue (R9.2). CLUSTERING asks the broker (its
+        slave while the master is down) for the consumer list; if it cannot (no broker) nothing changes,
+        else it allocates with
         the configured strategy over the sorted lists (R9.3, R11) and updates the pq table (R9.4)."""
         if not self._rebalance_due(s, a.client):
             raise ActionNotEnabled(a, "no rebalance due or requested")
@@ -844,14 +979,14 @@ class Model:
         a stored offset [RMQ-14]; 5.x reads it as -2, computePullFromWhereWithException throws and
         the rebalance leaves the queue without a pq this round (R10.1, R9.4)."""
         i, q = a.client, a.queue
-        b = s.broker
+        listing = self._list_source(s)
         if (
             not self.clustering
             or not 0 <= q < self.q_count
             or not self._rebalance_due(s, i)
             or s.budget.query_errors <= 0
-            or not b.up
-            or not b.registered
+            or listing is None
+            or not listing.registered
             or s.clients[i].pqs[q] is not None
         ):
             raise ActionNotEnabled(a, "no rebalance due, no query of that queue possible, or budget used up")
@@ -879,7 +1014,8 @@ class Model:
         if not self.clustering:
             s, _ = self._rebalance_topic(s, i, self.topic_queues, set(self.topic_queues), fault)
             return s
-        if not s.broker.up or not s.broker.registered:
+        listing = self._list_source(s)
+        if listing is None or not listing.registered:
             # findConsumerIdList gets an error (no broker, or no consumer registered: SYSTEM_ERROR)
             # and answers null: existing pqs are kept (R9.3 steps 2-3).
             return s
@@ -891,7 +1027,7 @@ class Model:
         for queues in topics:
             # findConsumerIdList per topic: the heartbeat of an earlier topic's change may have
             # registered this consumer in between (R9.3, R9.6).
-            listed = s.broker.registered
+            listed = self._list_source(s).registered  # type: ignore[union-attr]
             if without_self:
                 listed = frozenset(j for j in listed if self.cids[j] != me)
                 if not listed:  # an empty list is answered "no consumer for this group": null (R9.3 step 3)
@@ -997,9 +1133,10 @@ class Model:
         """
         cl = s.clients[i]
         b = s.broker
+        asked = b if b.up else s.slave  # slaves: R2.4's lookup falls back to the slave while the master is down
         stored: int | None
         if self.clustering:
-            if not b.up:
+            if asked is None:
                 return s, None
             if query_fails:
                 s = s._replace(budget=s.budget._replace(query_errors=s.budget.query_errors - 1))
@@ -1008,7 +1145,10 @@ class Model:
                 stored = None  # 4.9.8: MQBrokerException reads as -1, "no offset" [RMQ-14]
             else:
                 stored = br.query_consumer_offset(
-                    b.offsets[q], b.queues[q], self.m_answers_minus_one, self.config.young_queue_needs_head_in_memory
+                    asked.offsets[q],
+                    asked.queues[q],
+                    self.m_answers_minus_one,
+                    self.config.young_queue_needs_head_in_memory,
                 )
         else:
             stored = cl.file[q]
@@ -1021,7 +1161,7 @@ class Model:
         is_retry = q == self.retry_queue
         if cfw == FROM_FIRST or (is_retry and cfw != FROM_TIMESTAMP):
             return self._positioned(s, i, q, 0, "consume-from-first", skip=False), 0
-        if not b.up:  # GET_MAX_OFFSET / SEARCH_OFFSET_BY_TIMESTAMP fail: MQClientException
+        if not b.up:  # GET_MAX_OFFSET / SEARCH_OFFSET_BY_TIMESTAMP go to the master only: MQClientException
             return s, None
         queue = b.queues[q]
         if cfw == FROM_TIMESTAMP and not is_retry:
@@ -1064,7 +1204,8 @@ class Model:
             if not ready:
                 return s
             cl = s.clients[i]
-        if not s.broker.up:
+        to_slave = not s.broker.up  # slaves: the route lacks the master, so any address of the name (R5.3)
+        if to_slave and s.slave is None:
             pq = pq._replace(pull_ready_at=s.now + PULL_DELAY_WHEN_EXCEPTION)
             return s._replace(clients=_put(s.clients, i, cl._replace(pqs=_put(cl.pqs, q, pq))))
         commit_value = 0  # R5.2: only CLUSTERING reads the store (READ_FROM_MEMORY, -1 if absent)
@@ -1073,10 +1214,11 @@ class Model:
             commit_value = mem if mem is not None else -1
             if self.m_piggyback_next:
                 commit_value = pq.next_offset
-        request = PullRequestMsg(q, pq.uid, pq.next_offset, commit_value > 0, commit_value)
+        # pullKernelImpl clears COMMIT_OFFSET for a slave's address (R5.3)
+        request = PullRequestMsg(q, pq.uid, pq.next_offset, commit_value > 0 and not to_slave, commit_value, to_slave)
         cl = cl._replace(
             pqs=_put(cl.pqs, q, pq._replace(pull_state=PULL_READY if self.m_pull_requeued else PULL_IN_FLIGHT)),
-            pulls=(*cl.pulls, PullInFlight(q, pq.uid, pq.next_offset, -1, None, None)),
+            pulls=(*cl.pulls, PullInFlight(q, pq.uid, pq.next_offset, -1, None, None, from_slave=to_slave)),
             channel=(*cl.channel, request),
         )
         return s._replace(clients=_put(s.clients, i, cl))
@@ -1103,8 +1245,7 @@ class Model:
         pq = cl.pqs[q]
         live = pq is not None and pq.uid == pull.pq_uid
         failed = (
-            not s.broker.up
-            or pull.epoch != s.broker.epoch
+            (not pull.from_slave and (not s.broker.up or pull.epoch != s.broker.epoch))  # slaves: never crash
             or (pull.result is not None and pull.result.status == br.PULL_ERROR)
         )
         if failed:
@@ -1113,7 +1254,7 @@ class Model:
                 s = s._replace(clients=_put(s.clients, i, cl._replace(pqs=_put(cl.pqs, q, pq))))
             return s
         queue = s.broker.queues[q]
-        result = pull.result if pull.result is not None else self._pull_result(s, q, pull.offset)
+        result = pull.result if pull.result is not None else self._pull_result(s, q, pull.offset, pull.from_slave)
         if result.status == br.OFFSET_ILLEGAL:
             return self._offset_illegal(s, i, pull, result.next_begin)
         if not live or pq is None:
@@ -1649,11 +1790,11 @@ class Model:
         )
 
     def _self_missing_possible(self, s: State, i: int) -> bool:
-        b = s.broker
+        b = self._list_source(s)
         return (
             self.clustering
             and s.budget.view_faults > 0
-            and b.up
+            and b is not None
             and i in b.registered
             and any(j != i for j in b.registered)
             and self._rebalance_due(s, i)

@@ -53,7 +53,8 @@ class Scheduled(NamedTuple):
 
 
 class Broker(NamedTuple):
-    """The single broker (master): queues, ConsumerOffsetManager table and its flushed file."""
+    """A broker: the master (``State.broker``) with its queues, ConsumerOffsetManager table and flushed
+    file, or its slave (``State.slave``), whose queues are its copy of the master's commit log."""
 
     up: bool
     queues: tuple[BrokerQueue, ...]
@@ -77,6 +78,7 @@ class Broker(NamedTuple):
     # when there is no readable .bak. Kept only when corruptions are configured.
     bak: tuple[int | None, ...] | None = None
     main_unreadable: bool = False  # CorruptOffsetFile: consumerOffset.json holds garbage until the next flush
+    next_sync: int | None = None  # slaves: the slave's SlaveSynchronize timer (R3.8); None on the master
 
 
 class ProcessQueue(NamedTuple):
@@ -129,6 +131,7 @@ class PullInFlight(NamedTuple):
     result: PullResult | None  # fixed when the broker answers at once; None while held (R5.4)
     dropped_consuming: bool = False  # orderly: pq.consuming at drop time, which a late FOUND's dispatch reads
     dropped_count: int = 0  # orderly: the detached pq's msgCount, which its running listener's commit lowers
+    from_slave: bool = False  # slaves: sent to the slave (the master was down); a master crash leaves it alone
 
 
 class ConsumeRequest(NamedTuple):
@@ -166,6 +169,7 @@ class Commit(NamedTuple):
     offset: int
     pq_uid: int
     cause: str
+    to_slave: bool = False  # slaves: the master was down when it was sent (R2.5)
 
 
 class PullRequestMsg(NamedTuple):
@@ -177,6 +181,7 @@ class PullRequestMsg(NamedTuple):
     offset: int
     commit_flag: bool
     commit_offset: int
+    to_slave: bool = False  # slaves: the master was down; the flag is then clear (R5.3)
 
 
 class OffsetFix(NamedTuple):
@@ -261,6 +266,9 @@ class Ghost(NamedTuple):
     # correctTagsOffset raising it (R6.7), or the first locked pull's re-read (R5.1 step 6) overwriting it;
     # a later increaseOnly=false write may then land below: INV-8's declared "orderly-overwrite"
     raised_by_tags: frozenset[int] = frozenset()
+    # slaves: per queue, () meaning no slave: the pq key of the commit that landed last on the slave (ADMIN_WRITER
+    # style key -2 when SlaveSync wrote it), for INV-8's stale-owner cause on the slave's table
+    slave_last_writer: tuple[int | None, ...] = ()
 
 
 class Budget(NamedTuple):
@@ -335,6 +343,7 @@ class State(NamedTuple):
     ghost: Ghost
     budget: Budget
     history: History | None  # ghost; ignored by == and hash
+    slave: Broker | None = None  # slaves: the master's slave, always up (Config.slave)
 
 
 def history_list(state: State) -> list[Event]:

@@ -28,6 +28,11 @@ TestBroadcasting.settings = scaled(0.25)
 TestRetries = machine_for(configs(mode=CLUSTERING, consumers=1, queues=1, max_reconsume_times=1)).TestCase
 TestRetries.settings = scaled(0.25)
 
+# slaves: two broker crashes, so that drawn runs also see the master come back and the slave's sync undo
+# what it took during the outage (R3.8)
+TestSlaves = machine_for(configs(slave=True, broker_crashes=2)).TestCase
+TestSlaves.settings = scaled(0.25)
+
 
 def test_machine_refutes_and_shrinks_a_planted_watermark_bug() -> None:
     # One consumer and one queue, no faults: the bug needs nothing more, and a fixed config keeps
