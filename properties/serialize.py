@@ -37,9 +37,11 @@ def action_from_json(value: Any, where: str = "action") -> act.Action:
         raise ValueError(f"{where}: {name} takes fields {sorted(names)}, got {sorted(given)}")
     args = {k: value[k] for k in names}
     for f in dataclasses.fields(cls):
-        expected = int if f.type in ("int", int) else str
-        if not isinstance(args[f.name], expected) or isinstance(args[f.name], bool):
-            raise ValueError(f"{where}: {name}.{f.name} must be {expected.__name__}, got {args[f.name]!r}")
+        expected: type = bool if f.type in ("bool", bool) else int if f.type in ("int", int) else str
+        value_ = args[f.name]
+        # bool is an int subclass: an int field refuses true/false, a bool field refuses 0/1
+        if not isinstance(value_, expected) or (expected is int and isinstance(value_, bool)):
+            raise ValueError(f"{where}: {name}.{f.name} must be {expected.__name__}, got {value_!r}")
     action: act.Action = cls(**args)
     return action
 

@@ -1058,11 +1058,16 @@ class Model:
     ) -> tuple[State, bool]:
         """rebalanceByTopic's tail: update the pq table and, if it changed, messageQueueChanged,
         whose heartbeat registers the consumer with the broker (R9.6 step 3, R9.7)."""
-        before = s.clients[i].pqs
+        before = self._pq_uids(s.clients[i])
         s, complete = self._update_process_queue_table(s, i, topic_queues, mine, fault)
-        if s.clients[i].pqs != before:
+        # "changed": a pq added or removed; an orderly removal that was refused only marks its pq dropped (R8.8)
+        if self._pq_uids(s.clients[i]) != before:
             s = self._register(s, i)
         return s, complete
+
+    @staticmethod
+    def _pq_uids(cl: Client) -> tuple[int | None, ...]:
+        return tuple(None if pq is None else pq.uid for pq in cl.pqs)
 
     def _update_process_queue_table(
         self, s: State, i: int, topic_queues: tuple[int, ...], mine: set[int], fault: int | None

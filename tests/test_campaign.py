@@ -4,6 +4,8 @@ self-check, the failure store, and one-line errors for bad input."""
 from __future__ import annotations
 
 import json
+import random
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -17,9 +19,10 @@ from rmqspec.campaign.runner import (
     run_campaign,
     save_failures,
 )
-from rmqspec.campaign.units import PROFILES, run_unit
+from rmqspec.campaign.units import PROFILE_BY_NAME, PROFILES, run_unit, sample_config
 from rmqspec.cli import main
 from rmqspec.properties.trace import check_trace
+from rmqspec.spec.config import BROADCASTING, Config
 
 
 def test_a_run_is_a_pure_function_of_its_inputs() -> None:
@@ -32,7 +35,33 @@ def test_a_run_is_a_pure_function_of_its_inputs() -> None:
 def test_swarm_profiles_switch_perturbations_off() -> None:
     calm = run_unit(0, 7, "calm", 200, lockstep=False)
     assert calm.rules["Crash"] == calm.rules["Shutdown"] == calm.rules["BrokerCrash"] == 0
+    faulty = next(c for k in range(200) if (c := sample_config(random.Random(k))).client_stalls)
+    quiet = PROFILE_BY_NAME["calm"].apply(faulty)  # the faults sample_config drew are off in the calm profile
+    assert (quiet.client_stalls, quiet.commit_losses, quiet.view_faults, quiet.duplicate_client_id) == (0, 0, 0, False)
+    assert PROFILE_BY_NAME["crashes"].apply(faulty).client_stalls == 1
     assert all(p.name for p in PROFILES)
+
+
+def test_sample_config_draws_every_fault_family_and_only_combinations_config_accepts() -> None:
+    faults = (
+        "client_stalls",
+        "commit_losses",
+        "view_faults",
+        "duplicate_client_id",
+        "offset_file_corruptions",
+        "local_offset_file_corruptions",
+    )
+    drawn = dict.fromkeys(faults, 0)
+    for seed in range(600):
+        config = sample_config(random.Random(seed))
+        assert Config(**{f.name: getattr(config, f.name) for f in fields(config)}) == config  # validated
+        assert config.task_deaths == 0  # a dead task fails liveness by design: never drawn
+        assert config.offset_file_corruptions <= 1 and config.local_offset_file_corruptions <= 1
+        assert config.mode == BROADCASTING or not config.local_offset_file_corruptions
+        for f in faults:
+            drawn[f] += bool(getattr(config, f))
+    assert all(drawn.values()), drawn
+    assert max(drawn.values()) < 600 / 4, drawn  # modest: each fault in well under a quarter of the runs
 
 
 def test_campaign_writes_rows_parquet_summary_and_report(tmp_path: Path) -> None:

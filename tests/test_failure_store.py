@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from rmqspec.properties.explore import replay
-from rmqspec.properties.serialize import action_from_json, config_from_json
+from rmqspec.properties.serialize import action_from_json, action_to_json, config_from_json
+from rmqspec.spec import actions as act
 
 STORE = Path(__file__).resolve().parent.parent / "failures"
 RECORDS = sorted(STORE.glob("*.json"))
@@ -34,3 +35,13 @@ def test_stored_failure_replays_as_recorded(path: Path) -> None:
         assert reproduced, f"{path.name}: planted bug {sorted(config.mutations)} no longer refuted by {record['id']}"
     else:
         assert not reproduced, f"{path.name}: still fails: {record['id']} {record['detail']}"
+
+
+def test_every_action_kind_round_trips_through_json_including_bool_fields() -> None:
+    # AdminReset.by_timestamp is a bool: a stored counterexample holding one must read back (it once did not)
+    reset = act.AdminReset(0, 15_000, True)
+    assert action_from_json(action_to_json(reset)) == reset
+    with pytest.raises(ValueError, match="by_timestamp must be bool"):
+        action_from_json({"action": "AdminReset", "queue": 0, "target": 1, "by_timestamp": 1})
+    with pytest.raises(ValueError, match="queue must be int"):
+        action_from_json({"action": "AdminReset", "queue": True, "target": 1, "by_timestamp": False})
