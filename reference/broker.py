@@ -20,7 +20,14 @@ Mirrors the RocketMQ 4.9.8 broker classes that consumer offset management runs t
 - :class:`BrokerHost`: the machine. Its disk (message store, topic configs, the offset file) survives
   a crash; the controller and everything in its memory does not (R3.6, R3.7).
 
-Only a master broker is modelled. ``BrokerHost.version`` (an ``MQVersion``) selects 5.x's young-queue
+A slave (slaves, ``Config.slave``) is a second :class:`BrokerHost` with ``BrokerRole.SLAVE``: its store
+is a copy of the master's consume queues that the driver advances queue by queue (``HAService``'s
+replication, :meth:`DefaultMessageStore.replicate_queue`), its own ConsumerOffsetManager, and
+:class:`SlaveSynchronize`, whose ``syncConsumerOffset`` its scheduled executor runs (R3.8). On a slave
+``getMessage`` corrects no offset unless ``offsetCheckInSlave`` (``nextOffsetCorrection``, R5.5),
+``PullMessageProcessor`` answers PULL_RETRY_IMMEDIATELY for PULL_OFFSET_MOVED then and never stores a
+piggy-backed commit (R5.4), and a 5.x slave rejects every pull (``rejectRequest``, SYSTEM_BUSY).
+``BrokerHost.version`` (an ``MQVersion``) selects 5.x's young-queue
 rule in ``ConsumerManageProcessor.query_consumer_offset`` (R3.5), and ``BrokerHost.fault_injector``
 lets a test make a synchronous request's processor fail (answered SYSTEM_ERROR).
 ``BrokerHost.consumer_list_filter`` lets a test rewrite the consumer list GET_CONSUMER_LIST_BY_GROUP
@@ -97,6 +104,14 @@ DLQ_NUMS_PER_GROUP: Final = 1  # AbstractSendMessageProcessor (R7.5)
 CQ_STORE_UNIT_SIZE: Final = 20  # ConsumeQueue unit: commit-log offset (8), size (4), tags code (8)
 MAX_TRANSFER_COUNT_ON_MESSAGE_IN_MEMORY: Final = 32  # MessageStoreConfig (isTheBatchFull)
 FLUSH_TASK_NAME: Final = "flushConsumerOffset"
+SLAVE_SYNC_TASK_NAME: Final = "slaveSynchronize"  # slaves: BrokerController#handleSlaveSynchronize (R3.8)
+
+
+class BrokerRole(enum.Enum):
+    """``MessageStoreConfig.brokerRole``."""
+
+    ASYNC_MASTER = "ASYNC_MASTER"
+    SLAVE = "SLAVE"
 
 
 def parse_delay_level(text: str = MESSAGE_DELAY_LEVEL) -> dict[int, int]:
@@ -198,9 +213,13 @@ class DefaultMessageStore:
         store_host: str,
         message_delay_level: str = MESSAGE_DELAY_LEVEL,
         max_transfer_count_on_message_in_memory: int = MAX_TRANSFER_COUNT_ON_MESSAGE_IN_MEMORY,
+        broker_role: BrokerRole = BrokerRole.ASYNC_MASTER,
+        offset_check_in_slave: bool = False,
     ) -> None:
         self.clock = clock
         self.store_host = store_host
+        self.broker_role = broker_role  # MessageStoreConfig.brokerRole (slaves)
+        self.offset_check_in_slave = offset_check_in_slave  # MessageStoreConfig.offsetCheckInSlave (R5.5)
         self.max_transfer_count_on_message_in_memory = max_transfer_count_on_message_in_memory
         self.commit_log: list[MessageExt] = []
         self.consume_queue_table: dict[tuple[str, int], ConsumeQueue] = {}
@@ -340,6 +359,27 @@ class DefaultMessageStore:
             return left
         return right if abs(timestamp - left_value) > abs(timestamp - right_value) else left
 
+    def next_offset_correction(self, old_offset: int, new_offset: int) -> int:
+        """``nextOffsetCorrection`` (R5.5): a slave keeps the requested offset unless offsetCheckInSlave."""
+        if self.broker_role is not BrokerRole.SLAVE or self.offset_check_in_slave:
+            return new_offset
+        return old_offset
+
+    def replicate_queue(self, master: DefaultMessageStore, topic: str, queue_id: int) -> None:
+        """Slaves: HA replication brings this (slave) store's copy of one consume queue level with the
+        master's: the commit log is copied up to the master's end (HAConnection's transfer) and the queue's
+        units dispatched (ReputMessageService); its minOffset follows the master's retention, and whether
+        unit 0 is in page cache is the master's too (R3.5). The model replicates queue by queue."""
+        for msg in master.commit_log[len(self.commit_log) :]:
+            self.commit_log.append(msg.copy())
+        source = master.find_consume_queue(topic, queue_id)
+        if source is None:
+            return
+        cq = self._get_or_create_consume_queue(topic, queue_id)
+        cq.units = list(source.units)
+        cq.min_logic_offset = source.min_logic_offset
+        cq.head_in_page_cache = source.head_in_page_cache
+
     def get_message(
         self,
         group: str,
@@ -349,19 +389,23 @@ class DefaultMessageStore:
         max_msg_nums: int,
         message_filter: MessageFilter,
     ) -> GetMessageResult:
-        """``DefaultMessageStore#getMessage`` on a master (R5.5). Messages are copies."""
+        """``DefaultMessageStore#getMessage`` (R5.5); on a slave the corrections go through
+        ``nextOffsetCorrection``. Messages are copies."""
         cq = self.find_consume_queue(topic, queue_id)
+        correct = self.next_offset_correction
         if cq is None:
-            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, correct(offset, 0), 0, 0)
         min_offset, max_offset = cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue()
         if max_offset == 0:
-            return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0, min_offset, max_offset)
+            return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, correct(offset, 0), min_offset, max_offset)
         if offset < min_offset:
-            return GetMessageResult(GetMessageStatus.OFFSET_TOO_SMALL, min_offset, min_offset, max_offset)
+            next_offset = correct(offset, min_offset)
+            return GetMessageResult(GetMessageStatus.OFFSET_TOO_SMALL, next_offset, min_offset, max_offset)
         if offset == max_offset:
             return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, offset, min_offset, max_offset)
         if offset > max_offset:
-            return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, max_offset, min_offset, max_offset)
+            next_offset = correct(offset, max_offset)
+            return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, next_offset, min_offset, max_offset)
         result = GetMessageResult(GetMessageStatus.NO_MATCHED_MESSAGE, offset, min_offset, max_offset)
         max_filter_units = max(16_000, max_msg_nums * CQ_STORE_UNIT_SIZE) // CQ_STORE_UNIT_SIZE
         units = cq.units[offset:]
@@ -761,6 +805,12 @@ class PullMessageProcessor:
     def __init__(self, controller: BrokerController) -> None:
         self.controller = controller
 
+    def reject_request(self) -> bool:
+        """``rejectRequest`` (slaves): from 5.0.0 a slave with slaveReadEnable = false (the default) rejects
+        every pull before processing it (answered SYSTEM_BUSY); 4.9.8 never rejects (R5.4)."""
+        c = self.controller
+        return c.host.version.slave_rejects_pulls and c.message_store.broker_role is BrokerRole.SLAVE
+
     def process_request(
         self, channel: ClientConnection, request: RemotingCommand, broker_allow_suspend: bool
     ) -> RemotingCommand | None:
@@ -822,16 +872,24 @@ class PullMessageProcessor:
             ExpressionMessageFilter(subscription_data),
         )
         code = self._response_code(result.status, h.queue_offset)
+        # A 4.9.8 slave with slaveReadEnable = false sets PULL_RETRY_IMMEDIATELY first, which the status
+        # switch above overwrites (R5.4); the suggested broker (the master) is not modelled.
+        slave = c.message_store.broker_role is BrokerRole.SLAVE
+        next_begin_offset = result.next_begin_offset
+        if code == ResponseCode.PULL_OFFSET_MOVED and slave and not c.message_store.offset_check_in_slave:
+            next_begin_offset = h.queue_offset  # R5.5 [RMQ-17 fix]: a slave moves no consumer
+            code = ResponseCode.PULL_RETRY_IMMEDIATELY
         response: RemotingCommand | None = RemotingCommand.create_response_command(
             code,
             result.status.value,
-            PullMessageResponseHeader(result.next_begin_offset, result.min_offset, result.max_offset),
+            PullMessageResponseHeader(next_begin_offset, result.min_offset, result.max_offset),
             PullMessageResponseBody(result.message_list) if code == ResponseCode.SUCCESS else None,
         )
         may_hold = broker_allow_suspend and PullSysFlag.has_suspend_flag(h.sys_flag)
         if may_hold and code == ResponseCode.PULL_NOT_FOUND:
             response = None  # PullRequestHoldService: answered when woken (message arrival or timeout)
-        if broker_allow_suspend and PullSysFlag.has_commit_offset_flag(h.sys_flag):
+        # storeOffsetEnable: brokerAllowSuspend, the commit flag, and not a slave (R5.4)
+        if broker_allow_suspend and PullSysFlag.has_commit_offset_flag(h.sys_flag) and not slave:
             c.consumer_offset_manager.commit_offset(
                 channel.local_address, h.consumer_group, h.topic, h.queue_id, h.commit_offset
             )
@@ -996,6 +1054,12 @@ class AdminBrokerProcessor:
         )
         return RemotingCommand.create_response_command(ResponseCode.SUCCESS, body=offset)
 
+    def get_all_consumer_offset(self) -> RemotingCommand:
+        """GET_ALL_CONSUMER_OFFSET (slaves, R3.8): the memory offset table, encoded as consumerOffset.json
+        is (``ConsumerOffsetManager#encode``)."""
+        body = self.controller.consumer_offset_manager.encode()
+        return RemotingCommand.create_response_command(ResponseCode.SUCCESS, body=body)
+
     # full fidelity (admin reset)
     def reset_offset(self, request: RemotingCommand) -> RemotingCommand:
         """INVOKE_BROKER_TO_RESET_OFFSET: 4.9.8 hands it to ``Broker2Client#resetOffset`` (R3.10a); a 5.x
@@ -1046,6 +1110,47 @@ class AdminBrokerProcessor:
         return RemotingCommand.create_response_command(ResponseCode.SUCCESS)
 
 
+# --- slaves ------------------------------------------------------------------------------------------
+
+
+class SlaveSynchronize:
+    """``SlaveSynchronize`` (slaves, R3.8): a slave's copy of its master's metadata. Only the consumer
+    offsets matter here: ``syncConsumerOffset`` asks the master (GET_ALL_CONSUMER_OFFSET) and applies the
+    answer with ``putAll`` on the slave's ``topic@group`` table, so each key the master has replaces the
+    slave's whole per-queue map and a key only the slave has survives; then it persists the slave's
+    table. ``master_addr`` is the master's address as the name server last gave it: None while the
+    master is down (the registration answer names no master), when nothing is synchronized."""
+
+    def __init__(self, controller: BrokerController) -> None:
+        self.controller = controller
+
+    @property
+    def master_addr(self) -> str | None:
+        master = self.controller.host.master
+        return None if master is None or not master.is_up() else master.broker_addr
+
+    def sync_all(self) -> None:
+        """``syncAll``: topic configs, consumer offsets, delay offsets, subscription groups; only the
+        offsets are modelled."""
+        self.sync_consumer_offset()
+
+    def sync_consumer_offset(self) -> None:
+        master = self.controller.host.master
+        if self.master_addr is None or master is None or master.controller is None:
+            return
+        # BrokerOuterAPI#getAllConsumerOffset
+        request = RemotingCommand.create_request_command(RequestCode.GET_ALL_CONSUMER_OFFSET, None)
+        response = master.process_sync(self.controller.host.require_master_connection(), request)
+        if response.code != ResponseCode.SUCCESS or not isinstance(response.body, str):
+            log.error("SyncConsumerOffset Exception, %s", self.master_addr)
+            return
+        wrapper = ConsumerOffsetManager(self.controller.host.root_dir)
+        wrapper.decode(response.body, f"GET_ALL_CONSUMER_OFFSET from {self.master_addr}")
+        manager = self.controller.consumer_offset_manager
+        manager.offset_table.update(wrapper.offset_table)  # putAll
+        manager.persist()
+
+
 # --- process and machine ---------------------------------------------------------------------------
 
 
@@ -1068,6 +1173,7 @@ class BrokerController:
         self.admin_broker_processor = AdminBrokerProcessor(self)
         self.scheduled_executor_service = ScheduledExecutorService(host.clock, "BrokerControllerScheduledThread")
         self.rebalance_lock_manager = RebalanceLockManager(host.clock)  # orderly (R8.1): memory only
+        self.slave_synchronize = SlaveSynchronize(self)  # slaves (R3.8)
 
     def now(self) -> int:
         return self.host.clock.now()
@@ -1077,7 +1183,17 @@ class BrokerController:
         return self.consumer_offset_manager.load()
 
     def start(self) -> None:
-        """R3.6: persist the offset table every 5 s, first after 10 s."""
+        """R3.6: persist the offset table every 5 s, first after 10 s. A slave (slaves) instead runs
+        ``handleSlaveSynchronize``'s task (R3.8): 4.9.8 ``syncAll`` at 3 s, then every 10 s; 5.x's 3 s task
+        from 10 s syncs only once 60 s passed since the last sync, so its runs that sync are the ones kept
+        (``MQVersion.slave_sync_times``). A slave's own flush is not run: the slave never restarts, so its
+        file is never read."""
+        if self.message_store.broker_role is BrokerRole.SLAVE:
+            first, period = self.host.version.slave_sync_times
+            self.scheduled_executor_service.schedule_at_fixed_rate(
+                SLAVE_SYNC_TASK_NAME, self.slave_synchronize.sync_all, first, period
+            )
+            return
         self.scheduled_executor_service.schedule_at_fixed_rate(
             FLUSH_TASK_NAME,
             self.consumer_offset_manager.persist,
@@ -1111,6 +1227,7 @@ class BrokerController:
             RequestCode.LOCK_BATCH_MQ: lambda: self.admin_broker_processor.lock_batch_mq(request),  # orderly
             RequestCode.UNLOCK_BATCH_MQ: lambda: self.admin_broker_processor.unlock_batch_mq(request),  # orderly
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: lambda: self.admin_broker_processor.reset_offset(request),
+            RequestCode.GET_ALL_CONSUMER_OFFSET: self.admin_broker_processor.get_all_consumer_offset,  # slaves
         }
         if code not in handlers:
             raise ValueError(f"request code {code} is not handled synchronously")
@@ -1121,6 +1238,12 @@ class BrokerController:
         request = channel.read_request()
         if request.code == RequestCode.UPDATE_CONSUMER_OFFSET:
             self.consumer_manage_processor.update_consumer_offset(channel, request)  # oneway: no reply
+        elif request.code == RequestCode.PULL_MESSAGE and self.pull_message_processor.reject_request():
+            # NettyRemotingAbstract#processRequestCommand: a rejected request is answered SYSTEM_BUSY
+            busy = RemotingCommand.create_response_command(
+                ResponseCode.SYSTEM_BUSY, "[REJECTREQUEST]system busy, start flow control for a while"
+            )
+            channel.replies[request.opaque] = PendingReply(self.host.incarnation, request, busy)
         elif request.code == RequestCode.PULL_MESSAGE:
             response = self.pull_message_processor.process_request(channel, request, broker_allow_suspend=True)
             channel.replies[request.opaque] = PendingReply(self.host.incarnation, request, response)
@@ -1140,10 +1263,18 @@ class BrokerHost:
         compat: SpecCompat,
         store_host: str = "10.0.0.100:10911",
         version: MQVersion | None = None,
+        broker_addr: str = "broker-a:10911",
+        broker_role: BrokerRole = BrokerRole.ASYNC_MASTER,
+        offset_check_in_slave: bool = False,
+        master: BrokerHost | None = None,
     ) -> None:
         self.clock = clock
         self.root_dir = root_dir
         self.broker_name = broker_name
+        self.broker_addr = broker_addr  # the address clients connect to
+        self.master = master  # slaves: the master this slave replicates (HA) and synchronizes from
+        # slaves: the slave's BrokerOuterAPI connection to its master
+        self.master_connection = None if master is None else master.connect(store_host)
         self.compat = compat
         self.version = version if version is not None else MQVersion()
         # Lets a test make the request processor throw on a synchronous request (answered SYSTEM_ERROR).
@@ -1151,7 +1282,9 @@ class BrokerHost:
         # Lets a test rewrite the consumer list a GET_CONSUMER_LIST_BY_GROUP answers: (group, clientIds) ->
         # clientIds (a heartbeat that has not reached this broker yet, S7).
         self.consumer_list_filter: Callable[[str, list[str]], list[str]] | None = None
-        self.message_store = DefaultMessageStore(clock, store_host)
+        self.message_store = DefaultMessageStore(
+            clock, store_host, broker_role=broker_role, offset_check_in_slave=offset_check_in_slave
+        )
         self.durable = BrokerDurableConfig({t: TopicConfig(t, n, n) for t, n in topics.items()})
         self.controller: BrokerController | None = None
         self.connections: list[ClientConnection] = []
@@ -1174,11 +1307,22 @@ class BrokerHost:
     def process_sync(self, connection: ClientConnection, request: RemotingCommand) -> RemotingCommand:
         return self.require_controller().process_sync(connection, request)
 
+    def require_master_connection(self) -> ClientConnection:
+        if self.master_connection is None:
+            raise RemotingConnectException(f"{self.broker_addr} is no slave")
+        return self.master_connection
+
+    def replicate_queue(self, topic: str, queue_id: int) -> None:
+        """Slaves: HA brings this slave's copy of one queue level with its master's (the master must be up)."""
+        if self.master is None or not self.master.is_up():
+            raise RemotingConnectException(f"{self.broker_addr}: no master to replicate from")
+        self.message_store.replicate_queue(self.master.message_store, topic, queue_id)
+
     def wake_up_held_request(self, connection: ClientConnection, request: RemotingCommand) -> RemotingCommand:
         return self.require_controller().pull_message_processor.execute_request_when_wakeup(connection, request)
 
     def connect(self, local_address: str) -> ClientConnection:
-        connection = ClientConnection(local_address, self)
+        connection = ClientConnection(local_address, self, self.broker_addr)
         self.connections.append(connection)
         return connection
 

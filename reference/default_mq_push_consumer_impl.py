@@ -41,7 +41,13 @@ from rmqspec.reference.message import (
     MessageExt,
 )
 from rmqspec.reference.message_queue import MessageQueue, retry_topic
-from rmqspec.reference.mq_client_instance import FIX_OFFSET_TASK, MQClientInstance, PullResult, PullStatus
+from rmqspec.reference.mq_client_instance import (
+    FIX_OFFSET_TASK,
+    MASTER_ID,
+    MQClientInstance,
+    PullResult,
+    PullStatus,
+)
 from rmqspec.reference.offset_store import OffsetStore, ReadOffsetType
 from rmqspec.reference.process_queue import ProcessQueue
 from rmqspec.reference.protocol import (
@@ -183,10 +189,15 @@ class PullAPIWrapper:
         broker_suspend_max_time_millis: int,
         pull_callback: PullCallback,
     ) -> None:
-        """R5.3: to the master (the only broker here), so the commit flag is kept."""
-        addr = self.mq_client_factory.find_broker_address_in_subscribe(mq.broker_name)
-        if addr is None:
+        """R5.3: to the master (``recalculatePullFromWhichNode``: the master, as every slave suggests with
+        slaveReadEnable = false), or to any address of the name when the route lacks it (its slave while
+        the master is down, slaves); for a slave's address the commit flag is cleared."""
+        found = self.mq_client_factory.find_broker_address_in_subscribe(mq.broker_name, MASTER_ID, False)
+        if found is None:
             raise MQClientException(f"The broker[{mq.broker_name}] not exist")
+        addr = found.broker_addr
+        if found.slave:
+            sys_flag = PullSysFlag.clear_commit_offset_flag(sys_flag)
         header = PullMessageRequestHeader(
             self.consumer_group,
             mq.topic,

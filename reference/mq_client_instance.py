@@ -5,7 +5,10 @@ Mirrors RocketMQ 4.9.8:
 - :class:`MQClientInstance`: the scheduled tasks of R4.1 (``persistAllConsumerOffset`` every 5 s after
   10 s; heartbeat every 30 s after 1 s), the ``PullMessageService`` and ``RebalanceService`` (R4.2),
   ``findConsumerIdList`` (R9.3 step 2), ``sendHeartbeatToAllBrokerWithLock``, ``unregisterConsumer``
-  and ``rebalanceImmediately`` (R9.7). The topic route (name server) is static: one broker.
+  and ``rebalanceImmediately`` (R9.7). The topic route (name server) names one broker name; its
+  addresses (``brokerAddrs``: the master, id 0, and with a slave, id 1) are a table the driver shares
+  with every client, so a master's death and return are seen at once (slaves: ``brokerAddrTable``,
+  ``findBrokerAddressInSubscribe`` with its fall-back to any address, ``selectBrokerAddr``).
 - :class:`MQClientAPIImpl`: request building and response mapping, e.g. ``processPullResponse``
   (R5.5 response code to ``PullStatus``) and ``queryConsumerOffset`` (any non-SUCCESS code raises
   ``MQBrokerException``, R2.3/R2.4).
@@ -105,11 +108,32 @@ class PullResult:
 
 @dataclass
 class TopicRouteData:
-    """The name server's route of a topic: one broker name with its read queue count."""
+    """The name server's route of a topic: one broker name with its read queue count. ``broker_addrs``
+    is its ``BrokerData.brokerAddrs`` (brokerId to address); None means the master ``broker_addr`` only.
+    The driver shares one table among routes and mutates it as brokers die and return."""
 
     broker_name: str
     broker_addr: str
     read_queue_nums: int
+    broker_addrs: dict[int, str] | None = None
+
+    def addrs(self) -> dict[int, str]:
+        return {MASTER_ID: self.broker_addr} if self.broker_addrs is None else self.broker_addrs
+
+    def select_broker_addr(self) -> str | None:
+        """``BrokerData#selectBrokerAddr``: the master's address, else any (the first) of the others."""
+        addrs = self.addrs()
+        if MASTER_ID in addrs:
+            return addrs[MASTER_ID]
+        return next(iter(sorted(addrs.items())), (None, None))[1]
+
+
+@dataclass(frozen=True)
+class FindBrokerResult:
+    """``FindBrokerResult``: an address and whether it is a slave's."""
+
+    broker_addr: str
+    slave: bool
 
 
 class PullInvokeCallback:
@@ -140,7 +164,7 @@ class MQClientAPIImpl:
 
     def pull_message_async(self, addr: str, header: PullMessageRequestHeader, pull_callback: PullCallback) -> None:
         request = RemotingCommand.create_request_command(RequestCode.PULL_MESSAGE, header)
-        self.remoting_client.invoke_async(request, PullInvokeCallback(self, pull_callback))
+        self.remoting_client.invoke_async(request, PullInvokeCallback(self, pull_callback), addr)
 
     @staticmethod
     def process_pull_response(response: RemotingCommand) -> PullResult:
@@ -160,7 +184,7 @@ class MQClientAPIImpl:
 
     def query_consumer_offset(self, addr: str, header: QueryConsumerOffsetRequestHeader) -> int:
         response = self.remoting_client.invoke_sync(
-            RemotingCommand.create_request_command(RequestCode.QUERY_CONSUMER_OFFSET, header)
+            RemotingCommand.create_request_command(RequestCode.QUERY_CONSUMER_OFFSET, header), addr
         )
         if response.code != ResponseCode.SUCCESS:
             raise MQBrokerException(response.code, response.remark)
@@ -169,14 +193,15 @@ class MQClientAPIImpl:
 
     def update_consumer_offset_oneway(self, addr: str, header: UpdateConsumerOffsetRequestHeader) -> None:
         self.remoting_client.invoke_oneway(
-            RemotingCommand.create_request_command(RequestCode.UPDATE_CONSUMER_OFFSET, header)
+            RemotingCommand.create_request_command(RequestCode.UPDATE_CONSUMER_OFFSET, header), addr
         )
 
     def get_consumer_id_list_by_group(self, addr: str, consumer_group: str) -> list[str]:
         response = self.remoting_client.invoke_sync(
             RemotingCommand.create_request_command(
                 RequestCode.GET_CONSUMER_LIST_BY_GROUP, GetConsumerListByGroupRequestHeader(consumer_group)
-            )
+            ),
+            addr,
         )
         if response.code != ResponseCode.SUCCESS:
             raise MQBrokerException(response.code, response.remark)
@@ -201,14 +226,14 @@ class MQClientAPIImpl:
             max_consume_retry_times,
         )
         response = self.remoting_client.invoke_sync(
-            RemotingCommand.create_request_command(RequestCode.CONSUMER_SEND_MSG_BACK, header)
+            RemotingCommand.create_request_command(RequestCode.CONSUMER_SEND_MSG_BACK, header), addr
         )
         if response.code != ResponseCode.SUCCESS:
             raise MQBrokerException(response.code, response.remark)
 
     def send_message(self, addr: str, header: SendMessageRequestHeader, body: bytes) -> str:
         response = self.remoting_client.invoke_sync(
-            RemotingCommand.create_request_command(RequestCode.SEND_MESSAGE, header, body)
+            RemotingCommand.create_request_command(RequestCode.SEND_MESSAGE, header, body), addr
         )
         if response.code != ResponseCode.SUCCESS:
             raise MQBrokerException(response.code, response.remark)
@@ -216,7 +241,7 @@ class MQClientAPIImpl:
 
     def send_heartbeat(self, addr: str, heartbeat_data: HeartbeatData) -> None:
         response = self.remoting_client.invoke_sync(
-            RemotingCommand.create_request_command(RequestCode.HEART_BEAT, None, heartbeat_data)
+            RemotingCommand.create_request_command(RequestCode.HEART_BEAT, None, heartbeat_data), addr
         )
         if response.code != ResponseCode.SUCCESS:
             raise MQBrokerException(response.code, response.remark)
@@ -225,7 +250,8 @@ class MQClientAPIImpl:
         response = self.remoting_client.invoke_sync(
             RemotingCommand.create_request_command(
                 RequestCode.UNREGISTER_CLIENT, UnregisterClientRequestHeader(client_id, consumer_group)
-            )
+            ),
+            addr,
         )
         if response.code != ResponseCode.SUCCESS:
             raise MQBrokerException(response.code, response.remark)
@@ -234,7 +260,8 @@ class MQClientAPIImpl:
         response = self.remoting_client.invoke_sync(
             RemotingCommand.create_request_command(
                 RequestCode.GET_MAX_OFFSET, GetMaxOffsetRequestHeader(topic, queue_id)
-            )
+            ),
+            addr,
         )
         if response.code != ResponseCode.SUCCESS:
             raise MQBrokerException(response.code, response.remark)
@@ -245,7 +272,8 @@ class MQClientAPIImpl:
         response = self.remoting_client.invoke_sync(
             RemotingCommand.create_request_command(
                 RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, SearchOffsetRequestHeader(topic, queue_id, timestamp)
-            )
+            ),
+            addr,
         )
         if response.code != ResponseCode.SUCCESS:
             raise MQBrokerException(response.code, response.remark)
@@ -255,7 +283,7 @@ class MQClientAPIImpl:
     # orderly (R8.2)
     def lock_batch_mq(self, addr: str, request_body: LockBatchRequestBody) -> set[MessageQueue]:
         response = self.remoting_client.invoke_sync(
-            RemotingCommand.create_request_command(RequestCode.LOCK_BATCH_MQ, None, request_body)
+            RemotingCommand.create_request_command(RequestCode.LOCK_BATCH_MQ, None, request_body), addr
         )
         if response.code != ResponseCode.SUCCESS:
             raise MQBrokerException(response.code, response.remark)
@@ -270,11 +298,11 @@ class MQClientAPIImpl:
         request = RemotingCommand.create_request_command(RequestCode.UNLOCK_BATCH_MQ, None, request_body)
         if oneway:
             try:
-                self.remoting_client.invoke_sync(request)
+                self.remoting_client.invoke_sync(request, addr)
             except RemotingException as e:
                 log.info("oneway unlockBatchMQ lost: %s", e)
             return
-        response = self.remoting_client.invoke_sync(request)
+        response = self.remoting_client.invoke_sync(request, addr)
         if response.code != ResponseCode.SUCCESS:
             raise MQBrokerException(response.code, response.remark)
 
@@ -362,7 +390,10 @@ class MQClientInstance:
         topic_route_table: dict[str, TopicRouteData],
         compat: SpecCompat,
         version: MQVersion | None = None,
+        other_connections: list[ClientConnection] | None = None,
     ) -> None:
+        """``connection`` is the wire to the master; ``other_connections`` (slaves) the wires to the other
+        addresses of the broker name, which the network keeps like the master's."""
         # Imported here: the pull and rebalance services import this module for typing.
         from rmqspec.reference.default_mq_push_consumer_impl import PullMessageService
         from rmqspec.reference.rebalance_impl import RebalanceService
@@ -372,7 +403,7 @@ class MQClientInstance:
         self.compat = compat
         self.version = version if version is not None else MQVersion()  # the client library's release line
         self.connection = connection
-        self.remoting_client = NettyRemotingClient(connection)
+        self.remoting_client = NettyRemotingClient(connection, other_connections)
         self.mq_client_api_impl = MQClientAPIImpl(self.remoting_client)
         self.mq_admin_impl = MQAdminImpl(self)
         self.client_remoting_processor = ClientRemotingProcessor(self)
@@ -388,7 +419,8 @@ class MQClientInstance:
     def start(self) -> None:
         if self.started:
             return
-        self.connection.client_processor = self.client_remoting_processor
+        for channel in self.remoting_client.connections():  # slaves: the slave's broker notifies too
+            channel.client_processor = self.client_remoting_processor
         self.start_scheduled_task()
         self.pull_message_service.start()
         self.rebalance_service.start()
@@ -428,19 +460,26 @@ class MQClientInstance:
         return True
 
     def unregister_consumer(self, group: str) -> None:
-        """Forget the consumer and send UNREGISTER_CLIENT to every broker (R4.4 step 3)."""
+        """Forget the consumer and send UNREGISTER_CLIENT to every address of ``brokerAddrTable`` (R4.4
+        step 3; with a slave, to it too)."""
         self.consumer_table.pop(group, None)
-        for route in self._brokers():
+        for addr in self._broker_addrs():
             try:
-                self.mq_client_api_impl.unregister_client(route.broker_addr, self.client_id, group)
+                self.mq_client_api_impl.unregister_client(addr, self.client_id, group)
             except (RemotingException, MQBrokerException) as e:
-                log.warning("unregister client exception from broker: %s %s", route.broker_addr, e)
+                log.warning("unregister client exception from broker: %s %s", addr, e)
 
-    def _brokers(self) -> list[TopicRouteData]:
-        seen: dict[str, TopicRouteData] = {}
+    @property
+    def broker_addr_table(self) -> dict[str, dict[int, str]]:
+        """``brokerAddrTable``: broker name to (brokerId to address), as the routes give it now."""
+        table: dict[str, dict[int, str]] = {}
         for route in self.topic_route_table.values():
-            seen.setdefault(route.broker_addr, route)
-        return list(seen.values())
+            table.setdefault(route.broker_name, {}).update(route.addrs())
+        return {name: dict(sorted(addrs.items())) for name, addrs in table.items()}
+
+    def _broker_addrs(self) -> list[str]:
+        """Every address of ``brokerAddrTable``, each broker name's in brokerId order (HashMap order)."""
+        return [addr for addrs in self.broker_addr_table.values() for addr in addrs.values()]
 
     # --- routes -------------------------------------------------------------------------------------
 
@@ -451,16 +490,33 @@ class MQClientInstance:
             return None
         return {MessageQueue(topic, route.broker_name, q) for q in range(route.read_queue_nums)}
 
-    def find_broker_address_in_subscribe(self, broker_name: str) -> str | None:
-        """R2.4 step 1 (master only; the one-broker route always has it)."""
-        return next((r.broker_addr for r in self.topic_route_table.values() if r.broker_name == broker_name), None)
+    def find_broker_address_in_subscribe(
+        self, broker_name: str, broker_id: int = MASTER_ID, only_this_broker: bool = False
+    ) -> FindBrokerResult | None:
+        """``findBrokerAddressInSubscribe`` (R2.4, R2.5, R5.3): ``broker_id``'s address; for a slave id,
+        also the next id; unless ``only_this_broker``, any address of the name (the first in the
+        table), e.g. its slave's while the route lacks the master (slaves)."""
+        table = self.broker_addr_table.get(broker_name)
+        if not table:
+            return None
+        addr = table.get(broker_id)
+        slave = broker_id != MASTER_ID
+        if addr is None and slave:
+            addr = table.get(broker_id + 1)
+        if addr is None and not only_this_broker:
+            first_id, addr = next(iter(table.items()))
+            slave = first_id != MASTER_ID
+        return None if addr is None else FindBrokerResult(addr, slave)
 
     def find_broker_address_in_publish(self, broker_name: str) -> str | None:
-        return self.find_broker_address_in_subscribe(broker_name)
+        """``findBrokerAddressInPublish``: the master's address only."""
+        return self.broker_addr_table.get(broker_name, {}).get(MASTER_ID)
 
     def find_broker_addr_by_topic(self, topic: str) -> str | None:
+        """``findBrokerAddrByTopic``: the route's one broker, ``selectBrokerAddr`` (the master's address
+        while the route has it, else its slave's)."""
         route = self.topic_route_table.get(topic)
-        return None if route is None else route.broker_addr
+        return None if route is None else route.select_broker_addr()
 
     # --- tasks --------------------------------------------------------------------------------------
 
@@ -473,11 +529,11 @@ class MQClientInstance:
         heartbeat = HeartbeatData(self.client_id, [c.consumer_data() for c in self.consumer_table.values()])
         if not heartbeat.consumer_data_set:
             return
-        for route in self._brokers():
+        for addr in self._broker_addrs():  # sendHeartbeatToAllBroker: master and slave alike (slaves)
             try:
-                self.mq_client_api_impl.send_heartbeat(route.broker_addr, heartbeat)
+                self.mq_client_api_impl.send_heartbeat(addr, heartbeat)
             except (RemotingException, MQBrokerException) as e:
-                log.info("send heart beat to broker[%s] exception: %s", route.broker_addr, e)
+                log.info("send heart beat to broker[%s] exception: %s", addr, e)
 
     def find_consumer_id_list(self, topic: str, group: str) -> list[str] | None:
         """R9.3 step 2: any error gives None, including the broker's SYSTEM_ERROR "no consumer for

@@ -21,6 +21,10 @@ one derived property, read at exactly one place:
   ``RebalancePushImpl.remove_unnecessary_message_queue`` (R8.8): 4.9.8 persists, removes the offset and
   needs the consume lock to unlock (20 s later when messages are cached); 5.x (5.2.0) persists, then
   needs the write lock or a lock 20 s old, and unlocks at once.
+- ``slave_rejects_pulls`` (slaves), read in ``PullMessageProcessor.reject_request`` (R5.4): a 4.9.8
+  slave serves pulls; a 5.x slave with slaveReadEnable = false rejects them (SYSTEM_BUSY).
+- ``slave_sync_times`` (slaves), read in ``BrokerController.start`` (R3.8): the slave's offset sync runs
+  at 3 s and every 10 s in 4.9.8, at 61 s and every 63 s in 5.x.
 - ``orderly_forward_counts_the_send`` (orderly consume loop), read in
   ``ConsumeMessageOrderlyService.send_message_back`` (R8.7): the forwarded message's RECONSUME_TIME is
   reconsumeTimes in 4.9.8, reconsumeTimes + 1 in 5.x (5.1.1).
@@ -90,6 +94,22 @@ class MQVersion:
         message's RECONSUME_TIME to ``reconsumeTimes`` in 4.9.8 and to ``reconsumeTimes + 1`` from 5.1.1
         (commit 7cfffe7f48, apache/rocketmq#6163). Read in ``ConsumeMessageOrderlyService.send_message_back``."""
         return self.name != V4_9_8
+
+    # slaves
+    @property
+    def slave_rejects_pulls(self) -> bool:
+        """R5.4 (slaves): from 5.0.0 ``PullMessageProcessor#rejectRequest`` is true on a slave with
+        slaveReadEnable = false (the default), so every pull it gets is answered SYSTEM_BUSY; 4.9.8's
+        ``rejectRequest`` is false. Mirrors ``not Config.slave_serves_pulls``."""
+        return self.name != V4_9_8
+
+    @property
+    def slave_sync_times(self) -> tuple[int, int]:
+        """R3.8 (slaves): (first run, period) in ms of the slave runs of ``SlaveSynchronize#syncAll`` that
+        synchronize. 4.9.8's ``handleSlaveSynchronize`` schedules it at 3 s, then every 10 s; 5.0.0's task runs
+        every 3 s from 10 s and syncs only when more than 60 s passed since the last sync (or since the
+        controller was built): at 61 s, then every 63 s. Mirrors ``Config.slave_sync_times``."""
+        return (3_000, 10_000) if self.name == V4_9_8 else (61_000, 63_000)
 
     @property
     def young_queue_needs_head_in_memory(self) -> bool:

@@ -34,6 +34,7 @@ class RequestCode:
     NOTIFY_CONSUMER_IDS_CHANGED: Final = 40
     LOCK_BATCH_MQ: Final = 41  # orderly (R8.2)
     UNLOCK_BATCH_MQ: Final = 42  # orderly (R8.2)
+    GET_ALL_CONSUMER_OFFSET: Final = 43  # slaves: SlaveSynchronize#syncConsumerOffset (R3.8)
     RESET_CONSUMER_CLIENT_OFFSET: Final = 220  # full fidelity (admin reset): broker to client (R3.10a)
     INVOKE_BROKER_TO_RESET_OFFSET: Final = 222  # full fidelity (admin reset): admin to broker (R3.10a/b)
 
@@ -41,6 +42,7 @@ class RequestCode:
 class ResponseCode:
     SUCCESS: Final = 0
     SYSTEM_ERROR: Final = 1
+    SYSTEM_BUSY: Final = 2  # slaves: a 5.x slave's rejectRequest for a pull
     TOPIC_NOT_EXIST: Final = 17
     PULL_NOT_FOUND: Final = 19
     PULL_RETRY_IMMEDIATELY: Final = 20
@@ -72,6 +74,11 @@ class PullSysFlag:
         if class_filter:
             flag |= PullSysFlag.FLAG_CLASS_FILTER
         return flag
+
+    @staticmethod
+    def clear_commit_offset_flag(flag: int) -> int:
+        """R5.3 (slaves): ``pullKernelImpl`` clears the flag for a slave's address."""
+        return flag & ~PullSysFlag.FLAG_COMMIT_OFFSET
 
     @staticmethod
     def has_commit_offset_flag(flag: int) -> bool:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Final
 from rmqspec.reference.allocate import AllocateMessageQueueStrategy
 from rmqspec.reference.exceptions import MQClientException
 from rmqspec.reference.message_queue import RETRY_GROUP_TOPIC_PREFIX, MessageQueue
-from rmqspec.reference.mq_client_instance import UNLOCK_DELAY_TASK
+from rmqspec.reference.mq_client_instance import MASTER_ID, UNLOCK_DELAY_TASK
 from rmqspec.reference.mq_version import MQVersion
 from rmqspec.reference.offset_store import ReadOffsetType
 from rmqspec.reference.process_queue import ProcessQueue
@@ -216,13 +216,18 @@ class RebalanceImpl:
 
     # --- orderly: broker locks (R8.2) ------------------------------------------------------------------
 
+    def _master_addr(self, broker_name: str) -> str | None:
+        """Locks go to the master only: ``findBrokerAddressInSubscribe(brokerName, MASTER_ID, true)``."""
+        found = self.mq_client_factory.find_broker_address_in_subscribe(broker_name, MASTER_ID, True)
+        return None if found is None else found.broker_addr
+
     def _lock_request(self, mqs: set[MessageQueue]) -> LockBatchRequestBody:
         return LockBatchRequestBody(self.consumer_group, self.mq_client_factory.client_id, set(mqs))
 
     def lock(self, mq: MessageQueue) -> bool:
         """``lock(mq)``: LOCK_BATCH_MQ for {mq}, synchronous; granted queues with a pq get locked and
         a fresh lastLockTimestamp. Any exception means False."""
-        addr = self.mq_client_factory.find_broker_address_in_subscribe(mq.broker_name)
+        addr = self._master_addr(mq.broker_name)
         if addr is None:
             return False
         try:
@@ -245,7 +250,7 @@ class RebalanceImpl:
         if not mqs:
             return
         broker_name = next(iter(mqs)).broker_name  # the model's one broker
-        addr = self.mq_client_factory.find_broker_address_in_subscribe(broker_name)
+        addr = self._master_addr(broker_name)
         if addr is None:
             return
         try:
@@ -272,7 +277,7 @@ class RebalanceImpl:
     def unlock(self, mq: MessageQueue, oneway: bool) -> None:
         """``unlock(mq, oneway)``: UNLOCK_BATCH_MQ for {mq}; ``pq.locked`` is not touched. An exception is
         logged (R8.8)."""
-        addr = self.mq_client_factory.find_broker_address_in_subscribe(mq.broker_name)
+        addr = self._master_addr(mq.broker_name)
         if addr is None:
             return
         body = UnlockBatchRequestBody(self.consumer_group, self.mq_client_factory.client_id, {mq})
@@ -287,7 +292,7 @@ class RebalanceImpl:
         mqs = self._lock_batch()
         if not mqs:
             return
-        addr = self.mq_client_factory.find_broker_address_in_subscribe(next(iter(mqs)).broker_name)
+        addr = self._master_addr(next(iter(mqs)).broker_name)
         if addr is None:
             return
         body = UnlockBatchRequestBody(self.consumer_group, self.mq_client_factory.client_id, mqs)

@@ -18,7 +18,7 @@ from collections.abc import Set as AbstractSet
 
 from rmqspec.reference.exceptions import MQClientException
 from rmqspec.reference.message_queue import RETRY_GROUP_TOPIC_PREFIX, MessageQueue
-from rmqspec.reference.mq_client_instance import MQBrokerException, MQClientInstance
+from rmqspec.reference.mq_client_instance import MASTER_ID, FindBrokerResult, MQBrokerException, MQClientInstance
 from rmqspec.reference.mq_version import MQVersion
 from rmqspec.reference.offset_store import OffsetStore, ReadOffsetType, update_offset_table
 from rmqspec.reference.protocol import (
@@ -79,12 +79,22 @@ class RemoteBrokerOffsetStore(OffsetStore):
         return broker_offset
 
     def fetch_consume_offset_from_broker(self, mq: MessageQueue) -> int:
-        """R2.4: QUERY_CONSUMER_OFFSET to the master of ``mq``'s broker."""
-        addr = self.mq_client_factory.find_broker_address_in_subscribe(mq.broker_name)
-        if addr is None:
+        """R2.4: QUERY_CONSUMER_OFFSET to the master of ``mq``'s broker, or to any address of the name
+        when the route has no master (its slave while the master is down, slaves)."""
+        found = self._find_broker(mq)
+        if found is None:
             raise MQClientException(f"The broker[{mq.broker_name}] not exist")
         header = QueryConsumerOffsetRequestHeader(self.group_name, mq.topic, mq.queue_id)
-        return self.mq_client_factory.mq_client_api_impl.query_consumer_offset(addr, header)
+        return self.mq_client_factory.mq_client_api_impl.query_consumer_offset(found.broker_addr, header)
+
+    def _find_broker(self, mq: MessageQueue) -> FindBrokerResult | None:
+        """``findBrokerAddressInSubscribe(brokerName, MASTER_ID, true)``, then (after the route update,
+        which the driver's shared route makes a no-op) ``(..., false)``: any address of the name."""
+        factory = self.mq_client_factory
+        found = factory.find_broker_address_in_subscribe(mq.broker_name, MASTER_ID, True)
+        if found is None:
+            found = factory.find_broker_address_in_subscribe(mq.broker_name, MASTER_ID, False)
+        return found
 
     def persist_all(self, mqs: AbstractSet[MessageQueue] | None) -> None:
         """R2.7: send every entry in ``mqs`` oneway; then forget the entries not in ``mqs``. An empty
@@ -123,10 +133,12 @@ class RemoteBrokerOffsetStore(OffsetStore):
         return {mq: v for mq, v in self.offset_table.items() if not topic or not topic.strip() or mq.topic == topic}
 
     def update_consume_offset_to_broker(self, mq: MessageQueue, offset: int, is_oneway: bool) -> None:
-        """R2.5: UPDATE_CONSUMER_OFFSET; only the oneway form is used by a push consumer (R2.8)."""
-        addr = self.mq_client_factory.find_broker_address_in_subscribe(mq.broker_name)
-        if addr is None:
+        """R2.5: UPDATE_CONSUMER_OFFSET (to the slave while the route lacks the master, slaves); only the
+        oneway form is used by a push consumer (R2.8)."""
+        found = self._find_broker(mq)
+        if found is None:
             raise MQClientException(f"The broker[{mq.broker_name}] not exist")
+        addr = found.broker_addr
         header = UpdateConsumerOffsetRequestHeader(self.group_name, mq.topic, mq.queue_id, offset)
         if not is_oneway:
             raise NotImplementedError("the push consumer never commits synchronously (R2.8)")

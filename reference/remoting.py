@@ -17,10 +17,15 @@ depends on:
 :class:`ClientConnection` is the wire, owned by the network (it outlives a consumer process: requests
 already sent still arrive after the client crashed). :class:`NettyRemotingClient` is the process's end
 of it with its response table, lost with the process.
+
+Slaves: a client has one connection per broker address (the master's and its slave's); a request names
+the address it goes to. Every request put on a wire gets a global send sequence, so that the driver can
+read a client's requests across its connections in the order they were sent (the model's one FIFO).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +35,10 @@ from rmqspec.reference.protocol import RemotingCommand
 
 NOT_YET_RECEIVED = -1  # request still on the wire
 LOST_ON_THE_WIRE = -2  # the connection broke before the broker read it
+
+# slaves: when each request went on a wire, across every connection (the abstraction merges a client's
+# connections to the master and to its slave into the model's one FIFO, in send order)
+_send_sequence = itertools.count(1)
 
 
 class RemotingException(Exception):
@@ -91,6 +100,20 @@ class ClientConnection:
     client_processor: ClientRequestProcessor | None = None
     # full fidelity (admin reset): oneway pushes from the broker not yet read by the client (R3.10a step 4)
     inbound: deque[RemotingCommand] = field(default_factory=deque)
+    # slaves: the global send sequence of each request still on the wire, by opaque
+    send_sequence: dict[int, int] = field(default_factory=dict)
+
+    def send(self, request: RemotingCommand) -> None:
+        """The request goes on the wire, stamped with the global send sequence."""
+        self.send_sequence[request.opaque] = next(_send_sequence)
+        self.outbound.append(request)
+
+    def oldest_sequence(self) -> int | None:
+        """The send sequence of the oldest request on the wire; None when the wire is empty."""
+        return self.sequence_of(self.outbound[0]) if self.outbound else None
+
+    def sequence_of(self, request: RemotingCommand) -> int:
+        return self.send_sequence.get(request.opaque, 0)
 
     def is_active(self) -> bool:
         return self.broker.is_up()
@@ -99,6 +122,7 @@ class ClientConnection:
         """The broker process died: what was still on the wire never arrives, either way."""
         self.outbound.clear()
         self.inbound.clear()
+        self.send_sequence.clear()
 
     def close(self) -> None:
         """The broker closed this connection (its idle-channel scan, R4.3): requests still on the wire and
@@ -106,16 +130,21 @@ class ClientConnection:
         self.outbound.clear()
         self.inbound.clear()
         self.replies.clear()
+        self.send_sequence.clear()
 
     def read_request(self) -> RemotingCommand:
         """The broker reads the oldest request (raises ``IndexError`` when the wire is empty)."""
-        return self.outbound.popleft()
+        request = self.outbound.popleft()
+        self.send_sequence.pop(request.opaque, None)
+        return request
 
     def lose_oldest_request(self) -> RemotingCommand:
         """The network loses the oldest request on the wire: the broker never reads it, and the sender
         is not told (a oneway request has no reply to miss, R2.5). Raises ``IndexError`` when the wire
         is empty. Returns the lost request."""
-        return self.outbound.popleft()
+        request = self.outbound.popleft()
+        self.send_sequence.pop(request.opaque, None)
+        return request
 
     def request_epoch(self, opaque: int) -> int:
         """Where request ``opaque`` is: on the wire, accepted by a broker incarnation, or lost."""
@@ -168,17 +197,24 @@ class ResponseFuture:
     invoke_callback: Callable[[ResponseFuture], None]
     response_command: RemotingCommand | None = None
     cause: Exception | None = None
+    connection: ClientConnection | None = None  # the channel the request went on (slaves: master or slave)
 
 
 class NettyRemotingClient:
-    """A process's remoting client over its :class:`ClientConnection`.
+    """A process's remoting client over its :class:`ClientConnection` (the master's) and, with a slave,
+    one more connection per broker address (``channelTables`` by address). A request goes to the
+    connection of the address it names; no address means the first connection (callers that predate
+    slaves). An address without a connection cannot be reached (``RemotingConnectException``).
 
     ``fault_injector`` lets a test make a request fail as if the network had dropped it: it is asked
     about every sync request and raises ``RemotingSendRequestException`` when it returns True.
     """
 
-    def __init__(self, connection: ClientConnection) -> None:
+    def __init__(self, connection: ClientConnection, others: list[ClientConnection] | None = None) -> None:
         self.connection = connection
+        self.channel_tables: dict[str, ClientConnection] = {connection.remote_address: connection}
+        for other in others or []:
+            self.channel_tables[other.remote_address] = other
         self.response_table: dict[int, ResponseFuture] = {}
         self.rpc_hooks: list[RPCHook] = []
         self.fault_injector: Callable[[RemotingCommand], bool] | None = None
@@ -186,38 +222,63 @@ class NettyRemotingClient:
     def register_rpc_hook(self, hook: RPCHook) -> None:
         self.rpc_hooks.append(hook)
 
-    def _before(self, request: RemotingCommand) -> None:
-        if not self.connection.is_active():
-            raise RemotingConnectException(f"connect to {self.connection.remote_address} failed")
+    def connections(self) -> list[ClientConnection]:
+        return list(self.channel_tables.values())
+
+    def _channel(self, addr: str | None) -> ClientConnection:
+        if addr is None:
+            return self.connection
+        channel = self.channel_tables.get(addr)
+        if channel is None:
+            raise RemotingConnectException(f"connect to {addr!r} failed: no such broker address")
+        return channel
+
+    def _before(self, channel: ClientConnection, request: RemotingCommand) -> None:
+        if not channel.is_active():
+            raise RemotingConnectException(f"connect to {channel.remote_address} failed")
         for hook in self.rpc_hooks:
-            hook.do_before_request(self.connection.remote_address, request)
+            hook.do_before_request(channel.remote_address, request)
 
-    def invoke_sync(self, request: RemotingCommand) -> RemotingCommand:
-        self._before(request)
+    def invoke_sync(self, request: RemotingCommand, addr: str | None = None) -> RemotingCommand:
+        channel = self._channel(addr)
+        self._before(channel, request)
         if self.fault_injector is not None and self.fault_injector(request):
-            raise RemotingSendRequestException(f"send request {request.code} to {self.connection.remote_address}")
-        return self.connection.broker.process_sync(self.connection, request)
+            raise RemotingSendRequestException(f"send request {request.code} to {channel.remote_address}")
+        return channel.broker.process_sync(channel, request)
 
-    def invoke_oneway(self, request: RemotingCommand) -> None:
-        self._before(request)
-        self.connection.outbound.append(request)
+    def invoke_oneway(self, request: RemotingCommand, addr: str | None = None) -> None:
+        channel = self._channel(addr)
+        self._before(channel, request)
+        channel.send(request)
 
-    def invoke_async(self, request: RemotingCommand, invoke_callback: Callable[[ResponseFuture], None]) -> None:
-        self._before(request)
-        self.response_table[request.opaque] = ResponseFuture(request.opaque, request, invoke_callback)
-        self.connection.outbound.append(request)
+    def invoke_async(
+        self, request: RemotingCommand, invoke_callback: Callable[[ResponseFuture], None], addr: str | None = None
+    ) -> None:
+        channel = self._channel(addr)
+        self._before(channel, request)
+        self.response_table[request.opaque] = ResponseFuture(
+            request.opaque, request, invoke_callback, None, None, channel
+        )
+        channel.send(request)
+
+    def connection_of(self, opaque: int) -> ClientConnection:
+        """The connection the pending async request ``opaque`` went on."""
+        channel = self.response_table[opaque].connection
+        return channel if channel is not None else self.connection
 
     def process_response(self, opaque: int) -> None:
         """The reply of ``opaque`` arrives (or its failure is noticed); its callback runs now."""
+        channel = self.connection_of(opaque)
         future = self.response_table.pop(opaque)
         try:
-            future.response_command = self.connection.take_reply(opaque)
+            future.response_command = channel.take_reply(opaque)
         except RemotingException as e:
             future.cause = e
         future.invoke_callback(future)
 
     def shutdown(self) -> None:
-        """The process ends: pending futures are forgotten; the wire keeps what was sent."""
+        """The process ends: pending futures are forgotten; the wires keep what was sent."""
         self.response_table.clear()
-        if self.connection.client_processor is not None:
-            self.connection.drop_client()
+        for channel in self.channel_tables.values():
+            if channel.client_processor is not None:
+                channel.drop_client()

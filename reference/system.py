@@ -61,6 +61,18 @@ How each action maps:
   ``ClientResetReceive``: the client reads the oldest RESET_CONSUMER_CLIENT_OFFSET on its connection
   (``MQClientInstance.reset_offset``: suspend, drop, sleep). ``ClientResetWake``: the sleep's task runs.
 
+- Slaves (``Config.slave``, R2.4, R2.5, R3.4, R3.8, R5.3-R5.5, R9.3): a second ``BrokerHost`` with
+  ``BrokerRole.SLAVE`` (brokerId 1, ``offsetCheckInSlave`` from the config), its own ConsumerOffsetManager
+  and store copy, started with the master (the backlog already copied); each client has a second
+  ``ClientConnection`` to it, which the network keeps like the master's. The name server's brokerAddrs
+  table is shared by every route: ``BrokerCrash`` drops the master from it, ``BrokerRestart`` puts it back,
+  so the clients' lookups (``findBrokerAddressInSubscribe`` falling back to the slave, ``selectBrokerAddr``)
+  see the death at once. ``SlaveReplicate(q)``: HA copies the master's queue q into the slave's store;
+  ``SlaveSync``: the slave's SlaveSynchronize task runs. ``BrokerReceive(i)`` reads the request client i sent
+  first across its two connections (the global send sequence of ``ClientConnection.send``); ``LoseCommit``
+  loses that one. ``ExpireChannel`` of a gone client closes its channel on every broker that is up.
+  ``abstract_slave()`` gives ``State.slave``.
+
 Representation choices of the abstraction (where the model records something RocketMQ does not):
 with a duplicate clientId (RMQ-11) a lock holder and each entry of a ``view`` are the lowest client index
 with that clientId (``cids.index``), while ``Broker.registered`` stays per connection.
@@ -70,7 +82,9 @@ message's own, R7.5 step 7). A pull's ``result`` is the broker's answer as the c
 (R5.5, R5.7): None while the request is on the wire, lost, or held (PULL_NOT_FOUND, long polling);
 SUCCESS gives FOUND with the offsets in the body, PULL_RETRY_IMMEDIATELY NO_MATCHED_MSG,
 PULL_OFFSET_MOVED OFFSET_ILLEGAL, any other code (e.g. SUBSCRIPTION_NOT_EXIST) an error at the
-requested offset.
+requested offset. Slaves: a request's ``to_slave`` and a pull's ``from_slave`` say which connection it went
+on; the slave's ``flushed`` is the model's constant no-offset table and its ``next_flush`` None (the slave
+never restarts, so its own file, which ``syncConsumerOffset`` persists, is never read).
 """
 
 from __future__ import annotations
@@ -88,7 +102,14 @@ from rmqspec.reference.allocate import (
     AllocateMessageQueueConsistentHash,
     AllocateMessageQueueStrategy,
 )
-from rmqspec.reference.broker import FLUSH_TASK_NAME, BrokerController, BrokerHost
+from rmqspec.reference.broker import (
+    FLUSH_TASK_NAME,
+    SLAVE_SYNC_TASK_NAME,
+    BrokerController,
+    BrokerHost,
+    BrokerRole,
+    DefaultMessageStore,
+)
 from rmqspec.reference.compat import SpecCompat
 from rmqspec.reference.consume_message_concurrently_service import (
     ConsumeConcurrentlyStatus,
@@ -124,6 +145,7 @@ from rmqspec.reference.message_queue import MessageQueue, dlq_topic, retry_topic
 from rmqspec.reference.mq_client_instance import (
     HEARTBEAT_TASK_NAME,
     LOCK_MQ_TASK_NAME,
+    MASTER_ID,
     PERSIST_TASK_NAME,
     MQClientInstance,
     PullInvokeCallback,
@@ -181,6 +203,9 @@ from rmqspec.spec.state import (
 PQ_UID_FIELD = "rmqspecPqUid"
 CAUSE_FIELD = "rmqspecCause"
 BROKER_ADDR = "broker-a:10911"
+SLAVE_ADDR = "broker-a-s:10911"  # slaves: the slave's address (brokerId 1)
+SLAVE_STORE_HOST = "10.0.0.101:10911"
+SLAVE_ID = 1
 ADMIN_ADDR = "10.0.0.200:60000"  # full fidelity (admin reset): the mqadmin tool's connection
 CHANNEL_EXPIRED_TIMEOUT = 120_000  # ConsumerManager's channel expiry (orderly consume loop: a stalled client)
 
@@ -370,9 +395,12 @@ class ReferenceSystem:
         self.index_of = {mq: k for k, mq in enumerate(self.mqs)}
         # faults (RMQ-11): with duplicate_client_id, consumer 1's IP@pid collides with consumer 0's
         self.cids = [client_id(0 if i == 1 and c.duplicate_client_id else i) for i in range(c.consumers)]
-        self.route = {c.topic: TopicRouteData(c.broker_name, BROKER_ADDR, c.queues)}
+        # slaves: the name server's brokerAddrs of the broker name, shared by every route (and so by every
+        # client's brokerAddrTable); the driver drops the master while it is down. None without a slave.
+        self.broker_addrs: dict[int, str] | None = {MASTER_ID: BROKER_ADDR, SLAVE_ID: SLAVE_ADDR} if c.slave else None
+        self.route = {c.topic: TopicRouteData(c.broker_name, BROKER_ADDR, c.queues, self.broker_addrs)}
         if self.clustering:
-            self.route[retry_topic(c.group)] = TopicRouteData(c.broker_name, BROKER_ADDR, 1)
+            self.route[retry_topic(c.group)] = TopicRouteData(c.broker_name, BROKER_ADDR, 1, self.broker_addrs)
         self.broker_dir = self.root_dir / "broker"
         self.offsets_dir = self.root_dir / "offsets"
         self.host = BrokerHost(
@@ -393,6 +421,30 @@ class ReferenceSystem:
             self.host.connect(f"10.0.0.{i + 1}:{50000 + i}") for i in range(c.consumers)
         ]
         self.connection_index = {conn: i for i, conn in enumerate(self.connections)}
+        # slaves: the slave (brokerId 1), started with the master, the backlog already replicated
+        self.slave_host: BrokerHost | None = None
+        self.slave_connections: list[ClientConnection] = []
+        if c.slave:
+            self.slave_host = BrokerHost(
+                self.clock,
+                self.root_dir / "slave",
+                c.broker_name,
+                {c.topic: c.queues, retry_topic(c.group): 1},
+                self.compat,
+                store_host=SLAVE_STORE_HOST,
+                version=self.version,
+                broker_addr=SLAVE_ADDR,
+                broker_role=BrokerRole.SLAVE,
+                offset_check_in_slave=c.offset_check_in_slave,
+                master=self.host,
+            )
+            self.slave_host.start()
+            for mq in self.mqs:
+                self.slave_host.replicate_queue(mq.topic, mq.queue_id)
+            self.slave_connections = [
+                self.slave_host.connect(f"10.0.0.{i + 1}:{51000 + i}") for i in range(c.consumers)
+            ]
+            self.connection_index.update({conn: i for i, conn in enumerate(self.slave_connections)})
         self.admin_connection = self.host.connect(ADMIN_ADDR)  # full fidelity area (admin reset)
         self.ids = [IdSequence() for _ in range(c.consumers)]
         self.processes: list[ClientProcess | None] = [None] * c.consumers
@@ -403,8 +455,10 @@ class ReferenceSystem:
             act.CoolQueueHead: self._cool_queue_head,  # type: ignore[dict-item]
             act.BrokerFlush: lambda a: self._controller().scheduled_executor_service.run_due(FLUSH_TASK_NAME),
             act.DeliverScheduled: lambda a: self._deliver_scheduled(),
-            act.BrokerCrash: lambda a: self.host.crash(),
+            act.BrokerCrash: lambda a: self._broker_crash(),
             act.BrokerRestart: lambda a: self._broker_restart(),
+            act.SlaveReplicate: self._slave_replicate,  # type: ignore[dict-item]  # slaves
+            act.SlaveSync: lambda a: self._slave_sync(),  # slaves
             act.ExpireChannel: self._expire_channel,  # type: ignore[dict-item]
             act.BrokerReceive: self._broker_receive,  # type: ignore[dict-item]
             act.LoseCommit: self._lose_commit,  # type: ignore[dict-item]  # faults
@@ -459,6 +513,23 @@ class ReferenceSystem:
             raise ReferenceActionError("the broker is down")
         return self.host.controller
 
+    def _slave_controller(self) -> BrokerController:
+        if self.slave_host is None or self.slave_host.controller is None:
+            raise ReferenceActionError("there is no slave")
+        return self.slave_host.controller
+
+    def _client_connections(self, i: int) -> list[ClientConnection]:
+        """Client ``i``'s connections: to the master, and (slaves) to the slave."""
+        return [self.connections[i], *self.slave_connections[i : i + 1]]
+
+    def _oldest_on_wire(self, i: int) -> ClientConnection | None:
+        """The connection of client ``i`` whose oldest request was sent first (the model's one FIFO)."""
+        waiting = [(seq, conn) for conn in self._client_connections(i) if (seq := conn.oldest_sequence()) is not None]
+        return min(waiting, key=lambda w: w[0])[1] if waiting else None
+
+    def _host_of(self, connection: ClientConnection) -> BrokerHost:
+        return self.slave_host if self.slave_host is not None and connection in self.slave_connections else self.host
+
     def _process(self, i: int, stalled_ok: bool = False) -> ClientProcess:
         process = self.processes[i]
         if process is None or process.consumer.service_state != "RUNNING":
@@ -483,6 +554,11 @@ class ReferenceSystem:
             scheduled = self.host.message_store.schedule_message_service.next_deliver_timestamp()
             if scheduled is not None:
                 timers.append(("scheduled message", scheduled))
+        slave = None if self.slave_host is None else self.slave_host.controller
+        if slave is not None:  # slaves: SlaveSynchronize's task (R3.8)
+            due = slave.scheduled_executor_service.due_time(SLAVE_SYNC_TASK_NAME)
+            if due is not None:
+                timers.append(("slave sync", due))
         now = self.clock.now()
         for process in self.processes:
             if process is not None and not process.stalled(now):  # a stalled JVM's timers wait
@@ -521,19 +597,48 @@ class ReferenceSystem:
         self._controller()
         self.host.message_store.schedule_message_service.deliver_due_message()
 
+    def _broker_crash(self) -> None:
+        """kill -9 of the master; with a slave the name server's route drops the master at once (slaves)."""
+        self.host.crash()
+        if self.broker_addrs is not None:
+            self.broker_addrs.pop(MASTER_ID, None)
+
     def _broker_restart(self) -> None:
         if self.host.is_up():
             raise ReferenceActionError("the broker is up")
         self.host.start()
+        if self.broker_addrs is not None:  # slaves: the master registers again
+            self.broker_addrs[MASTER_ID] = BROKER_ADDR
+
+    # slaves (R3.8, R5.5)
+    def _slave_replicate(self, a: act.SlaveReplicate) -> None:
+        """HA: the slave's copy of queue ``a.queue`` catches up with the master's commit log."""
+        if self.slave_host is None or not self.host.is_up():
+            raise ReferenceActionError("no slave, or the master is down")
+        mq = self._mq(a.queue)
+        self.slave_host.replicate_queue(mq.topic, mq.queue_id)
+
+    def _slave_sync(self) -> None:
+        """The slave's SlaveSynchronize task runs (``syncAll``; nothing while the master is down)."""
+        self._slave_controller().scheduled_executor_service.run_due(SLAVE_SYNC_TASK_NAME)
 
     def _expire_channel(self, a: act.ExpireChannel) -> None:
         """The channel closes: the process is gone (TCP close), or (orderly consume loop) it is stalled
         and its last heartbeat is more than 120 s old (the broker's channel scan)."""
-        controller = self._controller()
         process = self.processes[a.client]
-        if process is None:
-            controller.consumer_manager.do_channel_close_event(self.connections[a.client])
+        if process is None:  # every broker that is up and lists the channel closes it (slaves: both)
+            closed = False
+            for host, connection in zip((self.host, self.slave_host), self._client_connections(a.client), strict=False):
+                controller = None if host is None else host.controller
+                if controller is None:
+                    continue
+                info = controller.consumer_manager.get_consumer_group_info(self.config.group)
+                closed |= info is not None and connection in info.channel_info_table
+                controller.consumer_manager.do_channel_close_event(connection)
+            if not closed:
+                raise ReferenceActionError(f"no broker that is up lists client {a.client}'s channel")
             return
+        controller = self._controller()
         if not self._channel_idle(controller, a.client, process):
             raise ReferenceActionError(f"client {a.client} is alive: its channel does not expire")
         controller.consumer_manager.expire_idle_channel(self.connections[a.client])
@@ -552,16 +657,21 @@ class ReferenceSystem:
         return channel is not None and now - channel.last_update_timestamp > CHANNEL_EXPIRED_TIMEOUT
 
     def _broker_receive(self, a: act.BrokerReceive) -> None:
-        connection = self.connections[a.client]
-        if not connection.outbound:
+        """The broker at the other end reads the oldest request client ``a.client`` sent (slaves: the
+        oldest across its connections to the master and to the slave)."""
+        connection = self._oldest_on_wire(a.client)
+        if connection is None:
             raise ReferenceActionError(f"nothing on client {a.client}'s wire")
-        self._controller().process_next_request(connection)
+        host = self._host_of(connection)
+        if host.controller is None:
+            raise ReferenceActionError("the broker is down")
+        host.controller.process_next_request(connection)
 
     def _lose_commit(self, a: act.LoseCommit) -> None:
         """Faults: the oldest request on the client's connection, a oneway UPDATE_CONSUMER_OFFSET, is lost
         on the way (R2.5, R2.6). The client is not asked: it may be stalled, crashed or gone."""
-        connection = self.connections[a.client]
-        if not connection.outbound or connection.outbound[0].code != RequestCode.UPDATE_CONSUMER_OFFSET:
+        connection = self._oldest_on_wire(a.client)
+        if connection is None or connection.outbound[0].code != RequestCode.UPDATE_CONSUMER_OFFSET:
             raise ReferenceActionError(f"the oldest request on client {a.client}'s wire is not a oneway commit")
         connection.lose_oldest_request()
 
@@ -572,7 +682,13 @@ class ReferenceSystem:
             raise ReferenceActionError(f"client {i} is already running")
         c = self.config
         instance = MQClientInstance(
-            self.cids[i], self.clock, self.connections[i], dict(self.route), self.compat, self.version
+            self.cids[i],
+            self.clock,
+            self.connections[i],
+            dict(self.route),
+            self.compat,
+            self.version,
+            self.slave_connections[i : i + 1],  # slaves
         )
         instance.remoting_client.register_rpc_hook(ProvenanceHook(self, i))
         strategy = allocation_strategy(c, i, self.mqs)
@@ -601,7 +717,8 @@ class ReferenceSystem:
 
     def _crash(self, a: act.Crash) -> None:
         self._process(a.client, stalled_ok=True)  # a stalled JVM can still be killed
-        self.connections[a.client].drop_client()  # nobody listens any more; pushes on the way are lost
+        for connection in self._client_connections(a.client):  # nobody listens any more; pushes are lost
+            connection.drop_client()
         self.processes[a.client] = None
 
     def _heartbeat(self, a: act.Heartbeat) -> None:
@@ -624,11 +741,14 @@ class ReferenceSystem:
         mq = self._mq(a.queue)
         fault = QueryOffsetFault(self.config.group, mq)
         self.current_cause = "rebalance-removal"
-        self.host.fault_injector = fault
+        hosts = [h for h in (self.host, self.slave_host) if h is not None]  # slaves: whichever is asked
+        for host in hosts:
+            host.fault_injector = fault
         try:
             process.instance.rebalance_service.run_once()
         finally:
-            self.host.fault_injector = None
+            for host in hosts:
+                host.fault_injector = None
 
     def _rebalance_without_self(self, a: act.RebalanceWithoutSelf) -> None:
         """Faults: the rebalance runs while every consumer list the broker answers lacks this client's
@@ -637,17 +757,25 @@ class ReferenceSystem:
         process = self._process(a.client)
         if not self.clustering:
             raise ReferenceActionError("RebalanceWithoutSelf: BROADCASTING asks for no consumer list")
-        info = self._controller().consumer_manager.get_consumer_group_info(self.config.group)
-        mine = self.connections[a.client]
+        # the broker GET_CONSUMER_LIST_BY_GROUP goes to: the master, or (slaves) its slave while it is down
+        asked, mine = self.host.controller, self.connections[a.client]
+        if asked is None and self.slave_host is not None:
+            asked, mine = self.slave_host.controller, self.slave_connections[a.client]
+        if asked is None:
+            raise ReferenceActionError("the broker is down")
+        info = asked.consumer_manager.get_consumer_group_info(self.config.group)
         channels = [] if info is None else info.get_all_channel()
         if mine not in channels or all(ch is mine for ch in channels):
             raise ReferenceActionError(f"RebalanceWithoutSelf: client {a.client} is not registered with another")
         self.current_cause = "rebalance-removal"
-        self.host.consumer_list_filter = ConsumerListWithout(self.config.group, self.cids[a.client])
+        hosts = [h for h in (self.host, self.slave_host) if h is not None]
+        for host in hosts:
+            host.consumer_list_filter = ConsumerListWithout(self.config.group, self.cids[a.client])
         try:
             process.instance.rebalance_service.run_once()
         finally:
-            self.host.consumer_list_filter = None
+            for host in hosts:
+                host.consumer_list_filter = None
 
     def _send_pull(self, a: act.SendPull) -> None:
         process = self._process(a.client)
@@ -665,7 +793,7 @@ class ReferenceSystem:
             if (
                 isinstance(callback, PullInvokeCallback)
                 and callback.pull_callback.pull_request.process_queue.uid == a.pq_uid
-                and remoting.connection.request_epoch(opaque) != -1
+                and remoting.connection_of(opaque).request_epoch(opaque) != -1
             ):
                 self.current_cause = "offset-illegal-fix"  # the only commit a callback sends (5.x, R5.7)
                 remoting.process_response(opaque)
@@ -1127,13 +1255,7 @@ class ReferenceSystem:
             raise ReferenceActionError("consumerOffset.json and its .bak are unreadable")
         return manager
 
-    def _abstract_broker(self) -> Broker:
-        c = self.config
-        bak, main_unreadable = self._abstract_bak()
-        store = self.host.message_store
-        controller = self.host.controller
-        flushed_manager = self._flushed_table()
-        live_manager = controller.consumer_offset_manager if controller is not None else flushed_manager
+    def _abstract_queues(self, store: DefaultMessageStore) -> tuple[BrokerQueue, ...]:
         queues = []
         for mq in self.mqs:
             cq = store.find_consume_queue(mq.topic, mq.queue_id)
@@ -1142,19 +1264,57 @@ class ReferenceSystem:
                 continue
             messages = tuple(self._abstract_message(store.commit_log[u.commit_log_offset]) for u in cq.units)
             queues.append(BrokerQueue(messages, cq.head_in_page_cache, cq.min_logic_offset))
+        return tuple(queues)
 
-        def offsets(manager: ConsumerOffsetManager) -> tuple[int | None, ...]:
-            values = (manager.query_offset(c.group, mq.topic, mq.queue_id) for mq in self.mqs)
-            return tuple(None if v < 0 else v for v in values)
+    def _abstract_offsets(self, manager: ConsumerOffsetManager) -> tuple[int | None, ...]:
+        values = (manager.query_offset(self.config.group, mq.topic, mq.queue_id) for mq in self.mqs)
+        return tuple(None if v < 0 else v for v in values)
+
+    def _abstract_registered(self, controller: BrokerController) -> frozenset[int]:
+        group_info = controller.consumer_manager.get_consumer_group_info(self.config.group)
+        if group_info is None:
+            return frozenset()
+        return frozenset(self.connection_index[ch] for ch in group_info.get_all_channel())
+
+    def abstract_slave(self) -> Broker | None:
+        """Slaves: the model's ``State.slave``, None without a slave. The slave never crashes and never
+        flushes in the model: ``flushed`` is its constant no-offset table (the slave's own file, which
+        ``syncConsumerOffset`` persists, is never read back), and ``next_sync`` is the due time of its
+        SlaveSynchronize task."""
+        host = self.slave_host
+        if host is None:
+            return None
+        controller = host.require_controller()
+        none_q: tuple[int | None, ...] = (None,) * len(self.mqs)
+        return Broker(
+            up=True,
+            queues=self._abstract_queues(host.message_store),
+            offsets=self._abstract_offsets(controller.consumer_offset_manager),
+            flushed=none_q,
+            next_flush=None,
+            registered=self._abstract_registered(controller),
+            scheduled=(),
+            dlq=(),
+            epoch=host.incarnation,
+            next_sync=controller.scheduled_executor_service.due_time(SLAVE_SYNC_TASK_NAME),
+        )
+
+    def _abstract_broker(self) -> Broker:
+        c = self.config
+        bak, main_unreadable = self._abstract_bak()
+        store = self.host.message_store
+        controller = self.host.controller
+        flushed_manager = self._flushed_table()
+        live_manager = controller.consumer_offset_manager if controller is not None else flushed_manager
+        queues = self._abstract_queues(store)
+        offsets = self._abstract_offsets
 
         registered: frozenset[int] = frozenset()
         next_flush = None
         scheduled: tuple[Scheduled, ...] = ()
         if controller is not None:
             next_flush = controller.scheduled_executor_service.due_time(FLUSH_TASK_NAME)
-            group_info = controller.consumer_manager.get_consumer_group_info(c.group)
-            if group_info is not None:
-                registered = frozenset(self.connection_index[ch] for ch in group_info.get_all_channel())
+            registered = self._abstract_registered(controller)
         scheduled = tuple(
             Scheduled(due, self._abstract_message(msg)) for due, msg in store.schedule_message_service.pending()
         )
@@ -1166,7 +1326,7 @@ class ReferenceSystem:
         )
         return Broker(
             up=controller is not None,
-            queues=tuple(queues),
+            queues=queues,
             offsets=offsets(live_manager),
             flushed=offsets(flushed_manager),
             next_flush=next_flush,
@@ -1212,7 +1372,7 @@ class ReferenceSystem:
         if c.mode == BROADCASTING:
             table = LocalFileOffsetStore(self.cids[i], c.group, self.offsets_dir).read_local_offset() or {}
             file = tuple(table.get(mq) for mq in self.mqs)
-        channel = tuple(self._abstract_wire_request(r) for r in self.connections[i].outbound)
+        channel = self._abstract_channel(i)
         file_bak, file_main_unreadable = self._abstract_file_bak(i)  # faults (CorruptLocalOffsetFile)
         process = self.processes[i]
         if process is None:
@@ -1347,7 +1507,7 @@ class ReferenceSystem:
             header = future.request.header
             assert isinstance(header, PullMessageRequestHeader)
             in_flight[pq.uid] = pull_request
-            connection = self.connections[i]
+            connection = future.connection if future.connection is not None else self.connections[i]
             epoch = connection.request_epoch(opaque)
             reply = connection.replies.get(opaque) if epoch >= 0 else None
             # orderly consume loop: a pq that an orderly removal left dropped in the table is not detached
@@ -1364,6 +1524,7 @@ class ReferenceSystem:
                     None if reply is None else self._abstract_pull_response(reply.response, header),
                     dropped_consuming=detached and consumer.consume_orderly and pq.consuming,
                     dropped_count=pq.msg_count if detached and consumer.consume_orderly else 0,
+                    from_slave=connection in self.slave_connections,  # slaves
                 )
             )
         return tuple(pulls), in_flight
@@ -1395,13 +1556,24 @@ class ReferenceSystem:
             request.rid, self.index_of[request.message_queue], request.process_queue.uid, msgs, ready_at
         )
 
-    def _abstract_wire_request(self, request: RemotingCommand) -> Commit | PullRequestMsg:
+    def _abstract_channel(self, i: int) -> tuple[Commit | PullRequestMsg, ...]:
+        """Client ``i``'s requests on the wire, in send order across its connections (slaves: the model's
+        one FIFO, each request marked with the broker it goes to)."""
+        on_wire = [
+            (conn.sequence_of(r), r, conn in self.slave_connections)
+            for conn in self._client_connections(i)
+            for r in conn.outbound
+        ]
+        return tuple(self._abstract_wire_request(r, to_slave) for _, r, to_slave in sorted(on_wire, key=lambda w: w[0]))
+
+    def _abstract_wire_request(self, request: RemotingCommand, to_slave: bool = False) -> Commit | PullRequestMsg:
         header = request.header
         uid = int(request.ext_fields.get(PQ_UID_FIELD, "-1"))
         if isinstance(header, UpdateConsumerOffsetRequestHeader):
             mq = MessageQueue(header.topic, self.config.broker_name, header.queue_id)
-            return Commit(self.index_of[mq], header.commit_offset, uid, request.ext_fields.get(CAUSE_FIELD, ""))
+            cause = request.ext_fields.get(CAUSE_FIELD, "")
+            return Commit(self.index_of[mq], header.commit_offset, uid, cause, to_slave)
         assert isinstance(header, PullMessageRequestHeader)
         mq = MessageQueue(header.topic, self.config.broker_name, header.queue_id)
         flag = PullSysFlag.has_commit_offset_flag(header.sys_flag)
-        return PullRequestMsg(self.index_of[mq], uid, header.queue_offset, flag, header.commit_offset)
+        return PullRequestMsg(self.index_of[mq], uid, header.queue_offset, flag, header.commit_offset, to_slave)

@@ -283,6 +283,8 @@ class Model:
             for q in range(c.queues):
                 skipped[ledger * q_count + q] = self._unsubscribed_bits(queues[q])
         ghost = Ghost(zeros, zeros, tuple(skipped), none_q, none_q, 0, 0)
+        if self.track_bak:  # CorruptOffsetFile: nobody wrote the missing .bak's table
+            ghost = ghost._replace(bak_writer=none_q)
         budget = Budget(
             c.client_crashes,
             c.client_shutdowns,

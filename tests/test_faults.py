@@ -205,3 +205,15 @@ def test_an_unreadable_local_offset_file_makes_a_broadcasting_consumer_resume_fr
     assert run.violations == []
     with pytest.raises(ConfigError, match="local_offset_file_corruptions"):
         Config(local_offset_file_corruptions=1)
+
+
+def test_a_corruption_before_the_first_flush_loads_an_empty_table_and_every_property_still_applies() -> None:
+    # No flush yet, so no .bak: the restart loads nothing (R3.7). The ghost's writers of that missing .bak
+    # are "nobody" (a campaign run once crashed INV-8 here on an empty writer table).
+    model = Model(Config(offset_file_corruptions=1, broker_crashes=1, consumers=1, queues=1))
+    s = model.initial()
+    for a in (act.Start(0), act.Rebalance(0), act.BrokerCrash(), act.CorruptOffsetFile(), act.BrokerRestart()):
+        t = model.step(s, a)
+        assert check_step(model, s, a, t) + check_state(model, t) == [], a
+        s = t
+    assert s.broker.offsets == (None, None) and s.ghost.last_writer == (None, None)

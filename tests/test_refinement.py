@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from rmqspec.properties.reset_scenarios import Driver
 from rmqspec.reference.broker import BrokerHost, ExpressionMessageFilter, GetMessageStatus, PullMessageProcessor
 from rmqspec.reference.compat import SpecCompat
 from rmqspec.reference.exceptions import MQClientException
@@ -57,12 +58,15 @@ from rmqspec.spec import actions as act
 from rmqspec.spec.config import Config
 from rmqspec.spec.invariants import Violation, check_state, check_step
 from rmqspec.spec.model import Model
-from rmqspec.spec.state import Commit, State
+from rmqspec.spec.state import PULL_DROPPED, Commit, State, history_list
 
 STEPS = 300
 SEEDS = (0, 1, 2)
 
 FIDELITY: dict[str, Any] = {"retention_deletes": 4, "backlog": 2, "consume_from_where": "CONSUME_FROM_FIRST_OFFSET"}
+
+# slaves: a slave, and two master crashes so that the walks spend time with the master down
+SLAVE: dict[str, Any] = {"slave": True, "broker_crashes": 2}
 
 # full fidelity area (admin reset): 2 consumers x 2 queues, the default faults
 RESET: dict[str, Any] = {"admin_resets": 3, "queues": 2, "messages_per_queue": 4}
@@ -265,10 +269,23 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "orderly": True,
         "version": "5.x",
     },
+    # slaves (R2.4, R2.5, R3.4, R3.8, R5.3-R5.5, R9.3): a slave of the broker name; while the master is down,
+    # pulls (flag cleared), offset queries, commits and consumer lists go to it; HA replication lags
+    # (SlaveReplicate) and SlaveSynchronize copies the master's table (SlaveSync: 4.9.8 3 s/10 s, 5.x 61 s/63 s);
+    # a 5.x slave rejects pulls; offsetCheckInSlave decides whether a lagging slave moves a consumer (RMQ-17).
+    "slave": {**SLAVE, "consumers": 3, "client_crashes": 2},
+    "5x-slave": {**SLAVE, "version": "5.x", "consumers": 3},
+    "slave-broadcasting": {**SLAVE, "mode": "BROADCASTING", "client_crashes": 2},
+    "5x-slave-broadcasting": {**SLAVE, "version": "5.x", "mode": "BROADCASTING"},
+    "slave-retention": {**SLAVE, **FIDELITY},
+    "slave-offset-check-retention": {**SLAVE, **FIDELITY, "offset_check_in_slave": True},
+    "slave-faults": {**SLAVE, "consumers": 3, "commit_losses": 3, "view_faults": 3, "query_errors": 2},
 }
 
 ORDERLY_LOOP_CONFIGS = frozenset(name for name in CONFIGS if "orderly-loop" in name)
 LOOP_SEEDS, LOOP_STEPS = 10, 500  # a listener outlasting a rebalance, or a relock, needs the longer walks
+SLAVE_CONFIGS = frozenset(name for name in CONFIGS if CONFIGS[name].get("slave"))
+SLAVE_SEEDS = 6  # slaves: the master must be down long enough for each slave path; the walks are cheap
 
 # What each configuration must have exercised over its seeds, beyond the common core (or instead of it).
 CORE_ACTIONS = {"Start", "Rebalance", "SendPull", "BrokerReceive", "ReceivePull", "StartConsume", "FinishConsume"}
@@ -318,6 +335,23 @@ EXPECTED: dict[str, set[str]] = {
     "5x-corrupt-offset-file-orderly": {"CorruptOffsetFile"},
     "corrupt-local-offset-file": {"CorruptLocalOffsetFile", "local-file-written"},
     "5x-corrupt-local-offset-file-orderly": {"CorruptLocalOffsetFile"},
+    # slaves (markers: run_lockstep and slave_marks)
+    "slave": {
+        "SlaveReplicate",
+        "SlaveSync",
+        "commit-landed-on-slave",
+        "slave-sync",
+        "slave-sync-master-down",
+        "slave-pull-FOUND",
+        "slave-held-pull-answered",
+        "slave-start",
+    },
+    "5x-slave": {"SlaveSync", "commit-landed-on-slave", "slave-sync", "slave-pull-ERROR"},
+    "slave-broadcasting": {"slave-pull-FOUND", "slave-channel-closed", "local-file-written"},
+    "5x-slave-broadcasting": {"slave-pull-ERROR", "local-file-written"},
+    "slave-retention": {"RetentionDelete", "FixOffsetIllegal", "slave-pull-NO_MATCHED_MSG"},
+    "slave-offset-check-retention": {"RetentionDelete", "slave-pull-OFFSET_ILLEGAL"},
+    "slave-faults": {"LoseCommit", "slave-commit-lost", "slave-listing-fault", "query-error", "slave-unregister"},
 }
 
 
@@ -347,8 +381,8 @@ def first_difference(reference: object, model: object, path: str = "state") -> s
 
 
 def state_difference(reference: tuple[object, ...], model: tuple[object, ...]) -> str | None:
-    """``first_difference`` of ``(now, broker, clients)``, with the parts named."""
-    for name, r, m in zip(("now", "broker", "clients"), reference, model, strict=True):
+    """``first_difference`` of ``(now, broker, clients, slave)``, with the parts named."""
+    for name, r, m in zip(("now", "broker", "clients", "slave"), reference, model, strict=True):
         found = first_difference(r, m, name)
         if found:
             return found
@@ -374,6 +408,35 @@ class LockstepRun:
         return "\n".join(lines)
 
 
+def slave_marks(before: State, action: act.Action) -> set[str]:
+    """Slaves: the slave paths ``action`` takes from ``before`` (for the coverage check of the walks)."""
+    marks: set[str] = set()
+    client = getattr(action, "client", None)
+    if isinstance(action, act.LoseCommit) and before.clients[action.client].channel[0].to_slave:
+        marks.add("slave-commit-lost")
+    if isinstance(action, act.ReceivePull):
+        pull = next(p for p in before.clients[action.client].pulls if p.pq_uid == action.pq_uid and p.epoch != -1)
+        if pull.from_slave and pull.result is None:
+            marks.add("slave-held-pull-answered")
+    if not before.broker.up:
+        if isinstance(action, act.RebalanceWithoutSelf | act.RebalanceQueryError):
+            marks.add("slave-listing-fault")
+        if isinstance(action, act.ExpireChannel):
+            marks.add("slave-channel-closed")
+        if isinstance(action, act.SlaveSync):
+            marks.add("slave-sync-master-down")
+        if isinstance(action, act.Shutdown):
+            marks.add("slave-unregister")
+        if isinstance(action, act.Start) and client is not None:
+            marks.add("slave-start")
+    return marks
+
+
+def abstract_all(reference: ReferenceSystem) -> tuple[object, ...]:
+    """The reference's ``(now, broker, clients)`` and (slaves) its ``State.slave``."""
+    return (*reference.abstract(), reference.abstract_slave())
+
+
 def run_lockstep(
     config: Config, root: Path, choose: Chooser, steps: int, label: str, compat: SpecCompat | None = None
 ) -> LockstepRun:
@@ -382,9 +445,9 @@ def run_lockstep(
     reference = ReferenceSystem(config, root, compat)
     run = LockstepRun(config, label)
     try:
-        expected = (state.now, state.broker, state.clients)
-        if reference.abstract() != expected:
-            run.failure = f"initial state: {state_difference(reference.abstract(), expected)}"
+        expected = (state.now, state.broker, state.clients, state.slave)
+        if abstract_all(reference) != expected:
+            run.failure = f"initial state: {state_difference(abstract_all(reference), expected)}"
             return run
         for _ in range(steps):
             enabled = model.enabled(state)
@@ -403,8 +466,8 @@ def run_lockstep(
             except ReferenceActionError as e:
                 run.failure = f"the reference refused {action!r}: {e}"
                 return run
-            abstract = reference.abstract()
-            expected = (state.now, state.broker, state.clients)
+            abstract = abstract_all(reference)
+            expected = (state.now, state.broker, state.clients, state.slave)
             if abstract != expected:
                 run.failure = state_difference(abstract, expected) or "states differ (no field found)"
                 return run
@@ -421,6 +484,15 @@ def run_lockstep(
                 events.append(h.event.kind)
                 h = h.previous
             run.seen.update(k for k in events if k in ("commit-ignored", "admin-write"))
+            run.seen.update(k for k in events if k in ("commit-landed-on-slave", "slave-sync"))  # slaves
+            if previous.slave is not None:  # slaves: what went to the slave while the master was down
+                run.seen.update(slave_marks(previous, action))
+            run.seen.update(  # slaves: how the slave answered pulls (e.g. "slave-pull-OFFSET_ILLEGAL")
+                f"slave-pull-{p.result.status}"
+                for cl in state.clients
+                for p in cl.pulls
+                if p.from_slave and p.result is not None
+            )
             taken = [
                 p
                 for p, n in zip(previous.broker.reset_pending, state.broker.reset_pending, strict=False)
@@ -525,7 +597,8 @@ def test_reference_refines_model_on_seeded_random_walks(name: str, tmp_path: Pat
     counts: Counter[str] = Counter()
     seen: set[str] = set()
     loop = name in ORDERLY_LOOP_CONFIGS  # orderly consume loop: more and longer weighted walks
-    for seed in range(LOOP_SEEDS) if loop else SEEDS:
+    seeds = range(LOOP_SEEDS) if loop else range(SLAVE_SEEDS) if name in SLAVE_CONFIGS else SEEDS
+    for seed in seeds:
         chooser = weighted_chooser(seed) if loop else random_chooser(seed)
         run = run_lockstep(
             config, tmp_path / f"seed{seed}", chooser, LOOP_STEPS if loop else STEPS, f"{name} seed {seed}"
@@ -674,7 +747,7 @@ def _client(tmp_path: Path, version: str = "4.9.8") -> tuple[BrokerHost, MQClien
     clock = VirtualClock()
     host = BrokerHost(clock, tmp_path, "broker-a", {"T": 4, "%RETRY%G": 1}, SpecCompat(), version=MQVersion(version))
     host.start()
-    route = {"T": TopicRouteData("broker-a", "addr", 4)}
+    route = {"T": TopicRouteData("broker-a", "broker-a:10911", 4)}
     instance = MQClientInstance("c0", clock, host.connect("c0"), route, SpecCompat(), MQVersion(version))
     hook = _Hook()
     instance.remoting_client.register_rpc_hook(hook)
@@ -1273,3 +1346,133 @@ def test_4_9_8_client_reset_suspends_drops_sleeps_then_persists_and_resumes(tmp_
     cl = state.clients[0]
     assert not cl.paused and cl.rebalance_requested and cl.pqs[0] is None and cl.mem[0] is None
     assert any(isinstance(c, Commit) and c.offset == 0 and c.cause == "admin-reset-client" for c in cl.channel)
+
+
+# --- slaves (R2.4, R2.5, R3.4, R3.8, R5.3-R5.5, R9.3): the known slave bugs, in lockstep ---------------------
+
+SLAVE_QUIET: dict[str, Any] = {
+    "consumers": 1,
+    "queues": 1,
+    "messages_per_queue": 4,
+    "slave": True,
+    "client_crashes": 0,
+    "client_shutdowns": 0,
+    "broker_crashes": 1,
+    "send_back_failures": 0,
+}
+
+# RMQ-17 (the model's shrunk walk, tests/test_slaves.py): one message consumed from the master, which crashes
+# before the slave copies it; the next pull goes to the slave at offset 1, past the slave's copy.
+RMQ17_SCRIPT: tuple[act.Action, ...] = (
+    act.Start(0),
+    act.Rebalance(0),
+    act.Produce(0, "A"),
+    act.SendPull(0, 0),
+    act.BrokerReceive(0),
+    act.ReceivePull(0, 0),
+    act.BrokerCrash(),
+    act.SendPull(0, 0),
+    act.BrokerReceive(0),
+    act.ReceivePull(0, 0),
+)
+
+
+@pytest.mark.parametrize("offset_check_in_slave", [False, True])
+def test_rmq17_a_lagging_slave_moves_the_consumer_only_with_offset_check_in_slave(
+    tmp_path: Path, offset_check_in_slave: bool
+) -> None:
+    """R5.5 [RMQ-17]: the slave's copy is empty and the pull asks offset 1. offsetCheckInSlave = false (the
+    default): ``nextOffsetCorrection`` keeps 1 and PULL_OFFSET_MOVED becomes PULL_RETRY_IMMEDIATELY, so the
+    client pulls again at 1. true: PULL_OFFSET_MOVED to 0, the slave's own bound (OFFSET_ILLEGAL; INV-21)."""
+    config = Config(**SLAVE_QUIET, offset_check_in_slave=offset_check_in_slave)
+    state, broken = lockstep_script(config, tmp_path, *RMQ17_SCRIPT)
+    pq = state.clients[0].pqs[0]
+    if offset_check_in_slave:
+        assert [(a, [v.id for v in vs]) for a, vs in broken] == [(act.ReceivePull(0, 0), ["INV-21"])]
+        assert pq is not None and pq.pull_state == PULL_DROPPED and state.clients[0].offset_fixes[0].offset == 0
+    else:
+        assert broken == []
+        assert pq is not None and pq.next_offset == 1 and pq.pull_ready_at == state.now
+
+
+def _slave_outage_script(version: str) -> tuple[Config, tuple[act.Action, ...]]:
+    """Client 0 consumes 0 and 1 from the master and commits 2 (flushed, synced to the slave); 2 and 3 are
+    produced and copied; the master crashes; the client pulls from the slave, consumes, persists to the slave;
+    the master comes back (with 2) and restarts the client before it persists again; the next SlaveSync puts
+    the master's 2 over the slave's 4 (RMQ-25 (2)), and the restarted client resumes from the master at 2."""
+    config = Config(**{**SLAVE_QUIET, "client_crashes": 1, "consume_from_where": "CONSUME_FROM_FIRST_OFFSET"})
+    config = dataclasses.replace(config, version=version)
+    d = Driver(config)
+
+    def consume_everything() -> None:
+        while True:
+            step = next(
+                (
+                    a
+                    for a in d.model.enabled(d.state)
+                    if isinstance(a, act.StartConsume | act.ApplyConsumeOffset)
+                    or (isinstance(a, act.FinishConsume) and a.status == act.CONSUME_SUCCESS and not a.send_back_fails)
+                ),
+                None,
+            )
+            if step is None:
+                return
+            d.do(step)
+
+    def pull_and_persist() -> None:
+        d.fire(act.SendPull)
+        d.drain()
+        d.fire(act.ReceivePull)
+        consume_everything()
+        d.until(act.PersistOffsets)
+        d.fire(act.PersistOffsets)
+        d.drain()
+
+    d.fire(act.Start)
+    d.fire(act.Rebalance)
+    d.do(act.Produce(0, "A"))
+    d.do(act.Produce(0, "A"))
+    d.do(act.SlaveReplicate(0))
+    pull_and_persist()
+    d.until(act.BrokerFlush)
+    d.fire(act.BrokerFlush)
+    d.do(act.Produce(0, "A"))
+    d.do(act.Produce(0, "A"))
+    d.do(act.SlaveReplicate(0))
+    d.do(act.BrokerCrash())
+    pull_and_persist()
+    d.do(act.BrokerRestart())
+    d.do(act.Crash(0))
+    d.until(act.SlaveSync)
+    d.fire(act.SlaveSync)
+    d.fire(act.Start)
+    d.fire(act.Rebalance)
+    return config, tuple(d.taken)
+
+
+def test_rmq25_slave_commits_taken_during_the_outage_are_overwritten_by_the_next_sync_in_lockstep(
+    tmp_path: Path,
+) -> None:
+    """R3.4, R3.8 [RMQ-25 (2)]: the slave took 4 while the master was down (no role check); SlaveSync's putAll
+    writes the master's 2 back; the consumer restarted meanwhile resumes at 2 and gets 2 and 3 again."""
+    config, script = _slave_outage_script("4.9.8")
+    state, broken = lockstep_script(config, tmp_path, *script)
+    assert broken == []  # SLAVE_ANOMALIES: tolerated by default
+    assert state.slave is not None and state.slave.offsets[0] == 2 and state.broker.offsets[0] == 2
+    history = [e.kind for e in history_list(state)]
+    assert "commit-landed-on-slave" in history and "slave-sync" in history
+    pq = state.clients[0].pqs[0]
+    assert pq is not None and pq.next_offset == 2
+
+
+def test_5x_slave_rejects_pulls_but_takes_commits_in_lockstep(tmp_path: Path) -> None:
+    """R5.4: a 5.x slave answers every pull SYSTEM_BUSY (``rejectRequest``), an exception to the client, which
+    pulls again 3 s later at the same offset; the commits it takes still land (R3.4); its sync runs at 61 s."""
+    config, script = _slave_outage_script("5.x")
+    cut = script.index(act.BrokerRestart())
+    state, broken = lockstep_script(config, tmp_path, *script[:cut])
+    assert broken == []
+    pq = state.clients[0].pqs[0]
+    assert pq is not None and pq.next_offset == 2
+    assert state.slave is not None and state.slave.offsets[0] == 2 and state.slave.next_sync == 61_000
+    assert "commit-landed-on-slave" in [e.kind for e in history_list(state)]

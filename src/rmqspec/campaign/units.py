@@ -63,6 +63,8 @@ _FAMILY_OF: dict[type, str] = {
     act.BrokerCrash: "broker_crash",
     act.BrokerRestart: "broker_heal",
     act.ExpireChannel: "broker_heal",
+    act.SlaveReplicate: "broker_heal",  # slaves: HA catching up and the offset sync (a timer) heal
+    act.SlaveSync: "broker_timer",
     act.BrokerReceive: "network",
     act.Start: "client_start",
     act.Shutdown: "client_stop",
@@ -181,7 +183,12 @@ def sample_config(rng: random.Random, mutations: frozenset[str] = frozenset()) -
     clean = config.version == V5_X or config.consumers == 1 or config.mode == BROADCASTING
     if clean and rng.random() < 1 / 3:
         config = replace(config, retention_deletes=rng.randint(1, 2))
-    return with_faults(rng, config)
+    config = with_faults(rng, config)
+    # slaves: one run in four of those it is modelled for (no orderly, admin reset or stalls) gets a slave
+    # (docs/spec.md §16), drawn last; offset_check_in_slave never (it restores RMQ-17, which INV-21 reports)
+    if not (config.orderly or config.admin_resets or config.client_stalls) and rng.random() < 1 / 4:
+        config = replace(config, slave=True)
+    return config
 
 
 def with_faults(rng: random.Random, config: Config) -> Config:
@@ -359,7 +366,9 @@ def run_unit(
             violations = check_step(model, state, action, after) + check_state(model, after)
             if reference is not None and not violations:
                 reference.apply(action)
-                if reference.abstract() != (after.now, after.broker, after.clients):
+                if reference.abstract() != (after.now, after.broker, after.clients) or (
+                    reference.abstract_slave() != after.slave  # slaves
+                ):
                     violations = [Violation("REFINEMENT", "reference_refines_model", f"after {action!r}")]
             state = after
             result.abstract_states.append(abstract_signature(state))

@@ -41,7 +41,7 @@ from rmqspec.reference.exceptions import MQClientException
 from rmqspec.reference.local_file_offset_store import LocalFileOffsetStore
 from rmqspec.reference.message import PROPERTY_MAX_OFFSET, MessageExt
 from rmqspec.reference.message_queue import MessageQueue
-from rmqspec.reference.mq_client_instance import MQAdminImpl, MQBrokerException
+from rmqspec.reference.mq_client_instance import MASTER_ID, FindBrokerResult, MQAdminImpl, MQBrokerException
 from rmqspec.reference.mq_version import MQVersion
 from rmqspec.reference.offset_store import OffsetStore, ReadOffsetType
 from rmqspec.reference.process_queue import NoSuchElementError, ProcessQueue
@@ -134,8 +134,10 @@ class _ScriptedClientFactory:
         self.mq_client_api_impl = broker
         self.mq_admin_impl = MQAdminImpl(cast(Any, self))
 
-    def find_broker_address_in_subscribe(self, broker_name: str) -> str:
-        return broker_name
+    def find_broker_address_in_subscribe(
+        self, broker_name: str, broker_id: int = MASTER_ID, only_this_broker: bool = False
+    ) -> FindBrokerResult:
+        return FindBrokerResult(broker_name, False)  # one master, addressed by its name
 
     def find_broker_address_in_publish(self, broker_name: str) -> str:
         return broker_name
