@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from rmqspec.spec import actions as act
 from rmqspec.spec.config import FROM_FIRST, Config
 from rmqspec.spec.invariants import check_state, check_step
-from rmqspec.spec.model import ActionNotEnabled, Model
+from rmqspec.spec.model import REBALANCE_MIN_INTERVAL, ActionNotEnabled, Model
 from rmqspec.spec.state import State
 
 # Timers and ticks: what "time passes" means in a schedule (never a listener answer or a network step).
@@ -37,6 +37,64 @@ TIMERS = (
     act.DelayedUnlock,
     act.DeliverScheduled,
 )
+
+
+# The timers a paced wait fires when one is due (the clock cannot pass it): never a rebalance, a listener answer
+# or a network step, which are the schedule's own choices.
+DUE_TIMERS = (
+    act.BrokerFlush,
+    act.PersistOffsets,
+    act.Heartbeat,
+    act.LockAll,
+    act.TryLockLater,
+    act.DelayedUnlock,
+    act.DeliverScheduled,
+    act.SlaveSync,
+    act.FixOffsetIllegal,
+)
+
+
+PACED_KINDS = (act.Rebalance, act.RebalanceWithoutSelf, act.RebalanceQueryError, act.SendPull)
+
+
+def paced_wait(
+    model: Model,
+    state: Callable[[], State],
+    do: Callable[[act.Action], None],
+    kind: type,
+    where: Callable[[act.Action], bool] = lambda a: True,
+) -> act.Action | None:
+    """The first enabled action of ``kind`` that ``where`` accepts, taking ticks (through ``do``) until one is,
+    for at most ``REBALANCE_MIN_INTERVAL`` of clock: 5.x paces a woken rebalance (minInterval after the last
+    one, or after start) and a new pq's first pull (500 ms), so a schedule written as "start, then rebalance"
+    needs the clock to move first (R4.2, R9.4); a timer due meanwhile fires (``DUE_TIMERS``). Under 4.9.8
+    nothing is paced and the action is enabled at once. ``None`` if it stays disabled."""
+    begin = state().now
+    paced = model.config.rebalance_paced and issubclass(kind, PACED_KINDS)
+    while True:
+        enabled = model.enabled(state())
+        action = next((a for a in enabled if isinstance(a, kind) and where(a)), None)
+        if action is not None or not paced or state().now - begin >= REBALANCE_MIN_INTERVAL:
+            return action
+        if act.Tick() in enabled:
+            do(act.Tick())
+            continue
+        due = next((a for a in enabled if isinstance(a, DUE_TIMERS)), None)  # a due timer holds the clock
+        if due is None:
+            return None
+        do(due)
+
+
+def step_paced(model: Model, state: State, action: act.Action) -> State:
+    """``model.step(state, action)``, first moving the clock as ``paced_wait`` does when 5.x's pacing holds a
+    scripted Rebalance or SendPull back (at most 1 s of clock; no property is checked on the way)."""
+    holder = [state]
+
+    def do(a: act.Action) -> None:
+        holder[0] = model.step(holder[0], a)
+
+    paced_wait(model, lambda: holder[0], do, type(action), lambda a: a == action)
+    return model.step(holder[0], action)
 
 
 def orderly_config(version: str, **overrides: object) -> Config:
@@ -75,6 +133,12 @@ class OrderlyRun:
         return [(a, b) for a, b in pairs if a is not None and b is not None and b < a]
 
 
+def _awake(state: State, client: int) -> bool:
+    """The client's Stall is over (the schedules wait for the wake-up, wherever 5.x's pacing put the stall)."""
+    until = state.clients[client].stalled_until
+    return until is None or state.now >= until
+
+
 class _Schedule:
     def __init__(self, config: Config, strict: bool) -> None:
         self.model = Model(config)
@@ -84,6 +148,8 @@ class _Schedule:
         self.run = OrderlyRun()
 
     def do(self, action: act.Action) -> None:
+        if isinstance(action, PACED_KINDS) and self.model.config.rebalance_paced:  # 5.x holds it back a moment
+            paced_wait(self.model, lambda: self.state, self.do, type(action), lambda a: a == action)
         after = self.model.step(self.state, action)
         found = check_step(self.model, self.state, action, after) + check_state(self.model, after)
         self.run.violations += [f"{v.id} {v.name}: {v.detail}" for v in found]
@@ -92,8 +158,9 @@ class _Schedule:
         self.state = after
 
     def fire(self, kind: type, where: Callable[[act.Action], bool] = lambda a: True) -> None:
-        """The first enabled action of ``kind`` that ``where`` accepts; ActionNotEnabled if none."""
-        action = next((a for a in self.model.enabled(self.state) if isinstance(a, kind) and where(a)), None)
+        """The first enabled action of ``kind`` that ``where`` accepts, after the clock moves up to 1 s if it
+        must (``paced_wait``); ActionNotEnabled if none."""
+        action = paced_wait(self.model, lambda: self.state, self.do, kind, where)
         if action is None:
             raise ActionNotEnabled(act.Tick(), f"no {kind.__name__} enabled at {self.state.now}")
         self.do(action)
@@ -180,7 +247,7 @@ def stall_past_lock_validity(version: str, mutations: frozenset[str] = frozenset
         s.fire(act.Rebalance)
         s.pull(0, 0)
         s.do(act.Stall(0, 35_000))
-        s.until(lambda st: st.now >= 35_000)
+        s.until(lambda st: _awake(st, 0))
         s.listen(0)
 
     return _scripted(config, False, script)
@@ -200,7 +267,7 @@ def requeued_while_listening(mutations: frozenset[str] = frozenset()) -> Orderly
         s.listen(0)
         s.do(act.Start(1))
         s.do(act.Stall(0, 35_000))
-        s.until(lambda st: st.now >= 35_000 and st.clients[1].next_rebalance is not None)
+        s.until(lambda st: _awake(st, 0) and st.clients[1].next_rebalance is not None)
         s.fire(act.Rebalance, _by(0))
         s.do(act.Shutdown(1))
         s.drain(1)
@@ -241,7 +308,7 @@ def lock_expiry_regression(version: str, strict: bool = True) -> OrderlyRun:
         while s.state.broker.offsets[0] != 3:  # consumer 1's persist timer commits 3
             s.until(lambda st: bool(st.clients[1].channel))
             s.drain(1)
-        s.until(lambda st: st.now >= 150_000)  # consumer 0 wakes; its consume thread runs first
+        s.until(lambda st: _awake(st, 0))  # consumer 0 wakes; its consume thread runs first
         s.finish(0)
         s.apply(0)
         s.fire(act.PersistOffsets, _by(0))

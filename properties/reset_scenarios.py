@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from rmqspec.properties.orderly_scenarios import PACED_KINDS, paced_wait
 from rmqspec.spec import actions as act
 from rmqspec.spec.config import FROM_FIRST, V4_9_8, Config
 from rmqspec.spec.invariants import check_state, check_step
@@ -39,11 +40,17 @@ class Driver:
         self.violations: list[str] = []
 
     def fire(self, kind: type, where: Callable[[act.Action], bool] = lambda a: True) -> act.Action:
-        action = next(a for a in self.model.enabled(self.state) if isinstance(a, kind) and where(a))
+        """The first enabled action of ``kind`` that ``where`` accepts, after the clock moves up to 1 s if 5.x's
+        pacing makes it wait (``orderly_scenarios.paced_wait``)."""
+        action = paced_wait(self.model, lambda: self.state, self.do, kind, where)
+        if action is None:
+            raise StopIteration(f"no {kind.__name__} enabled at {self.state.now}")
         self.do(action)
         return action
 
     def do(self, action: act.Action) -> None:
+        if isinstance(action, PACED_KINDS) and self.model.config.rebalance_paced:  # 5.x holds it back a moment
+            paced_wait(self.model, lambda: self.state, self.do, type(action), lambda a: a == action)
         after = self.model.step(self.state, action)
         found = check_step(self.model, self.state, action, after) + check_state(self.model, after)
         self.violations += [f"{v.id} {v.name}: {v.detail}" for v in found]

@@ -520,10 +520,11 @@ class DefaultMQPushConsumerImpl:
 
     # --- rebalance and heartbeat --------------------------------------------------------------------
 
-    def do_rebalance(self) -> None:
-        """Only when not paused (R3.10a step 1)."""
+    def do_rebalance(self) -> bool:
+        """Only when not paused (R3.10a step 1); 5.x's ``tryRebalance`` counts a paused consumer as unbalanced."""
         if not self.pause:
-            self.rebalance_impl.do_rebalance(self.consume_orderly)
+            return self.rebalance_impl.do_rebalance(self.consume_orderly)
+        return False
 
     def consumer_data(self) -> ConsumerData:
         config = self.default_mq_push_consumer

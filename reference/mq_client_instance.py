@@ -550,15 +550,19 @@ class MQClientInstance:
     def rebalance_immediately(self) -> None:
         self.rebalance_service.wakeup()
 
-    def do_rebalance(self) -> None:
+    def do_rebalance(self) -> bool:
+        """Every consumer's ``tryRebalance``; 5.x's balanced result (R4.2)."""
+        balanced = True
         for consumer in list(self.consumer_table.values()):
-            consumer.do_rebalance()
+            if not consumer.do_rebalance():
+                balanced = False
+        return balanced
 
     def next_deadlines(self) -> list[int]:
         """Every time at which something of this process becomes due (for the clock's next tick)."""
         times = list(self.scheduled_executor_service.due_times())
         if not self.rebalance_service.dead:  # faults (TaskDies): a dead rebalance thread waits for nothing
-            times.append(self.rebalance_service.wait_deadline)
+            times.append(self.rebalance_service.due_time())
         times.extend(self.pull_message_service.ready_times())
         for consumer in self.consumer_table.values():
             times.extend(consumer.consume_message_service.ready_times())

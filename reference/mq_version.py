@@ -126,6 +126,13 @@ class MQVersion:
         return self.name != V4_9_8
 
     @property
+    def rebalance_paced(self) -> bool:
+        """R4.2, R9.4: 5.x's ``RebalanceService#run`` waits at least ``minInterval`` (1 s) after the last rebalance,
+        its timestamp starting at construction, and 1 s instead of 20 s after an unbalanced result (5.2.0,
+        59e8f9b66e); ``RebalanceImpl`` dispatches new pull requests 500 ms later (5.0.0). 4.9.8 does neither."""
+        return self.name != V4_9_8
+
+    @property
     def server_side_reset(self) -> bool:
         """R3.10a/R3.10b (full fidelity area, admin reset): 4.9.8 resets through the clients
         (Broker2Client, MQClientInstance#resetOffset); 5.x brokers (``useServerSideResetOffset``, on by

@@ -51,6 +51,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 REBALANCE_WAIT_INTERVAL: Final = 20_000  # rocketmq.client.rebalance.waitInterval (R4.2)
+REBALANCE_MIN_INTERVAL: Final = 1_000  # 5.x rocketmq.client.rebalance.minInterval (R4.2)
+NEW_PULL_DISPATCH_DELAY: Final = 500  # 5.x updateProcessQueueTableInRebalance: dispatchPullRequest(list, 500)
 UNLOCK_DELAY_TIME_MILLS: Final = 20_000  # rocketmq.client.unlockDelayTimeMills (R8.8)
 
 CONSUME_FROM_LAST_OFFSET: Final = "CONSUME_FROM_LAST_OFFSET"
@@ -86,6 +88,7 @@ class RebalanceImpl:
         self.topic_subscribe_info_table: dict[str, set[MessageQueue]] = {}
         self.subscription_inner: dict[str, SubscriptionData] = {}
         self.balanced_cid_all: list[str] | None = None
+        self.balanced = True  # 5.x rebalanceByTopic's result, all topics of the last doRebalance
 
     # hooks of the subclasses
     def remove_unnecessary_message_queue(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
@@ -114,17 +117,21 @@ class RebalanceImpl:
 
     # --- R9.1 ---------------------------------------------------------------------------------------
 
-    def do_rebalance(self, is_order: bool) -> None:
+    def do_rebalance(self, is_order: bool) -> bool:
+        """R9.1. Returns 5.x's ``balanced``: every topic's allocation equals its working queues (5.2.0)."""
         outcomes: list[tuple[list[str], bool] | None] = []
+        self.balanced = True
         for topic in list(self.subscription_inner):
             try:
                 outcomes.append(self.rebalance_by_topic(topic, is_order))
             except Exception as e:  # caught per topic (R9.1)
                 if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                     log.warning("rebalanceByTopic exception %s", e)
+                    self.balanced = False
                 outcomes.append(None)
         self.truncate_message_queue_not_my_topic()
         self._record_balance(outcomes)
+        return self.balanced
 
     def _record_balance(self, outcomes: list[tuple[list[str], bool] | None]) -> None:
         if self.message_model != "CLUSTERING" or all(o is None for o in outcomes):
@@ -147,6 +154,7 @@ class RebalanceImpl:
             broadcast_order = is_order and self.version.orderly_locks_in_broadcasting
             if self.update_process_queue_table_in_rebalance(topic, mq_set, broadcast_order):
                 self.message_queue_changed(topic, mq_set, mq_set)
+            self.balanced = self.balanced and mq_set == self._working_message_queue(topic)
             return None
         cid_all = self.mq_client_factory.find_consumer_id_list(topic, self.consumer_group)
         if mq_set is None or cid_all is None:
@@ -160,13 +168,19 @@ class RebalanceImpl:
             )
         except Exception as e:
             log.error("AllocateMessageQueueStrategy.allocate Exception. %s", e)
+            self.balanced = False  # 5.x returns false
             return None
         allocated = set(allocate_result or [])
         if self.update_process_queue_table_in_rebalance(topic, allocated, is_order):
             self.message_queue_changed(topic, mq_set, allocated)
         table = self.process_queue_table
+        self.balanced = self.balanced and allocated == self._working_message_queue(topic)
         # a pq an orderly removal could not take out is dropped, not working (5.x getWorkingMessageQueue, R8.8)
         return cid_all, all(mq in table and not (table[mq].dropped and table[mq].try_unlock_times) for mq in allocated)
+
+    def _working_message_queue(self, topic: str) -> set[MessageQueue]:
+        """5.x ``getWorkingMessageQueue``: the topic's queues whose pq is in the table and not dropped."""
+        return {mq for mq, pq in self.process_queue_table.items() if mq.topic == topic and not pq.dropped}
 
     def truncate_message_queue_not_my_topic(self) -> None:
         """R9.1 step 2: pqs of unsubscribed topics go, without persist or removeOffset."""
@@ -438,8 +452,12 @@ class RebalancePushImpl(RebalanceImpl):
         return result
 
     def dispatch_pull_request(self, pull_requests: list[PullRequest]) -> None:
+        """4.9.8 pulls at once; 5.x calls ``dispatchPullRequest(pullRequestList, 500)``: 500 ms later (R9.4)."""
         for pull_request in pull_requests:
-            self.consumer_impl.execute_pull_request_immediately(pull_request)
+            if self.version.rebalance_paced:
+                self.consumer_impl.execute_pull_request_later(pull_request, NEW_PULL_DISPATCH_DELAY)
+            else:
+                self.consumer_impl.execute_pull_request_immediately(pull_request)
 
     def new_pull_request(self, mq: MessageQueue, pq: ProcessQueue, next_offset: int) -> PullRequest:
         from rmqspec.reference.default_mq_push_consumer_impl import PullRequest
@@ -464,27 +482,51 @@ class RebalanceService:
         self.wait_deadline = 0
         self.stopped = True
         self.dead = False  # faults (TaskDies): an Error ended the thread; nothing runs it again
+        self.last_rebalance_timestamp = 0  # 5.x lastRebalanceTimestamp (R4.2)
 
     def start(self) -> None:
         self.stopped = False
-        self.wait_deadline = self.mq_client_factory.clock.now() + REBALANCE_WAIT_INTERVAL
+        now = self.mq_client_factory.clock.now()
+        self.wait_deadline = now + REBALANCE_WAIT_INTERVAL
+        self.last_rebalance_timestamp = now  # 5.x: set at construction, here the same instant
 
     def wakeup(self) -> None:
         if not self.stopped:
             self.has_notified = True
 
+    def _paced(self) -> bool:
+        return self.mq_client_factory.version.rebalance_paced
+
     def is_due(self) -> bool:
         if self.dead:
             return False
-        return not self.stopped and (self.has_notified or self.wait_deadline <= self.mq_client_factory.clock.now())
+        now = self.mq_client_factory.clock.now()
+        if self._paced() and now - self.last_rebalance_timestamp < REBALANCE_MIN_INTERVAL:
+            return False  # 5.x: waitForRunning(minInterval - interval) first
+        return not self.stopped and (self.has_notified or self.wait_deadline <= now)
+
+    def due_time(self) -> int:
+        """When ``run`` calls ``doRebalance`` next if nothing else wakes it: the wait's end, or (woken) now; 5.x
+        no earlier than minInterval after the last rebalance."""
+        now = self.mq_client_factory.clock.now()
+        due = now if self.has_notified else self.wait_deadline
+        if self._paced():
+            due = max(due, self.last_rebalance_timestamp + REBALANCE_MIN_INTERVAL)
+        return due
 
     def run_once(self) -> None:
-        """``waitForRunning`` returns (woken or timed out), then ``doRebalance``; the next wait starts."""
+        """``waitForRunning`` returns (woken or timed out), then ``doRebalance``; the next wait starts: 20 s,
+        or 5.x's minInterval (1 s) when the result was not balanced (R4.2)."""
         if not self.is_due():
             raise SchedulerError("the rebalance service is neither woken nor past its wait")
         self.has_notified = False
-        self.wait_deadline = self.mq_client_factory.clock.now() + REBALANCE_WAIT_INTERVAL
-        self.mq_client_factory.do_rebalance()
+        now = self.mq_client_factory.clock.now()
+        self.wait_deadline = now + REBALANCE_WAIT_INTERVAL
+        balanced = self.mq_client_factory.do_rebalance()
+        if self._paced():
+            self.last_rebalance_timestamp = now
+            if not balanced:
+                self.wait_deadline = now + REBALANCE_MIN_INTERVAL
 
     def shutdown(self) -> None:
         self.stopped = True

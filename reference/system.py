@@ -1488,6 +1488,7 @@ class ReferenceSystem:
             unlocks=unlocks,
             stalled_until=process.stalled_until,
             dead_tasks=tuple(process.dead_tasks),  # faults
+            last_rebalance=instance.rebalance_service.last_rebalance_timestamp if self.version.rebalance_paced else 0,
             file_bak=file_bak,
             file_main_unreadable=file_main_unreadable,
         )

@@ -349,6 +349,14 @@ class Config:
         return (3_000, 10_000) if self.version == V4_9_8 else (61_000, 63_000)
 
     @property
+    def rebalance_paced(self) -> bool:
+        """R4.2, R9.4: 4.9.8's RebalanceService runs ``doRebalance`` whenever it is woken and waits 20 s after each,
+        and new pqs pull at once. 5.x's waits at least minInterval (1 s) after the last rebalance, counted from its
+        construction, so the first rebalance comes 1 s after start, and waits 20 s after a balanced result but 1 s
+        after an unbalanced one (5.2.0, 59e8f9b66e); new pqs' first pulls are dispatched 500 ms later (5.0.0)."""
+        return self.version != V4_9_8
+
+    @property
     def retry_topic(self) -> str:
         return "%RETRY%" + self.group
 

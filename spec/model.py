@@ -105,6 +105,8 @@ from rmqspec.spec.state import bit_offsets as _bits
 PERSIST_FIRST_DELAY: Final = 10_000  # persistAllConsumerOffset first run (R4.1)
 PERSIST_INTERVAL: Final = 5_000  # persistConsumerOffsetInterval (R4.1)
 REBALANCE_WAIT: Final = 20_000  # RebalanceService waitInterval (R4.2)
+REBALANCE_MIN_INTERVAL: Final = 1_000  # 5.x rocketmq.client.rebalance.minInterval, also the unbalanced wait (R4.2)
+NEW_PULL_DISPATCH_DELAY: Final = 500  # 5.x dispatchPullRequest(pullRequestList, 500) for new pqs (R9.4)
 HEARTBEAT_FIRST_DELAY: Final = 1_000  # heartbeat task first run (R4.1)
 HEARTBEAT_INTERVAL: Final = 30_000  # heartbeatBrokerInterval (R4.1)
 FLUSH_FIRST_DELAY: Final = 10_000  # broker consumer-offset flush first run (R3.6)
@@ -467,6 +469,8 @@ class Model:
             times.extend(f.due for f in cl.offset_fixes)  # fidelity area
             if cl.reset_wake is not None:  # full fidelity area (admin reset)
                 times.append(cl.reset_wake)
+            if cl.rebalance_requested and self.config.rebalance_paced:  # 5.x: a woken rebalance waits minInterval
+                times.append(cl.last_rebalance + REBALANCE_MIN_INTERVAL)
         later = [t for t in times if t > now]
         return min(later) if later else None
 
@@ -801,6 +805,8 @@ class Model:
             raise ActionNotEnabled(a, "already running")
         mem = cl.file if not self.clustering else cl.mem
         cl = cl._replace(
+            # 5.x: RebalanceService's lastRebalanceTimestamp starts at construction (R4.2)
+            last_rebalance=s.now if self.config.rebalance_paced else 0,
             running=True,
             mem=mem,
             next_persist=s.now + PERSIST_FIRST_DELAY,
@@ -839,6 +845,7 @@ class Model:
             unlocks=(),
             stalled_until=None,
             dead_tasks=(),  # faults: a restarted process has all its tasks again
+            last_rebalance=0,
         )
 
     def _shutdown(self, s: State, a: Shutdown) -> State:
@@ -998,34 +1005,43 @@ class Model:
         cl = s.clients[i]
         if "RebalanceService" in cl.dead_tasks:  # faults: the thread is gone; nothing wakes it
             return False
+        if self.config.rebalance_paced and s.now < cl.last_rebalance + REBALANCE_MIN_INTERVAL:
+            return False  # 5.x: a wake-up within minInterval of the last rebalance waits out the rest (R4.2)
         return cl.running and (cl.rebalance_requested or (cl.next_rebalance is not None and cl.next_rebalance <= s.now))
 
     def _do_rebalance(self, s: State, i: int, fault: int | None, without_self: bool = False) -> State:
         """doRebalance (R9.1); ``fault`` is the queue whose offset query fails, if any; ``without_self``:
-        the broker's consumer lists lack this consumer's clientId (RebalanceWithoutSelf)."""
+        the broker's consumer lists lack this consumer's clientId (RebalanceWithoutSelf). The next wait is
+        20 s; 5.x waits only minInterval (1 s) when the result was not balanced (R4.2)."""
         cl = s.clients[i]
-        s = s._replace(
-            clients=_put(
-                s.clients,
-                i,
-                cl._replace(
-                    next_rebalance=None if self.m_rebalance_stops else s.now + REBALANCE_WAIT, rebalance_requested=False
-                ),
-            )
-        )
+        wait = None if self.m_rebalance_stops else s.now + REBALANCE_WAIT
+        cl = cl._replace(next_rebalance=wait, rebalance_requested=False)
+        if self.config.rebalance_paced:
+            cl = cl._replace(last_rebalance=s.now)
+        s = s._replace(clients=_put(s.clients, i, cl))
+        s, balanced = self._rebalance_topics(s, i, fault, without_self)
+        if balanced or wait is None or not self.config.rebalance_paced:
+            return s
+        cl = s.clients[i]
+        return s._replace(clients=_put(s.clients, i, cl._replace(next_rebalance=s.now + REBALANCE_MIN_INTERVAL)))
+
+    def _rebalance_topics(self, s: State, i: int, fault: int | None, without_self: bool) -> tuple[State, bool]:
+        """rebalanceByTopic for each subscribed topic; also returns 5.x's ``balanced``: every topic's allocation
+        equals its working queues (pqs in the table, not dropped), a null consumer list counting as balanced
+        and a throwing allocation as not (5.3.3 RebalanceImpl#rebalanceByTopic, R4.2)."""
         if not self.clustering:
             s, _ = self._rebalance_topic(s, i, self.topic_queues, set(self.topic_queues), fault)
-            return s
+            return s, self._working(s, i, self.topic_queues) == set(self.topic_queues)
         listing = self._list_source(s)
         if listing is None or not listing.registered:
             # findConsumerIdList gets an error (no broker, or no consumer registered: SYSTEM_ERROR)
             # and answers null: existing pqs are kept (R9.3 steps 2-3).
-            return s
+            return s, True
         me = self.cids[i]
         topics = [self.topic_queues]
         if self.retry_queue is not None:
             topics.append((self.retry_queue,))
-        lists, complete, thrown = set(), True, 0
+        lists, complete, thrown, balanced = set(), True, 0, True
         for queues in topics:
             # findConsumerIdList per topic: the heartbeat of an earlier topic's change may have
             # registered this consumer in between (R9.3, R9.6).
@@ -1041,6 +1057,7 @@ class Model:
                 allocated = allocate_queues(self.strategies[i], me, tuple(self.mqs[q] for q in queues), cid_all)
             except AllocationError:
                 thrown += 1  # logged; this topic is left as it is this round (R9.3 step 5, R11.7)
+                balanced = False
                 continue
             mine = {self.queue_index[mq] for mq in allocated}
             errors = s.budget.query_errors
@@ -1049,11 +1066,20 @@ class Model:
                 fault = None  # the query error strikes once; a CONFIG list can ask again in the next topic
             lists.add(tuple(self.identity[j] for j in members))  # a view names clientIds (RMQ-11)
             complete = complete and placed
+            # a CONFIG list naming the retry queue in the topic's pass is never balanced: getWorkingMessageQueue
+            # looks only at the topic's own queues
+            balanced = balanced and mine == self._working(s, i, queues)
         if thrown == len(topics):
-            return s  # no topic was allocated: the view stays
+            return s, balanced  # no topic was allocated: the view stays
         view = lists.pop() if complete and not thrown and len(lists) == 1 else None
         cl = s.clients[i]
-        return s._replace(clients=_put(s.clients, i, cl._replace(view=view)))
+        return s._replace(clients=_put(s.clients, i, cl._replace(view=view))), balanced
+
+    @staticmethod
+    def _working(s: State, i: int, topic_queues: tuple[int, ...]) -> set[int]:
+        """5.x getWorkingMessageQueue: the topic's queues with a pq in the table that is not dropped."""
+        pqs = s.clients[i].pqs
+        return {q for q in topic_queues if (pq := pqs[q]) is not None and not pq.dropped}
 
     def _rebalance_topic(
         self, s: State, i: int, topic_queues: tuple[int, ...], mine: set[int], fault: int | None
@@ -1117,7 +1143,8 @@ class Model:
                 complete = False
                 continue
             cl = s.clients[i]
-            pq = ProcessQueue(cl.seq, 0, 0, 0, 0, start, PULL_READY, s.now, last_pull=s.now)
+            first_pull = s.now + (NEW_PULL_DISPATCH_DELAY if self.config.rebalance_paced else 0)
+            pq = ProcessQueue(cl.seq, 0, 0, 0, 0, start, PULL_READY, first_pull, last_pull=s.now)
             if self.orderly:  # orderly area: pq.locked := true; lastLockTimestamp is its creation (R8.4)
                 pq = pq._replace(locked=True, last_lock=s.now)
             cl = cl._replace(pqs=_put(cl.pqs, q, pq), seq=cl.seq + 1)

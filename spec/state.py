@@ -232,6 +232,7 @@ class Client(NamedTuple):
     # local corruptions are configured.
     file_bak: tuple[int | None, ...] | None = None
     file_main_unreadable: bool = False
+    last_rebalance: int = 0  # 5.x RebalanceService.lastRebalanceTimestamp (R4.2): construction, then each rebalance
 
 
 class Ghost(NamedTuple):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from rmqspec.properties.explore import explore, replay, shrink
 from rmqspec.properties.machines import configs, machine_for
+from rmqspec.properties.orderly_scenarios import step_paced
 from rmqspec.properties.profiles import scaled
 from rmqspec.reference.broker import BrokerHost
 from rmqspec.reference.compat import SpecCompat
@@ -47,7 +48,7 @@ def run(config: Config, actions: list[act.Action]) -> tuple[Model, State]:
     model = Model(config)
     state = model.initial()
     for a in actions:
-        state = model.step(state, a)
+        state = step_paced(model, state, a)  # 5.x paces the rebalance and a new pq's first pull (R4.2)
     return model, state
 
 

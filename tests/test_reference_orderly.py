@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from rmqspec.properties.orderly_scenarios import DUE_TIMERS, PACED_KINDS
 from rmqspec.reference.consume_message_concurrently_service import ConsumeRequestState
 from rmqspec.reference.consume_message_orderly_service import (
     ConsumeMessageOrderlyService,
@@ -29,6 +30,7 @@ from rmqspec.reference.message_queue import dlq_topic
 from rmqspec.reference.offset_store import ReadOffsetType
 from rmqspec.reference.process_queue import ProcessQueue
 from rmqspec.reference.protocol import RequestCode
+from rmqspec.reference.rebalance_impl import NEW_PULL_DISPATCH_DELAY, REBALANCE_MIN_INTERVAL
 from rmqspec.reference.system import ReferenceActionError, ReferenceSystem
 from rmqspec.spec import actions as act
 from rmqspec.spec.config import Config
@@ -63,7 +65,12 @@ def system(tmp_path: Path, **overrides: Any) -> ReferenceSystem:
     settings: dict[str, Any] = {**BASE, **overrides}
     ref = ReferenceSystem(Config(**settings), tmp_path)
     ref.apply(act.Start(0))
+    paced = ref.version.rebalance_paced
+    if paced:  # 5.x: the first rebalance comes minInterval after start (R4.2)
+        ref.clock.advance_to(REBALANCE_MIN_INTERVAL)
     ref.apply(act.Rebalance(0))
+    if paced:  # 5.x: and dispatches the new pq's first pull 500 ms later (R9.4)
+        ref.clock.advance_to(ref.clock.now() + NEW_PULL_DISPATCH_DELAY)
     return ref
 
 
@@ -567,6 +574,9 @@ def lockstep(tmp_path: Path, config: Config, *script: act.Action | Until) -> tup
 
     def step(action: act.Action) -> None:
         nonlocal state
+        while isinstance(action, PACED_KINDS) and config.rebalance_paced and action not in model.enabled(state):
+            # 5.x holds a rebalance back minInterval and a new pq's first pull 500 ms (R4.2): time passes
+            step(next(a for a in model.enabled(state) if isinstance(a, (act.Tick, *DUE_TIMERS))))
         assert action in model.enabled(state), f"{action!r} is not enabled at t={state.now}"
         state = model.step(state, action)
         ref.apply(action)
@@ -674,7 +684,7 @@ def test_lockstep_removal_5x_forces_the_unlock_of_a_stalled_consumer_whose_liste
         act.StartConsume(1, 2),
         act.Start(0),
         act.Stall(1, 35_000),
-        Until(lambda s: s.now >= 35_000),
+        Until(lambda s: s.now >= s.clients[1].stalled_until),  # type: ignore[operator]  # awake
         act.Rebalance(1),
         act.FinishConsume(1, 2, SUCCESS, -1, 0),
         act.ApplyConsumeOffset(1, 2),
@@ -733,7 +743,7 @@ def test_lockstep_a_late_reply_reads_the_msg_count_a_forced_removal_commit_left(
         act.SendPull(1, 0),
         act.Start(0),
         act.Stall(1, 35_000),
-        Until(lambda s: s.now >= 35_000),
+        Until(lambda s: s.now >= s.clients[1].stalled_until),  # type: ignore[operator]  # awake
         act.Rebalance(1),
         act.FinishConsume(1, 2, SUCCESS, -1, 0),
         act.ApplyConsumeOffset(1, 2),

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from rmqspec.properties.orderly_scenarios import DUE_TIMERS, PACED_KINDS
 from rmqspec.properties.reset_scenarios import Driver
 from rmqspec.reference.broker import BrokerHost, ExpressionMessageFilter, GetMessageStatus, PullMessageProcessor
 from rmqspec.reference.compat import SpecCompat
@@ -285,7 +286,8 @@ CONFIGS: dict[str, dict[str, Any]] = {
 ORDERLY_LOOP_CONFIGS = frozenset(name for name in CONFIGS if "orderly-loop" in name)
 LOOP_SEEDS, LOOP_STEPS = 10, 500  # a listener outlasting a rebalance, or a relock, needs the longer walks
 SLAVE_CONFIGS = frozenset(name for name in CONFIGS if CONFIGS[name].get("slave"))
-SLAVE_SEEDS = 6  # slaves: the master must be down long enough for each slave path; the walks are cheap
+SLAVE_SEEDS = 10  # slaves: the master must be down long enough for each slave path (5.x: seeds 6 and 8 of 0-9 land
+# a commit on the slave once its paced rebalances delay the first consumption, R4.2); the walks are cheap
 
 # What each configuration must have exercised over its seeds, beyond the common core (or instead of it).
 CORE_ACTIONS = {"Start", "Rebalance", "SendPull", "BrokerReceive", "ReceivePull", "StartConsume", "FinishConsume"}
@@ -305,7 +307,9 @@ EXPECTED: dict[str, set[str]] = {
     "orderly-loop": {"ApplyConsumeOffset", "suspend", "dlq", "removal-refused", "DelayedUnlock"},
     "5x-orderly-loop": {"ApplyConsumeOffset", "suspend", "dlq"},  # a refused 5.x removal: tests/test_orderly.py
     "orderly-loop-stalls": {"Stall", "TryLockLater", "suspend"},
-    "5x-orderly-loop-stalls": {"Stall", "TryLockLater", "suspend"},
+    # TryLockLater: one seed in ten reached it before 5.x's pacing (R4.2), none of 80 since; the scripted
+    # lockstep of tests/test_orderly.py::test_a_consumer_stalled_past_30_s_relocks_before_it_consumes covers it
+    "5x-orderly-loop-stalls": {"Stall", "suspend"},
     "orderly-loop-broadcasting": {"ApplyConsumeOffset", "suspend", "dlq", "Stall"},
     "5x-orderly-loop-retention": {"RetentionDelete", "suspend"},
     "5x-orderly-clustering": {"LockAll"},
@@ -573,6 +577,11 @@ def script_chooser(*items: act.Action | Until) -> Chooser:
                 options = [a for a in enabled if isinstance(a, item.allowed) and a not in item.avoid]
                 assert options, f"script stuck at t={state.now}: nothing allowed is enabled"
                 return next((a for a in options if not isinstance(a, act.Tick)), options[0])
+            if item not in enabled and isinstance(item, PACED_KINDS) and model.config.rebalance_paced:
+                # 5.x holds a rebalance back minInterval and a new pq's first pull 500 ms (R4.2): let time pass
+                wait = next((a for a in enabled if isinstance(a, (act.Tick, *DUE_TIMERS))), None)
+                assert wait is not None, f"script step {item!r} is not enabled at t={state.now}, nor is a tick"
+                return wait
             assert item in enabled, f"script step {item!r} is not enabled at t={state.now}"
             current[0] = next(pending, None)
             return item
@@ -682,7 +691,8 @@ def test_pull_expired_pq_is_recreated_by_the_next_rebalance_in_model_and_referen
     reference's compat switch ``no_pull_expiry``; the model now has the rule)."""
     for version in ("4.9.8", "5.x"):
         config = Config(consumers=1, queues=1, version=version)
-        chooser = script_chooser(act.Start(0), Until(lambda s: s.now >= 141_000))
+        # 4.9.8 re-creates it at the rebalance of 140 s, 5.x (its rebalances 1 s later, R4.2) at 141 s
+        chooser = script_chooser(act.Start(0), Until(lambda s: s.now >= 142_000))
         run = run_lockstep(config, tmp_path / version, chooser, 400, f"pull expiry {version}")
         assert run.failure is None, run.report()
         model = Model(config)
@@ -1093,16 +1103,18 @@ def test_rmq14_5x_skips_the_queue_after_a_system_error_and_resumes_at_the_stored
     tmp_path: Path,
 ) -> None:
     """The same run under 5.x: readOffset gives -2, computePullFromWhereWithException throws, the
-    rebalance leaves the queue without a pq (R10.1, R9.4); the next rebalance, 20 s later, reads 1
-    and resumes there. No property fails."""
+    rebalance leaves the queue without a pq (R10.1, R9.4); that result is unbalanced, so the next
+    rebalance comes minInterval (1 s) later, not 20 s (R4.2), reads 1 and resumes there. No property
+    fails."""
     config, script = _rmq14_script("5.x")
-    state, broken = lockstep_script(config, tmp_path, *script)
-    assert state.clients[1].pqs[0] is None and state.budget.query_errors == 0
+    skipped, broken = lockstep_script(config, tmp_path, *script)
+    assert skipped.clients[1].pqs[0] is None and skipped.budget.query_errors == 0
+    assert skipped.clients[1].next_rebalance == skipped.now + 1_000
     state, broken = lockstep_script(
         config, tmp_path / "next", *script, Until(lambda s: s.clients[1].pqs[0] is not None)
     )
     pq = state.clients[1].pqs[0]
-    assert pq is not None and pq.next_offset == 1 and state.now == 20_000
+    assert pq is not None and pq.next_offset == 1 and state.now == skipped.now + 1_000
     assert broken == []
 
 
@@ -1144,10 +1156,11 @@ def test_a_failed_offset_read_skips_the_queue_in_both_versions_though_only_5x_th
         with pytest.raises(MQClientException) as thrown:
             rebalance.compute_pull_from_where_with_exception(mq)
         assert thrown.value.response_code == ResponseCode.QUERY_NOT_FOUND
+    system.clock.advance_to(1_000)  # 5.x: the first rebalance comes minInterval after start (R4.2)
     system.apply(act.Rebalance(0))
     assert mq not in rebalance.process_queue_table
     remoting.fault_injector = None
-    system.clock.advance_to(20_000)
+    system.clock.advance_to(21_000)  # the 20 s wait after the rebalance at 1 s (5.x would retry after 1 s)
     system.apply(act.Rebalance(0))
     assert mq in rebalance.process_queue_table
 
@@ -1237,6 +1250,7 @@ def test_5x_client_sends_no_set_zero_if_not_found_so_a_young_queue_still_answers
     process = system.processes[0]
     assert process is not None
     process.instance.remoting_client.register_rpc_hook(Spy())
+    system.clock.advance_to(1_000)  # 5.x: the first rebalance comes minInterval after start (R4.2)
     system.apply(act.Rebalance(0))
     assert headers and all(h.set_zero_if_not_found is None for h in headers)
     assert system.abstract()[2][0].mem[0] == 0

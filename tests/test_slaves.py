@@ -267,4 +267,8 @@ def test_walks_through_master_outages_hold_every_property_and_liveness(config: C
         )
     assert reached["slave-pull"] >= 10, reached
     if config.mode != BROADCASTING:
-        assert reached["slave-commit"] >= 5 and reached["slave-offset-lowered"] >= 1, reached
+        assert reached["slave-commit"] >= 5, reached
+    if config.mode != BROADCASTING and config.version == V4_9_8:
+        # 5.x syncs at 61 s and every 63 s, past most of these walks' outages; tests/test_slaves.py's RMQ-25
+        # schedule shows the sync undoing a slave commit
+        assert reached["slave-offset-lowered"] >= 1, reached

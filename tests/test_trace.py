@@ -212,7 +212,9 @@ def test_a_planted_bug_diverges_when_it_touches_an_observed_field(mutation: str)
     assert (report.divergence is not None) == diverges
     if report.divergence is not None:
         assert report.divergence.kind == "observation" and report.divergence.step <= len(found.actions)
-        assert str(report.divergence.field).startswith(("observed.mem.", "observed.next_offset."))
+        # the first mismatch, or (an OFFSET_ILLEGAL fix deferred: the pq also stays owned) one at the same step
+        fields = [str(report.divergence.field)] + [m.field for m in report.divergence.mismatches]
+        assert any(f.startswith(("observed.mem.", "observed.next_offset.")) for f in fields), fields
 
 
 def test_rules_come_from_the_transition_docstrings_and_the_semantics() -> None:
