@@ -103,6 +103,8 @@ def configs(draw: st.DrawFn, mutations: frozenset[str] = frozenset(), **fixed: A
     if values.get("slave"):  # slaves: not modelled with locks, the admin reset or the idle-channel scan (yet)
         for key, off in (("orderly", False), ("admin_resets", 0), ("client_stalls", 0), ("task_deaths", 0)):
             values[key] = values[key] if key in fixed else off
+    if "orderly_auto_commit" not in fixed:  # orderly consume loop: one orderly run in four leaves autoCommit off (R8.6)
+        values["orderly_auto_commit"] = not (values["orderly"] and draw(st.sampled_from((False, False, False, True))))
     if values["mode"] != BROADCASTING and "local_offset_file_corruptions" not in fixed:
         values["local_offset_file_corruptions"] = 0  # only a BROADCASTING consumer has a local file
     duplicable = values["mode"] == CLUSTERING and values["consumers"] >= 2 and values["strategy"] != MACHINE_ROOM_NEARBY

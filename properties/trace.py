@@ -484,7 +484,14 @@ class _Reader:
 
 
 _OFFSET_TYPES: Final = frozenset({int, type(None)})
-_STATUSES: Final = (act.CONSUME_SUCCESS, act.RECONSUME_LATER, act.ORDERLY_SUCCESS, act.SUSPEND_CURRENT_QUEUE_A_MOMENT)
+_STATUSES: Final = (
+    act.CONSUME_SUCCESS,
+    act.RECONSUME_LATER,
+    act.ORDERLY_SUCCESS,
+    act.SUSPEND_CURRENT_QUEUE_A_MOMENT,
+    act.ORDERLY_COMMIT,
+    act.ORDERLY_ROLLBACK,
+)
 _INT_TYPE: Final = frozenset({int})
 
 

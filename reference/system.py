@@ -888,6 +888,8 @@ class ReferenceSystem:
         statuses = {
             act.ORDERLY_SUCCESS: ConsumeOrderlyStatus.SUCCESS,
             act.SUSPEND_CURRENT_QUEUE_A_MOMENT: ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT,
+            act.ORDERLY_COMMIT: ConsumeOrderlyStatus.COMMIT,
+            act.ORDERLY_ROLLBACK: ConsumeOrderlyStatus.ROLLBACK,
         }
         status = statuses.get(a.status)
         if status is None or a.ack_index != -1:
@@ -900,7 +902,8 @@ class ReferenceSystem:
         remoting = self._process(a.client).instance.remoting_client
         remoting.fault_injector = ForwardFaults([bool(a.send_back_fails >> j & 1) for j in range(at_max)])
         try:
-            service.consume_executor.resume(request, OrderlyListenerAnswer(status))
+            # the listener leaves autoCommit as the configuration says (R8.6)
+            service.consume_executor.resume(request, OrderlyListenerAnswer(status, self.config.orderly_auto_commit))
         finally:
             remoting.fault_injector = None
 

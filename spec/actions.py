@@ -19,6 +19,9 @@ RECONSUME_LATER = "RECONSUME_LATER"
 # SUCCESS with autoCommit (the default), so the model offers the two distinct answers.
 ORDERLY_SUCCESS = "SUCCESS"
 SUSPEND_CURRENT_QUEUE_A_MOMENT = "SUSPEND_CURRENT_QUEUE_A_MOMENT"
+# With autoCommit = false (Config.orderly_auto_commit) the listener also answers COMMIT and ROLLBACK (R8.6).
+ORDERLY_COMMIT = "COMMIT"
+ORDERLY_ROLLBACK = "ROLLBACK"
 # Stall durations: past the client's lock validity (30 s), past the broker's lock expiry (60 s), and
 # long enough (with the 30 s heartbeat period) for the broker's 120 s channel expiry.
 STALL_DURATIONS = (35_000, 65_000, 150_000)

@@ -166,6 +166,10 @@ class Config:
     # MessageStoreConfig.offsetCheckInSlave (R5.5): may a slave answer PULL_OFFSET_MOVED from its own bounds?
     # false (the default) since the RMQ-17 fix; true restores RMQ-17 for a lagging slave.
     offset_check_in_slave: bool = False
+    # orderly consume loop: ConsumeOrderlyContext.autoCommit as the listener leaves it (R8.6). true (the default):
+    # SUCCESS commits the batch. false: SUCCESS commits nothing, COMMIT commits everything taken since the last
+    # commit, ROLLBACK puts it all back.
+    orderly_auto_commit: bool = True
 
     def __post_init__(self) -> None:
         _check_range("consumers", self.consumers, 1, 8)
@@ -242,6 +246,11 @@ class Config:
         if self.admin_resets and self.mode != CLUSTERING:
             raise ConfigError(
                 "admin_resets: got a budget in BROADCASTING; accepted: 0 (admin reset is modelled for CLUSTERING)"
+            )
+        if not isinstance(self.orderly_auto_commit, bool) or (not self.orderly_auto_commit and not self.orderly):
+            raise ConfigError(
+                f"orderly_auto_commit: got {self.orderly_auto_commit!r}; accepted: true, or false with orderly = true "
+                "(autoCommit is a ConsumeOrderlyContext setting)"
             )
         for flag in ("slave", "offset_check_in_slave"):  # slaves
             if not isinstance(getattr(self, flag), bool):

@@ -637,6 +637,9 @@ def _orderly_commit_point(m: Model, s: State, a: Action, t: State) -> str | None
         if update is None:
             return None
         batch = [o for o, _ in r.msgs]
+        pq = s.clients[i].pqs[r.queue]
+        if not m.config.orderly_auto_commit and pq is not None and pq.uid == r.pq_uid and pq.consuming_tree:
+            batch = _bits(pq.consuming_tree)  # autoCommit false: COMMIT commits everything taken since (R8.6)
         if update.offset != max(batch) + 1:
             return f"client {i} queue {r.queue}: batch {batch} commits {update.offset}, expected {max(batch) + 1}"
         idx = m._ledger(i) * m.q_count + r.queue

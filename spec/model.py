@@ -24,6 +24,8 @@ from rmqspec.spec import orderly as lk
 from rmqspec.spec.actions import (
     BACKGROUND_TASKS,
     CONSUME_SUCCESS,
+    ORDERLY_COMMIT,
+    ORDERLY_ROLLBACK,
     ORDERLY_SUCCESS,
     RECONSUME_LATER,
     STALL_DURATIONS,
@@ -1958,6 +1960,8 @@ class Model:
             FinishConsume(i, r.rid, ORDERLY_SUCCESS, -1, 0),
             FinishConsume(i, r.rid, SUSPEND_CURRENT_QUEUE_A_MOMENT, -1, 0),
         ]
+        if not self.config.orderly_auto_commit:  # R8.6: the two answers that mean something only then
+            out += [FinishConsume(i, r.rid, ORDERLY_COMMIT, -1, 0), FinishConsume(i, r.rid, ORDERLY_ROLLBACK, -1, 0)]
         at_max = sum(1 for _, times in r.msgs if times >= self.max_reconsume)
         if at_max and s.broker.up and s.budget.send_back_failures > 0:
             out.extend(
@@ -1978,18 +1982,29 @@ class Model:
         any other message, or one whose send failed, counts one more local reconsume and suspends the
         batch: makeMessageToConsumeAgain puts the whole batch back in the tree and a new request runs
         after 1 s (suspendCurrentQueueTimeMillis); the run ends. A batch with every message forwarded
-        commits. A commit leaves an OffsetUpdate for ApplyConsumeOffset."""
+        commits. A commit leaves an OffsetUpdate for ApplyConsumeOffset.
+
+        With ``Config.orderly_auto_commit`` false (R8.6): SUCCESS commits nothing (the batch stays in
+        consumingMsgOrderlyTreeMap) and the loop goes on; COMMIT runs ``commit()``, which commits everything
+        taken since the last commit; ROLLBACK runs ``rollback()``, which puts all of that back in the tree,
+        and resubmits after 1 s; a SUSPEND whose batch was all forwarded commits nothing and goes on. A pq
+        that left the table is committed as its batch alone (the model keeps no consuming map of it; its
+        commit is never applied)."""
         i = a.client
         cl, k = self._running_listener(s, a)
         r = cl.consuming[k]
         at_max = [o for o, times in r.msgs if times >= self.max_reconsume]
         fails = a.send_back_fails
+        auto = self.config.orderly_auto_commit
+        answers = [ORDERLY_SUCCESS, SUSPEND_CURRENT_QUEUE_A_MOMENT]
+        if not auto:
+            answers += [ORDERLY_COMMIT, ORDERLY_ROLLBACK]
         if (
-            a.status not in (ORDERLY_SUCCESS, SUSPEND_CURRENT_QUEUE_A_MOMENT)
+            a.status not in answers
             or a.ack_index != -1
             or fails < 0
             or fails >> len(at_max)
-            or (fails and (a.status == ORDERLY_SUCCESS or not s.broker.up))
+            or (fails and (a.status != SUSPEND_CURRENT_QUEUE_A_MOMENT or not s.broker.up))
             or fails.bit_count() > s.budget.send_back_failures
         ):
             raise ActionNotEnabled(a, "not a possible orderly listener answer or forwarding fault")
@@ -2002,7 +2017,13 @@ class Model:
         handled = g.handled[idx]
         b, budget = s.broker, s.budget
         batch = [o for o, _ in r.msgs]
-        if a.status == ORDERLY_SUCCESS:
+        if a.status == ORDERLY_ROLLBACK:  # autoCommit false: rollback(), then submitConsumeRequestLater (R8.6)
+            if on_pq and pq is not None:
+                pq = pq._replace(tree=pq.tree | pq.consuming_tree, consuming_tree=0)
+                cl = cl._replace(pqs=_put(cl.pqs, q, pq))
+            cl = self._submit_orderly_request(cl, q, r.pq_uid, s.now + SUSPEND_CURRENT_QUEUE_TIME)
+            return s._replace(clients=_put(s.clients, i, cl))
+        if a.status in (ORDERLY_SUCCESS, ORDERLY_COMMIT):
             handled |= sum(1 << o for o in batch)
             suspend = False
         else:
@@ -2031,12 +2052,17 @@ class Model:
                 cl = self._submit_orderly_request(cl, q, r.pq_uid, s.now + SUSPEND_CURRENT_QUEUE_TIME)
                 g = g._replace(handled=_put(g.handled, idx, handled))
                 return s._replace(clients=_put(s.clients, i, cl), broker=b, ghost=g, budget=budget)
+        if not auto and a.status != ORDERLY_COMMIT:  # nothing committed: the loop takes the next batch (R8.6)
+            g = g._replace(handled=_put(g.handled, idx, handled))
+            s = s._replace(clients=_put(s.clients, i, cl), broker=b, ghost=g, budget=budget)
+            return self._orderly_iterate(s, i, q, r.pq_uid, r.rid, r.begin)
         # commit() (R6.4) on the pq object; one that left the table has the batch in its consuming map
-        top = max(batch)
+        taken = _bits(pq.consuming_tree) if not auto and on_pq and pq is not None and pq.consuming_tree else batch
+        top = max(taken)
         offset = top if self.m_commit_last_key else top + 1
         if not on_pq:  # the detached pq's msgCount falls; a late reply's correctTagsOffset reads it (R6.7)
             pulls = tuple(
-                p._replace(dropped_count=p.dropped_count - len(batch), dropped_empty=p.dropped_count == len(batch))
+                p._replace(dropped_count=p.dropped_count - len(taken), dropped_empty=p.dropped_count == len(taken))
                 if p.pq_uid == r.pq_uid
                 else p
                 for p in cl.pulls
@@ -2046,7 +2072,7 @@ class Model:
             queue = b.queues[q]
             count = pq.msg_count - pq.consuming_tree.bit_count()
             bodies = sum(br.body_size(queue.messages[o]) for o in _bits(pq.consuming_tree))
-            done = set(batch)
+            done = set(taken)
             pq = pq._replace(
                 consuming_tree=0,
                 msg_count=count,

@@ -484,3 +484,52 @@ def test_sharers_of_one_client_id_both_consume_a_queue_and_the_checker_reports_i
     clients = {int(c) for c in found.violations[0].detail.split("[")[1].split("]")[0].split(",")}
     assert clients == {0, 1}  # the two consumers sharing a clientId
     assert explore(config, 100, 300, watch=frozenset({"INV-12a", "INV-12"})).valid
+
+
+@pytest.mark.parametrize("version", ["4.9.8", "5.x"])
+def test_with_auto_commit_off_success_holds_commit_commits_all_held_and_rollback_returns_them(
+    version: str, tmp_path: Path
+) -> None:
+    """R8.6 with ConsumeOrderlyContext.autoCommit = false (``Config.orderly_auto_commit``): SUCCESS commits
+    nothing and the loop takes the next batch; COMMIT runs commit(), which commits everything taken since
+    the last commit; ROLLBACK runs rollback(), which puts it all back. Run in lockstep with the reference."""
+    config = scenarios.orderly_config(version, consumers=1, orderly_auto_commit=False)  # one message a batch
+    sched = scenarios._Schedule(config, strict=True)
+    sched.do(act.Start(0))
+    sched.fire(act.Rebalance)
+    sched.pull(0, 0)
+    sched.listen(0)
+    sched.finish(0)  # SUCCESS on message 0: held, the loop takes message 1 at once
+    pq = sched.state.clients[0].pqs[0]
+    assert pq is not None and pq.consuming_tree == 0b11 and not sched.state.clients[0].offset_updates
+    sched.finish(0, act.ORDERLY_ROLLBACK)  # both back in the tree, a new request in 1 s
+    pq = sched.state.clients[0].pqs[0]
+    assert pq is not None and pq.consuming_tree == 0 and pq.tree & 0b11 == 0b11
+    sched.until(lambda st: any(r.ready_at <= st.now for r in st.clients[0].requests))
+    sched.listen(0)
+    sched.finish(0)
+    sched.finish(0, act.ORDERLY_COMMIT)  # messages 0 and 1 committed together: 2
+    assert [u.offset for u in sched.state.clients[0].offset_updates] == [2]
+    sched.apply(0)
+    assert sched.state.clients[0].mem[0] == 2 and sched.run.violations == []
+    _in_lockstep(sched.run, config, tmp_path)
+
+
+@pytest.mark.parametrize("version", ["4.9.8", "5.x"])
+def test_with_auto_commit_off_walks_pass_every_property_and_liveness(version: str) -> None:
+    from rmqspec.properties.explore import explore
+
+    config = Config(
+        orderly=True,
+        orderly_auto_commit=False,
+        version=version,
+        consumers=2,
+        queues=2,
+        messages_per_queue=4,
+        max_reconsume_times=1,
+        send_back_failures=1,
+        broker_crashes=0 if version == "4.9.8" else 1,  # 4.9.8: INV-19, the outage bug reproduced above
+    )
+    result = explore(config, 100, 300, liveness=True)
+    assert result.valid, result.counterexamples[0].describe()
+    assert result.actions["FinishConsume"] > 150 and result.actions["ApplyConsumeOffset"] > 30

@@ -199,6 +199,9 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "5x-orderly-loop-stalls": {**ORDERLY_LOOP, "version": "5.x", "client_stalls": 3, "broker_crashes": 2},
     "orderly-loop-broadcasting": {**ORDERLY_LOOP, "mode": "BROADCASTING", "client_stalls": 1},
     "5x-orderly-loop-retention": {**ORDERLY_LOOP, "version": "5.x", "retention_deletes": 3},
+    # autoCommit false (R8.6): SUCCESS holds the batch, COMMIT commits all held, ROLLBACK puts all back
+    "orderly-loop-manual-commit": {**ORDERLY_LOOP, "orderly_auto_commit": False},
+    "5x-orderly-loop-manual-commit": {**ORDERLY_LOOP, "version": "5.x", "orderly_auto_commit": False},
     # fidelity area (R5.5, R5.7, R9.4): retention raises minOffset under a consumer positioned at 0, so pulls
     # get OFFSET_ILLEGAL; 4.9.8 corrects 10 s later (FixOffsetIllegal), 5.x at once, in both modes.
     "fidelity-retention": {**FIDELITY, "consumers": 3, "queues": 3, "client_crashes": 2, "broker_crashes": 2},
@@ -312,6 +315,8 @@ EXPECTED: dict[str, set[str]] = {
     "5x-orderly-loop-stalls": {"Stall", "suspend"},
     "orderly-loop-broadcasting": {"ApplyConsumeOffset", "suspend", "dlq", "Stall"},
     "5x-orderly-loop-retention": {"RetentionDelete", "suspend"},
+    "orderly-loop-manual-commit": {"ApplyConsumeOffset", "commit-of-earlier-batches", "rollback-of-earlier-batches"},
+    "5x-orderly-loop-manual-commit": {"ApplyConsumeOffset", "commit-of-earlier-batches", "rollback-of-earlier-batches"},
     "5x-orderly-clustering": {"LockAll"},
     "fidelity-retention": {"RetentionDelete", "FixOffsetIllegal"},  # fidelity area
     "5x-fidelity-retention": {"RetentionDelete", "offset-illegal-at-once"},
@@ -510,6 +515,13 @@ def run_lockstep(
                 run.seen.add("lock-denied")
             if isinstance(action, act.FinishConsume) and action.status == act.SUSPEND_CURRENT_QUEUE_A_MOMENT:
                 run.seen.add("suspend")  # orderly consume loop
+            if isinstance(action, act.FinishConsume) and action.status in (act.ORDERLY_COMMIT, act.ORDERLY_ROLLBACK):
+                # autoCommit false (R8.6): a COMMIT or ROLLBACK over more than the batch just taken
+                pq = previous.clients[action.client].pqs
+                batch = next(r for r in previous.clients[action.client].consuming if r.rid == action.rid)
+                held = pq[batch.queue]
+                if held is not None and held.uid == batch.pq_uid and held.consuming_tree.bit_count() > len(batch.msgs):
+                    run.seen.add(f"{action.status.lower()}-of-earlier-batches")
             if any(pq is not None and pq.dropped for cl in state.clients for pq in cl.pqs):
                 run.seen.add("removal-refused")  # an orderly removal refused by a running listener (R8.8)
             if any(cl.view is not None and len(set(cl.view)) < len(cl.view) for cl in state.clients):

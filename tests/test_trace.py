@@ -39,7 +39,14 @@ from rmqspec.properties.trace import (
     write_trace,
 )
 from rmqspec.spec import config as cfg
-from rmqspec.spec.actions import CONSUME_SUCCESS, ORDERLY_SUCCESS, RECONSUME_LATER, SUSPEND_CURRENT_QUEUE_A_MOMENT
+from rmqspec.spec.actions import (
+    CONSUME_SUCCESS,
+    ORDERLY_COMMIT,
+    ORDERLY_ROLLBACK,
+    ORDERLY_SUCCESS,
+    RECONSUME_LATER,
+    SUSPEND_CURRENT_QUEUE_A_MOMENT,
+)
 from rmqspec.spec.config import Config
 from rmqspec.spec.invariants import ACTION_PROPERTIES, INVARIANTS
 from rmqspec.spec.model import Model
@@ -536,6 +543,8 @@ def test_the_schema_and_the_reader_agree_on_keys_actions_and_config() -> None:
         RECONSUME_LATER,
         ORDERLY_SUCCESS,
         SUSPEND_CURRENT_QUEUE_A_MOMENT,
+        ORDERLY_COMMIT,
+        ORDERLY_ROLLBACK,
     ]
     props = defs["config"]["properties"]
     assert list(props) == [f.name for f in dataclasses.fields(Config)]
