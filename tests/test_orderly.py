@@ -533,3 +533,29 @@ def test_with_auto_commit_off_walks_pass_every_property_and_liveness(version: st
     result = explore(config, 100, 300, liveness=True)
     assert result.valid, result.counterexamples[0].describe()
     assert result.actions["FinishConsume"] > 150 and result.actions["ApplyConsumeOffset"] > 30
+
+
+@pytest.mark.parametrize("version", ["4.9.8", "5.x"])
+def test_a_refused_orderly_removal_changes_no_table_so_sends_no_heartbeat(version: str, tmp_path: Path) -> None:
+    """R8.8, R9.6: consumer 0's rebalance finds queue 1 allocated away while its listener runs; the removal is
+    refused and the pq only marked dropped. updateProcessQueueTableInRebalance counts a change only for a pq
+    removed or added, so messageQueueChanged's heartbeat is not sent. (The model once sent it: a campaign of
+    the correct model diverged from the reference, on the broker's channel timestamps here, and elsewhere on a
+    registration that kept a queue.) Heartbeat timestamps are tracked only with stalls configured."""
+    run = scenarios.removal_while_listening(version)
+    config = scenarios.orderly_config(version, queues=2, client_stalls=1)
+    model = Model(config)
+    s = model.initial()
+    for a in run.taken:
+        before, s = s, model.step(s, a)
+        refused = (
+            isinstance(a, act.Rebalance)
+            and a.client == 0
+            and any(pq is not None and pq.dropped for pq in s.clients[0].pqs)
+        )
+        if refused:
+            assert s.broker.heartbeat_at == before.broker.heartbeat_at
+            break
+    else:
+        raise AssertionError("the schedule never refused a removal")
+    _in_lockstep(run, config, tmp_path)
