@@ -52,16 +52,21 @@ def test_sample_config_draws_every_fault_family_and_only_combinations_config_acc
         "local_offset_file_corruptions",
     )
     drawn = dict.fromkeys(faults, 0)
+    slaves = manual = 0
     for seed in range(600):
         config = sample_config(random.Random(seed))
         assert Config(**{f.name: getattr(config, f.name) for f in fields(config)}) == config  # validated
         assert config.task_deaths == 0  # a dead task fails liveness by design: never drawn
         assert config.offset_file_corruptions <= 1 and config.local_offset_file_corruptions <= 1
         assert config.mode == BROADCASTING or not config.local_offset_file_corruptions
+        assert not config.offset_check_in_slave  # it restores RMQ-17, which INV-21 reports
         for f in faults:
             drawn[f] += bool(getattr(config, f))
+        slaves += config.slave
+        manual += not config.orderly_auto_commit
     assert all(drawn.values()), drawn
     assert max(drawn.values()) < 600 / 4, drawn  # modest: each fault in well under a quarter of the runs
+    assert slaves and manual  # a slave (docs/spec.md §16) and an orderly listener with autoCommit off (§14)
 
 
 def test_campaign_writes_rows_parquet_summary_and_report(tmp_path: Path) -> None:

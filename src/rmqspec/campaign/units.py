@@ -184,6 +184,9 @@ def sample_config(rng: random.Random, mutations: frozenset[str] = frozenset()) -
     if clean and rng.random() < 1 / 3:
         config = replace(config, retention_deletes=rng.randint(1, 2))
     config = with_faults(rng, config)
+    # orderly consume loop: one orderly run in four leaves autoCommit off (R8.6), drawn after the above
+    if config.orderly and rng.random() < 1 / 4:
+        config = replace(config, orderly_auto_commit=False)
     # slaves: one run in four of those it is modelled for (no orderly, admin reset or stalls) gets a slave
     # (docs/spec.md §16), drawn last; offset_check_in_slave never (it restores RMQ-17, which INV-21 reports)
     if not (config.orderly or config.admin_resets or config.client_stalls) and rng.random() < 1 / 4:
