@@ -218,6 +218,7 @@ class Model:
         self.track_heartbeats = c.client_stalls > 0 or c.task_deaths > 0
         self.track_bak = c.offset_file_corruptions > 0  # CorruptOffsetFile: the broker's .bak
         self.track_file_bak = c.local_offset_file_corruptions > 0  # CorruptLocalOffsetFile: offsets.json.bak
+        self.paced = c.rebalance_paced  # 5.x rebalance loop (R4.2); read on every enabled() call, so cached
         # slaves: INV-8 on the slave's table tolerates SlaveSync overwriting commits the slave took while the
         # master was down (R3.8, RMQ-25 (2): by design, the maintainers' answer); a test switches it off
         self.tolerate_slave_sync = True
@@ -471,7 +472,7 @@ class Model:
             times.extend(f.due for f in cl.offset_fixes)  # fidelity area
             if cl.reset_wake is not None:  # full fidelity area (admin reset)
                 times.append(cl.reset_wake)
-            if cl.rebalance_requested and self.config.rebalance_paced:  # 5.x: a woken rebalance waits minInterval
+            if cl.rebalance_requested and self.paced:  # 5.x: a woken rebalance waits minInterval
                 times.append(cl.last_rebalance + REBALANCE_MIN_INTERVAL)
         later = [t for t in times if t > now]
         return min(later) if later else None
@@ -808,7 +809,7 @@ class Model:
         mem = cl.file if not self.clustering else cl.mem
         cl = cl._replace(
             # 5.x: RebalanceService's lastRebalanceTimestamp starts at construction (R4.2)
-            last_rebalance=s.now if self.config.rebalance_paced else 0,
+            last_rebalance=s.now if self.paced else 0,
             running=True,
             mem=mem,
             next_persist=s.now + PERSIST_FIRST_DELAY,
@@ -1007,7 +1008,7 @@ class Model:
         cl = s.clients[i]
         if "RebalanceService" in cl.dead_tasks:  # faults: the thread is gone; nothing wakes it
             return False
-        if self.config.rebalance_paced and s.now < cl.last_rebalance + REBALANCE_MIN_INTERVAL:
+        if self.paced and s.now < cl.last_rebalance + REBALANCE_MIN_INTERVAL:
             return False  # 5.x: a wake-up within minInterval of the last rebalance waits out the rest (R4.2)
         return cl.running and (cl.rebalance_requested or (cl.next_rebalance is not None and cl.next_rebalance <= s.now))
 
@@ -1018,11 +1019,11 @@ class Model:
         cl = s.clients[i]
         wait = None if self.m_rebalance_stops else s.now + REBALANCE_WAIT
         cl = cl._replace(next_rebalance=wait, rebalance_requested=False)
-        if self.config.rebalance_paced:
+        if self.paced:
             cl = cl._replace(last_rebalance=s.now)
         s = s._replace(clients=_put(s.clients, i, cl))
         s, balanced = self._rebalance_topics(s, i, fault, without_self)
-        if balanced or wait is None or not self.config.rebalance_paced:
+        if balanced or wait is None or not self.paced:
             return s
         cl = s.clients[i]
         return s._replace(clients=_put(s.clients, i, cl._replace(next_rebalance=s.now + REBALANCE_MIN_INTERVAL)))
@@ -1033,7 +1034,7 @@ class Model:
         and a throwing allocation as not (5.3.3 RebalanceImpl#rebalanceByTopic, R4.2)."""
         if not self.clustering:
             s, _ = self._rebalance_topic(s, i, self.topic_queues, set(self.topic_queues), fault)
-            return s, self._working(s, i, self.topic_queues) == set(self.topic_queues)
+            return s, not self.paced or self._working(s, i, self.topic_queues) == set(self.topic_queues)
         listing = self._list_source(s)
         if listing is None or not listing.registered:
             # findConsumerIdList gets an error (no broker, or no consumer registered: SYSTEM_ERROR)
@@ -1070,7 +1071,7 @@ class Model:
             complete = complete and placed
             # a CONFIG list naming the retry queue in the topic's pass is never balanced: getWorkingMessageQueue
             # looks only at the topic's own queues
-            balanced = balanced and mine == self._working(s, i, queues)
+            balanced = balanced and (not self.paced or mine == self._working(s, i, queues))
         if thrown == len(topics):
             return s, balanced  # no topic was allocated: the view stays
         view = lists.pop() if complete and not thrown and len(lists) == 1 else None
@@ -1145,7 +1146,7 @@ class Model:
                 complete = False
                 continue
             cl = s.clients[i]
-            first_pull = s.now + (NEW_PULL_DISPATCH_DELAY if self.config.rebalance_paced else 0)
+            first_pull = s.now + (NEW_PULL_DISPATCH_DELAY if self.paced else 0)
             pq = ProcessQueue(cl.seq, 0, 0, 0, 0, start, PULL_READY, first_pull, last_pull=s.now)
             if self.orderly:  # orderly area: pq.locked := true; lastLockTimestamp is its creation (R8.4)
                 pq = pq._replace(locked=True, last_lock=s.now)
