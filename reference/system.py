@@ -1,4 +1,4 @@
-"""``ReferenceSystem``: one broker and N push consumers of the reference, driven by the model's actions.
+"""``ReferenceSystem``: one broker (and its slave) and N push consumers of the reference, driven by the model's actions.
 
 This is the driver and the abstraction function of the refinement check. ``apply(action)`` performs
 one action of ``rmqspec.spec.actions`` by calling the RocketMQ-shaped classes (never the model's

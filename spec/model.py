@@ -1,13 +1,13 @@
 """The pure model: ``Model(config)`` gives ``initial()``, ``enabled(state)`` and ``step(state, action)``.
 
 This is the executable specification of RocketMQ 4.9.8 consumer offset management for one
-consumer group on one topic served by one broker, in CLUSTERING or BROADCASTING mode with
-concurrent or (``Config.orderly``) orderly consumption. ``Config.version = "5.x"`` switches the
-5.x differences it models (the derived properties of ``Config``; docs/spec.md §9). It has no I/O, no clock and no
-randomness: time is the ``Tick`` action and every choice (which consumer pulls, how a listener
-answers, which fault strikes) is an action parameter. Each transition function below documents its
-enabling condition (checked first; a disabled action raises :class:`ActionNotEnabled`), its
-effect, and the rules it models.
+consumer group on one topic served by one broker (with ``Config.slave``, its master and slave), in
+CLUSTERING or BROADCASTING mode with concurrent or (``Config.orderly``) orderly consumption.
+``Config.version = "5.x"`` switches the 5.x differences it models (the derived properties of
+``Config``; docs/spec.md §9). It has no I/O, no clock and no randomness: time is the ``Tick``
+action and every choice (which consumer pulls, how a listener answers, which fault strikes) is an
+action parameter. Each transition function below documents its enabling condition (checked first;
+a disabled action raises :class:`ActionNotEnabled`), its effect, and the rules it models.
 
 Timers (client persist 5 s after 10 s, rebalance 20 s, heartbeat 30 s after 1 s, broker flush
 5 s after 10 s, scheduled retries) fire as actions; ``Tick`` cannot pass a due timer, so timers

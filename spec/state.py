@@ -267,8 +267,8 @@ class Ghost(NamedTuple):
     # correctTagsOffset raising it (R6.7), or the first locked pull's re-read (R5.1 step 6) overwriting it;
     # a later increaseOnly=false write may then land below: INV-8's declared "orderly-overwrite"
     raised_by_tags: frozenset[int] = frozenset()
-    # slaves: per queue, () meaning no slave: the pq key of the commit that landed last on the slave (ADMIN_WRITER
-    # style key -2 when SlaveSync wrote it), for INV-8's stale-owner cause on the slave's table
+    # slaves: per queue, () meaning no slave: the pq key of the commit that landed last on the slave, or
+    # SLAVE_SYNC_WRITER (-2) when SlaveSync wrote it, for INV-8s's stale-owner cause on the slave's table
     slave_last_writer: tuple[int | None, ...] = ()
 
 
