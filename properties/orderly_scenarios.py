@@ -57,6 +57,34 @@ DUE_TIMERS = (
 PACED_KINDS = (act.Rebalance, act.RebalanceWithoutSelf, act.RebalanceQueryError, act.SendPull)
 
 
+def _time_passes(enabled: list[act.Action]) -> act.Action | None:
+    """A tick or, while a timer due holds the clock, that timer (``DUE_TIMERS``)."""
+    return next((a for a in enabled if isinstance(a, (act.Tick, *DUE_TIMERS))), None)
+
+
+def wait_step(model: Model, state: State, action: act.Action) -> act.Action | None:
+    """The step that lets time pass first when 5.x's pacing holds ``action`` back (a woken rebalance waits
+    minInterval after the last one or the start, a new pq's first pull 500 ms; R4.2, R9.4); None when
+    ``action`` is enabled, is not paced, or the model is 4.9.8."""
+    if not (model.paced and isinstance(action, PACED_KINDS)):
+        return None
+    enabled = model.enabled(state)
+    return None if action in enabled else _time_passes(enabled)
+
+
+def advance_paced(
+    model: Model, state: State, action: act.Action, also: Callable[[act.Action, State], None] | None = None
+) -> State:
+    """The state once ``wait_step`` has let at most ``REBALANCE_MIN_INTERVAL`` of clock pass before ``action``;
+    ``also(step, after)`` sees each step taken (a lockstep driver applies it to the reference)."""
+    begin = state.now
+    while state.now - begin < REBALANCE_MIN_INTERVAL and (wait := wait_step(model, state, action)) is not None:
+        state = model.step(state, wait)
+        if also is not None:
+            also(wait, state)
+    return state
+
+
 def paced_wait(
     model: Model,
     state: Callable[[], State],
@@ -64,37 +92,25 @@ def paced_wait(
     kind: type,
     where: Callable[[act.Action], bool] = lambda a: True,
 ) -> act.Action | None:
-    """The first enabled action of ``kind`` that ``where`` accepts, taking ticks (through ``do``) until one is,
-    for at most ``REBALANCE_MIN_INTERVAL`` of clock: 5.x paces a woken rebalance (minInterval after the last
-    one, or after start) and a new pq's first pull (500 ms), so a schedule written as "start, then rebalance"
-    needs the clock to move first (R4.2, R9.4); a timer due meanwhile fires (``DUE_TIMERS``). Under 4.9.8
-    nothing is paced and the action is enabled at once. ``None`` if it stays disabled."""
+    """``advance_paced`` for a driver that names an action by ``kind`` and ``where`` and steps through ``do``:
+    the first such action enabled once at most ``REBALANCE_MIN_INTERVAL`` of clock passed, or ``None``. A
+    schedule written as "start, then rebalance" reads the same under both versions."""
     begin = state().now
-    paced = model.config.rebalance_paced and issubclass(kind, PACED_KINDS)
+    paced = model.paced and issubclass(kind, PACED_KINDS)
     while True:
         enabled = model.enabled(state())
         action = next((a for a in enabled if isinstance(a, kind) and where(a)), None)
         if action is not None or not paced or state().now - begin >= REBALANCE_MIN_INTERVAL:
             return action
-        if act.Tick() in enabled:
-            do(act.Tick())
-            continue
-        due = next((a for a in enabled if isinstance(a, DUE_TIMERS)), None)  # a due timer holds the clock
-        if due is None:
+        wait = _time_passes(enabled)
+        if wait is None:
             return None
-        do(due)
+        do(wait)
 
 
 def step_paced(model: Model, state: State, action: act.Action) -> State:
-    """``model.step(state, action)``, first moving the clock as ``paced_wait`` does when 5.x's pacing holds a
-    scripted Rebalance or SendPull back (at most 1 s of clock; no property is checked on the way)."""
-    holder = [state]
-
-    def do(a: act.Action) -> None:
-        holder[0] = model.step(holder[0], a)
-
-    paced_wait(model, lambda: holder[0], do, type(action), lambda a: a == action)
-    return model.step(holder[0], action)
+    """``model.step(state, action)`` after ``advance_paced`` (no property is checked on the way)."""
+    return model.step(advance_paced(model, state, action), action)
 
 
 def orderly_config(version: str, **overrides: object) -> Config:
@@ -148,7 +164,7 @@ class _Schedule:
         self.run = OrderlyRun()
 
     def do(self, action: act.Action) -> None:
-        if isinstance(action, PACED_KINDS) and self.model.config.rebalance_paced:  # 5.x holds it back a moment
+        if isinstance(action, PACED_KINDS) and self.model.paced:  # 5.x holds it back a moment
             paced_wait(self.model, lambda: self.state, self.do, type(action), lambda a: a == action)
         after = self.model.step(self.state, action)
         found = check_step(self.model, self.state, action, after) + check_state(self.model, after)

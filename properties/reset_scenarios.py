@@ -49,7 +49,7 @@ class Driver:
         return action
 
     def do(self, action: act.Action) -> None:
-        if isinstance(action, PACED_KINDS) and self.model.config.rebalance_paced:  # 5.x holds it back a moment
+        if isinstance(action, PACED_KINDS) and self.model.paced:  # 5.x holds it back a moment
             paced_wait(self.model, lambda: self.state, self.do, type(action), lambda a: a == action)
         after = self.model.step(self.state, action)
         found = check_step(self.model, self.state, action, after) + check_state(self.model, after)

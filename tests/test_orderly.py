@@ -12,7 +12,7 @@ import pytest
 
 from rmqspec.properties import orderly_scenarios as scenarios
 from rmqspec.properties.machines import LockstepMachine, configs, machine_for
-from rmqspec.properties.orderly_scenarios import DUE_TIMERS, PACED_KINDS
+from rmqspec.properties.orderly_scenarios import DUE_TIMERS, advance_paced
 from rmqspec.properties.profiles import scaled
 from rmqspec.reference.message_queue import MessageQueue
 from rmqspec.reference.rebalance_lock_manager import RebalanceLockManager
@@ -217,14 +217,14 @@ def _idle_pull(s: State, a: act.Action) -> bool:
 
 
 def _wait_if_paced(model: Model, reference: ReferenceSystem | None, s: State, a: act.Action) -> State:
-    """5.x holds a scripted rebalance back minInterval and a new pq's first pull 500 ms (R4.2): let the clock
-    move (ticks, timers falling due) in both until ``a`` is enabled."""
-    while isinstance(a, PACED_KINDS) and model.config.rebalance_paced and a not in model.enabled(s):
-        wait = next(x for x in model.enabled(s) if isinstance(x, (act.Tick, *DUE_TIMERS)))
-        s = model.step(s, wait)
+    """``advance_paced`` before ``a`` (5.x's pacing, R4.2), the reference following in lockstep."""
+
+    def follow(wait: act.Action, after: State) -> None:
         if reference is not None:
             reference.apply(wait)
-    return s
+            assert reference.abstract() == (after.now, after.broker, after.clients), wait
+
+    return advance_paced(model, s, a, follow)
 
 
 def _drive(model: Model, reference: ReferenceSystem, s: State, script: list[act.Action], until: object) -> State:

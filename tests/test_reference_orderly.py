@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from rmqspec.properties.orderly_scenarios import DUE_TIMERS, PACED_KINDS
+from rmqspec.properties.orderly_scenarios import wait_step
 from rmqspec.reference.consume_message_concurrently_service import ConsumeRequestState
 from rmqspec.reference.consume_message_orderly_service import (
     ConsumeMessageOrderlyService,
@@ -574,9 +574,8 @@ def lockstep(tmp_path: Path, config: Config, *script: act.Action | Until) -> tup
 
     def step(action: act.Action) -> None:
         nonlocal state
-        while isinstance(action, PACED_KINDS) and config.rebalance_paced and action not in model.enabled(state):
-            # 5.x holds a rebalance back minInterval and a new pq's first pull 500 ms (R4.2): time passes
-            step(next(a for a in model.enabled(state) if isinstance(a, (act.Tick, *DUE_TIMERS))))
+        while (wait := wait_step(model, state, action)) is not None:  # 5.x's pacing (R4.2): time passes
+            step(wait)
         assert action in model.enabled(state), f"{action!r} is not enabled at t={state.now}"
         state = model.step(state, action)
         ref.apply(action)

@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from rmqspec.properties.orderly_scenarios import DUE_TIMERS, PACED_KINDS
-from rmqspec.properties.reset_scenarios import Driver
+from rmqspec.properties.orderly_scenarios import wait_step
+from rmqspec.properties.slave_scenarios import RMQ17_SCHEDULE, slave_config, slave_outage
 from rmqspec.reference.broker import BrokerHost, ExpressionMessageFilter, GetMessageStatus, PullMessageProcessor
 from rmqspec.reference.compat import SpecCompat
 from rmqspec.reference.exceptions import MQClientException
@@ -589,10 +589,8 @@ def script_chooser(*items: act.Action | Until) -> Chooser:
                 options = [a for a in enabled if isinstance(a, item.allowed) and a not in item.avoid]
                 assert options, f"script stuck at t={state.now}: nothing allowed is enabled"
                 return next((a for a in options if not isinstance(a, act.Tick)), options[0])
-            if item not in enabled and isinstance(item, PACED_KINDS) and model.config.rebalance_paced:
-                # 5.x holds a rebalance back minInterval and a new pq's first pull 500 ms (R4.2): let time pass
-                wait = next((a for a in enabled if isinstance(a, (act.Tick, *DUE_TIMERS))), None)
-                assert wait is not None, f"script step {item!r} is not enabled at t={state.now}, nor is a tick"
+            wait = wait_step(model, state, item)  # 5.x's pacing holds the step back (R4.2): let time pass
+            if wait is not None:
                 return wait
             assert item in enabled, f"script step {item!r} is not enabled at t={state.now}"
             current[0] = next(pending, None)
@@ -1376,32 +1374,6 @@ def test_4_9_8_client_reset_suspends_drops_sleeps_then_persists_and_resumes(tmp_
 
 # --- slaves (R2.4, R2.5, R3.4, R3.8, R5.3-R5.5, R9.3): the known slave bugs, in lockstep ---------------------
 
-SLAVE_QUIET: dict[str, Any] = {
-    "consumers": 1,
-    "queues": 1,
-    "messages_per_queue": 4,
-    "slave": True,
-    "client_crashes": 0,
-    "client_shutdowns": 0,
-    "broker_crashes": 1,
-    "send_back_failures": 0,
-}
-
-# RMQ-17 (the model's shrunk walk, tests/test_slaves.py): one message consumed from the master, which crashes
-# before the slave copies it; the next pull goes to the slave at offset 1, past the slave's copy.
-RMQ17_SCRIPT: tuple[act.Action, ...] = (
-    act.Start(0),
-    act.Rebalance(0),
-    act.Produce(0, "A"),
-    act.SendPull(0, 0),
-    act.BrokerReceive(0),
-    act.ReceivePull(0, 0),
-    act.BrokerCrash(),
-    act.SendPull(0, 0),
-    act.BrokerReceive(0),
-    act.ReceivePull(0, 0),
-)
-
 
 @pytest.mark.parametrize("offset_check_in_slave", [False, True])
 def test_rmq17_a_lagging_slave_moves_the_consumer_only_with_offset_check_in_slave(
@@ -1410,8 +1382,8 @@ def test_rmq17_a_lagging_slave_moves_the_consumer_only_with_offset_check_in_slav
     """R5.5 [RMQ-17]: the slave's copy is empty and the pull asks offset 1. offsetCheckInSlave = false (the
     default): ``nextOffsetCorrection`` keeps 1 and PULL_OFFSET_MOVED becomes PULL_RETRY_IMMEDIATELY, so the
     client pulls again at 1. true: PULL_OFFSET_MOVED to 0, the slave's own bound (OFFSET_ILLEGAL; INV-21)."""
-    config = Config(**SLAVE_QUIET, offset_check_in_slave=offset_check_in_slave)
-    state, broken = lockstep_script(config, tmp_path, *RMQ17_SCRIPT)
+    config = slave_config(consume_from_where="CONSUME_FROM_LAST_OFFSET", offset_check_in_slave=offset_check_in_slave)
+    state, broken = lockstep_script(config, tmp_path, *RMQ17_SCHEDULE)
     pq = state.clients[0].pqs[0]
     if offset_check_in_slave:
         assert [(a, [v.id for v in vs]) for a, vs in broken] == [(act.ReceivePull(0, 0), ["INV-21"])]
@@ -1422,58 +1394,9 @@ def test_rmq17_a_lagging_slave_moves_the_consumer_only_with_offset_check_in_slav
 
 
 def _slave_outage_script(version: str) -> tuple[Config, tuple[act.Action, ...]]:
-    """Client 0 consumes 0 and 1 from the master and commits 2 (flushed, synced to the slave); 2 and 3 are
-    produced and copied; the master crashes; the client pulls from the slave, consumes, persists to the slave;
-    the master comes back (with 2) and restarts the client before it persists again; the next SlaveSync puts
-    the master's 2 over the slave's 4 (RMQ-25 (2)), and the restarted client resumes from the master at 2."""
-    config = Config(**{**SLAVE_QUIET, "client_crashes": 1, "consume_from_where": "CONSUME_FROM_FIRST_OFFSET"})
-    config = dataclasses.replace(config, version=version)
-    d = Driver(config)
-
-    def consume_everything() -> None:
-        while True:
-            step = next(
-                (
-                    a
-                    for a in d.model.enabled(d.state)
-                    if isinstance(a, act.StartConsume | act.ApplyConsumeOffset)
-                    or (isinstance(a, act.FinishConsume) and a.status == act.CONSUME_SUCCESS and not a.send_back_fails)
-                ),
-                None,
-            )
-            if step is None:
-                return
-            d.do(step)
-
-    def pull_and_persist() -> None:
-        d.fire(act.SendPull)
-        d.drain()
-        d.fire(act.ReceivePull)
-        consume_everything()
-        d.until(act.PersistOffsets)
-        d.fire(act.PersistOffsets)
-        d.drain()
-
-    d.fire(act.Start)
-    d.fire(act.Rebalance)
-    d.do(act.Produce(0, "A"))
-    d.do(act.Produce(0, "A"))
-    d.do(act.SlaveReplicate(0))
-    pull_and_persist()
-    d.until(act.BrokerFlush)
-    d.fire(act.BrokerFlush)
-    d.do(act.Produce(0, "A"))
-    d.do(act.Produce(0, "A"))
-    d.do(act.SlaveReplicate(0))
-    d.do(act.BrokerCrash())
-    pull_and_persist()
-    d.do(act.BrokerRestart())
-    d.do(act.Crash(0))
-    d.until(act.SlaveSync)
-    d.fire(act.SlaveSync)
-    d.fire(act.Start)
-    d.fire(act.Rebalance)
-    return config, tuple(d.taken)
+    """``slave_scenarios.slave_outage`` (RMQ-25 (2)) as the model ran it, to replay in lockstep."""
+    d = slave_outage(version)
+    return d.model.config, tuple(d.taken)
 
 
 def test_rmq25_slave_commits_taken_during_the_outage_are_overwritten_by_the_next_sync_in_lockstep(

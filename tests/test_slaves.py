@@ -10,75 +10,20 @@ import itertools
 import pytest
 
 from rmqspec.properties.explore import explore, replay, walk
-from rmqspec.properties.reset_scenarios import Driver
+from rmqspec.properties.slave_scenarios import (
+    RMQ17_SCHEDULE,
+    consume_everything,
+    consumed_two_then_master_down,
+    persist_and_land,
+    pull_once,
+    slave_config,
+    slave_outage,
+)
 from rmqspec.spec import actions as act
 from rmqspec.spec import broker_rules as br
-from rmqspec.spec.config import BROADCASTING, FROM_FIRST, V4_9_8, V5_X, Config, ConfigError
+from rmqspec.spec.config import BROADCASTING, V4_9_8, V5_X, Config, ConfigError
 from rmqspec.spec.model import Model
 from rmqspec.spec.state import State, history_list
-
-QUIET = {"client_crashes": 0, "client_shutdowns": 0, "broker_crashes": 1, "send_back_failures": 0}
-
-
-def slave_config(version: str = V4_9_8, **overrides: object) -> Config:
-    values: dict[str, object] = {
-        "consumers": 1,
-        "queues": 1,
-        "messages_per_queue": 4,
-        "consume_from_where": FROM_FIRST,
-        "slave": True,
-        "version": version,
-        **QUIET,
-    }
-    values.update(overrides)
-    return Config(**values)  # type: ignore[arg-type]
-
-
-def consume_everything(d: Driver) -> None:
-    """Run every consume request of client 0 to success and apply its offset."""
-    while True:
-        enabled = d.model.enabled(d.state)
-        step = next(
-            (
-                a
-                for a in enabled
-                if isinstance(a, act.StartConsume | act.ApplyConsumeOffset)
-                or (isinstance(a, act.FinishConsume) and a.status == act.CONSUME_SUCCESS and not a.send_back_fails)
-            ),
-            None,
-        )
-        if step is None:
-            return
-        d.do(step)
-
-
-def pull_once(d: Driver) -> None:
-    d.fire(act.SendPull)
-    d.drain()
-    d.fire(act.ReceivePull)
-
-
-def consumed_two_then_master_down(version: str, **overrides: object) -> Driver:
-    """Client 0 consumes messages 0 and 1 from the master and commits 2 (flushed, synced to the slave); two
-    more messages are produced and copied to the slave; then the master crashes."""
-    d = Driver(slave_config(version, **overrides))
-    d.fire(act.Start)
-    d.fire(act.Rebalance)
-    d.do(act.Produce(0, "A"))
-    d.do(act.Produce(0, "A"))
-    d.do(act.SlaveReplicate(0))
-    pull_once(d)
-    consume_everything(d)
-    d.until(act.PersistOffsets)
-    d.fire(act.PersistOffsets)
-    d.drain()
-    d.until(act.BrokerFlush)
-    d.fire(act.BrokerFlush)
-    d.do(act.Produce(0, "A"))
-    d.do(act.Produce(0, "A"))
-    d.do(act.SlaveReplicate(0))
-    d.do(act.BrokerCrash())
-    return d
 
 
 def test_a_4_9_8_slave_serves_pulls_and_takes_commits_while_the_master_is_down() -> None:
@@ -91,9 +36,7 @@ def test_a_4_9_8_slave_serves_pulls_and_takes_commits_while_the_master_is_down()
     d.fire(act.ReceivePull)
     assert d.state.clients[0].pqs[0].next_offset == 4  # FOUND [2, 3] from the slave's copy
     consume_everything(d)
-    d.until(act.PersistOffsets)
-    d.fire(act.PersistOffsets)
-    d.drain()
+    persist_and_land(d)
     assert d.state.slave is not None and d.state.slave.offsets[0] == 4  # R3.4: no role check
     assert d.state.broker.offsets[0] == 2  # the master, down, keeps what it loaded
     assert "commit-landed-on-slave" in {e.kind for e in history_list(d.state)}
@@ -107,9 +50,7 @@ def test_a_5x_slave_refuses_pulls_but_takes_commits_and_answers_queries() -> Non
     after = d.state.clients[0].pqs[0]
     assert after.next_offset == pq.next_offset == 2
     assert after.pull_ready_at == d.state.now + 3_000
-    d.until(act.PersistOffsets)
-    d.fire(act.PersistOffsets)
-    d.drain()
+    persist_and_land(d)
     assert d.state.slave is not None and d.state.slave.offsets[0] == 2
     assert d.violations == []
 
@@ -145,71 +86,34 @@ def test_rmq25_sync_overwrites_what_the_slave_took_during_the_outage_and_the_que
     """RMQ-25 (2): the master is down; the consumer reads from the slave and commits 4 there; the master
     comes back with 2 (its flushed file); the next SlaveSync puts 2 back on the slave; a consumer that
     restarts before persisting 4 to the master resumes at 2 and gets 2 and 3 again."""
-    d = consumed_two_then_master_down(V4_9_8, client_crashes=1)
-    d.model.tolerate_slave_sync = False  # report what SLAVE_ANOMALIES tolerates
-    pull_once(d)
-    consume_everything(d)
-    d.until(act.PersistOffsets)
-    d.fire(act.PersistOffsets)
-    d.drain()
-    assert d.state.slave is not None and d.state.slave.offsets[0] == 4
-    d.do(act.BrokerRestart())
-    d.do(act.Crash(0))
-    assert d.violations == []
-    d.until(act.SlaveSync)
-    d.fire(act.SlaveSync)
-    assert d.state.slave.offsets[0] == 2
+    d = slave_outage(V4_9_8, tolerate_slave_sync=False)  # report what SLAVE_ANOMALIES tolerates
+    landed = [e.offset for e in history_list(d.state) if e.kind == "commit-landed-on-slave" and e.queue == 0]
+    assert landed == [4] and d.state.slave is not None and d.state.slave.offsets[0] == 2
     assert d.violations == [
         "INV-8s slave_decrease_declared: queue 0: SlaveSync lowered the slave's offset 4 -> 2 "
         "(the master's older value)"
     ]
-    d.fire(act.Start)
-    d.fire(act.Rebalance)
-    assert d.state.clients[0].pqs[0].next_offset == 2
+    pq = d.state.clients[0].pqs[0]
+    assert pq is not None and pq.next_offset == 2
     pull_once(d)
     d.fire(act.StartConsume)
     assert d.state.ghost.redeliveries == 1  # offset 2 again: bounded duplicates, not a loss
 
 
 def test_rmq25_is_tolerated_by_default_as_a_declared_slave_anomaly() -> None:
-    d = consumed_two_then_master_down(V4_9_8, client_crashes=1)
-    pull_once(d)
-    consume_everything(d)
-    d.until(act.PersistOffsets)
-    d.fire(act.PersistOffsets)
-    d.drain()
-    d.do(act.BrokerRestart())
-    d.until(act.SlaveSync)
-    d.fire(act.SlaveSync)
-    assert d.violations == []
-
-
-# RMQ-17, shrunk from a walk (seed 234 of `explore(config, 300, 300, fault_rate=0.02)`): one message consumed from
-# the master, which crashes before the slave copies it; the next pull goes to the slave at offset 1.
-RMQ17_SCHEDULE: list[act.Action] = [
-    act.Start(0),
-    act.Rebalance(0),
-    act.Produce(0, "A"),
-    act.SendPull(0, 0),
-    act.BrokerReceive(0),
-    act.ReceivePull(0, 0),
-    act.BrokerCrash(),
-    act.SendPull(0, 0),
-    act.BrokerReceive(0),
-    act.ReceivePull(0, 0),
-]
+    assert slave_outage(V4_9_8).violations == []
 
 
 def test_rmq17_a_lagging_slave_with_offset_check_in_slave_corrects_from_its_own_bounds() -> None:
     config = slave_config(consume_from_where="CONSUME_FROM_LAST_OFFSET", offset_check_in_slave=True)
-    _, violations = replay(config, RMQ17_SCHEDULE)
+    _, violations = replay(config, list(RMQ17_SCHEDULE))
     assert [v.id for v in violations] == ["INV-21"]
     assert "corrected offset 1 to 0" in violations[0].detail
 
 
 def test_rmq17_the_default_slave_corrects_nothing_and_the_client_retries_at_the_same_offset() -> None:
     config = slave_config(consume_from_where="CONSUME_FROM_LAST_OFFSET")
-    state, violations = replay(config, RMQ17_SCHEDULE)
+    state, violations = replay(config, list(RMQ17_SCHEDULE))
     assert violations == []
     pq = state.clients[0].pqs[0]
     assert pq is not None and pq.next_offset == 1 and pq.pull_ready_at == state.now  # PULL_RETRY_IMMEDIATELY
