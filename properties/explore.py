@@ -14,7 +14,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from rmqspec.properties.liveness import describe, quiesce_and_check
+from rmqspec.properties.fates import Fates, message_fates
+from rmqspec.properties.liveness import DeadTask, LivenessOutcome, check_liveness, death, describe
 from rmqspec.spec.actions import PERTURBING, Action, action_name
 from rmqspec.spec.config import Config
 from rmqspec.spec.invariants import ACTION_PROPERTIES, INVARIANTS, Violation, check_state, check_step
@@ -24,15 +25,25 @@ from rmqspec.spec.state import State
 
 @dataclass
 class Counterexample:
+    """A failing run. A liveness counterexample (``walk_steps`` set) is a walk, ``actions[:walk_steps]``,
+    followed by the quiescence steps from its end state; ``report`` then describes the quiesced state."""
+
     config: Config
     seed: int
     actions: list[Action]
     violations: list[Violation]
+    walk_steps: int | None = None
+    report: str = ""
 
     def describe(self) -> str:
         lines = [f"{v.id} {v.name}: {v.detail}" for v in self.violations]
-        lines.append(f"after {len(self.actions)} steps (seed {self.seed}):")
-        lines += [f"  {k:3d}. {a!r}" for k, a in enumerate(self.actions, 1)]
+        if self.walk_steps is None:
+            lines.append(f"after {len(self.actions)} steps (seed {self.seed}):")
+            lines += [f"  {k:3d}. {a!r}" for k, a in enumerate(self.actions, 1)]
+            return "\n".join(lines)
+        lines.append(f"after a walk of {self.walk_steps} steps (seed {self.seed}) and its quiescence:")
+        lines += [f"  {k:3d}. {a!r}" for k, a in enumerate(self.actions[: self.walk_steps], 1)]
+        lines.append(self.report)
         return "\n".join(lines)
 
 
@@ -48,6 +59,37 @@ class ExploreResult:
     deliveries: int = 0
     redeliveries: int = 0
     counterexamples: list[Counterexample] = field(default_factory=list)
+    # liveness at quiescence (explore(..., liveness=True)): walks quiesced, those whose quiescence reached its
+    # horizon or settled within the step bound, those that settled early, and the quiescence steps taken
+    quiesced: int = 0
+    quiescence_reached: int = 0
+    quiescence_settled: int = 0
+    quiescence_steps: int = 0
+    # liveness harm: per cause (DeadTask.cause), the walks it explained a failed check of, and per check
+    harm_walks: Counter[str] = field(default_factory=Counter)
+    harm_checks: dict[str, Counter[str]] = field(default_factory=dict)
+    # message fates at the end of every walk without a violation (after its quiescence when liveness is on;
+    # properties/fates.py) and the redeliveries per cause (Ghost.redelivery_causes) of the same end states
+    fates: Fates = field(default_factory=Fates)
+    redelivery_causes: Counter[str] = field(default_factory=Counter)
+
+    def count_fates(self, model: Model, end: State, outcome: LivenessOutcome | None = None) -> Fates:
+        """Add the fates and redelivery causes of one walk's end state (after ``outcome``'s quiescence, whose
+        harm causes name what left messages pending); returns its fates."""
+        fates = message_fates(model, end, stalled_by(outcome))
+        self.fates.merge(fates)
+        self.redelivery_causes.update(dict(end.ghost.redelivery_causes))
+        return fates
+
+    def count_liveness(self, outcome: LivenessOutcome) -> None:
+        """Add one quiescence's figures and harm."""
+        self.quiesced += 1
+        self.quiescence_reached += outcome.quiescence.reached
+        self.quiescence_settled += outcome.settled
+        self.quiescence_steps += len(outcome.quiescence.steps)
+        for cause, checks in harm_by_cause(outcome).items():
+            self.harm_walks[cause] += 1
+            self.harm_checks.setdefault(cause, Counter()).update(checks)
 
     @property
     def valid(self) -> bool:
@@ -64,6 +106,7 @@ def walk(
     record: list[Action] | None = None,
     check: bool = True,
     fault_rate: float | None = None,
+    deaths: list[DeadTask] | None = None,
 ) -> Counterexample | None:
     """One random walk of at most ``max_steps`` steps; the first violation ends it. With
     ``watch``, only violations of those property ids count (to show one property alone catches a
@@ -73,7 +116,10 @@ def walk(
     ``fault_rate`` makes the walk *fault-sparing*: a step may take a perturbing action (a budgeted
     fault) only with that probability, otherwise it chooses among the others. A uniform walk spends
     its fault budget in the first few steps, before anything is in flight; sparing walks keep faults
-    for later, which is what reaches a long-running listener or a late unlock."""
+    for later, which is what reaches a long-running listener or a late unlock.
+
+    ``deaths`` receives the walk's ``TaskDies`` faults (``liveness.death``), the causes liveness harm is
+    attributed to."""
     rng = random.Random(seed)
     state = model.initial()
     taken: list[Action] = [] if record is None else record
@@ -89,6 +135,8 @@ def walk(
             action = enabled[rng.randrange(len(enabled))]
         after = model.step(state, action)
         taken.append(action)
+        if deaths is not None and (dead := death(action, after, len(taken))) is not None:
+            deaths.append(dead)
         violations = check_step(model, state, action, after) + check_state(model, after) if check else []
         if watch is not None:
             violations = [v for v in violations if v.id in watch]
@@ -121,8 +169,9 @@ def explore(
 ) -> ExploreResult:
     """Run ``walks`` seeded walks of ``config``; optionally count distinct states. With ``liveness``,
     every walk that ends without a violation is then quiesced and its end state checked against the
-    liveness properties (``liveness.quiesce_and_check``, docs/spec.md §13); a failure is reported as
-    a counterexample whose actions are the walk's followed by the quiescence steps. ``fault_rate``:
+    liveness properties (``liveness.check_liveness``, docs/spec.md §13): a failed check that the walk's
+    still-dead tasks explain is counted as their harm (``harm_walks``, ``harm_checks``), any other is a
+    counterexample whose actions are the walk's followed by the quiescence steps. ``fault_rate``:
     fault-sparing walks (``walk``). ``model``: a model of ``config`` to use instead of a fresh one (a
     test switching one of its tolerances off)."""
     model = Model(config) if model is None else model
@@ -139,9 +188,18 @@ def explore(
         result.walks += 1
         last[0] = model.initial()
         taken: list[Action] = []
-        found = walk(model, first_seed + k, max_steps, on_state, result, watch, record=taken, fault_rate=fault_rate)
+        deaths: list[DeadTask] = []
+        found = walk(
+            model, first_seed + k, max_steps, on_state, result, watch, taken, fault_rate=fault_rate, deaths=deaths
+        )
+        end, outcome = last[0], None
         if found is None and liveness:
-            found = _liveness_counterexample(model, first_seed + k, taken, last[0], watch)
+            outcome = check_liveness(model, end, deaths)
+            result.count_liveness(outcome)
+            found = liveness_counterexample(model, first_seed + k, taken, outcome, watch)
+            end = outcome.quiescence.state
+        if found is None:
+            found = lost_counterexample(model, first_seed + k, taken, result.count_fates(model, end, outcome), watch)
         if found is not None:
             result.counterexamples.append(found)
             if stop_at_first:
@@ -150,17 +208,71 @@ def explore(
     return result
 
 
-def _liveness_counterexample(
-    model: Model, seed: int, taken: list[Action], state: State, watch: frozenset[str] | None
+def stalled_by(outcome: LivenessOutcome | None) -> str:
+    """The causes of a quiescence's liveness harm, in order and joined ("" for none): what a message still
+    pending after it waits on (``fates.message_fates``)."""
+    if outcome is None:
+        return ""
+    return ", ".join(dict.fromkeys(c.cause for h in outcome.harms for c in h.causes))
+
+
+def lost_counterexample(
+    model: Model, seed: int, taken: list[Action], fates: Fates, watch: frozenset[str] | None = None
 ) -> Counterexample | None:
-    quiescence, found = quiesce_and_check(model, state)
-    if watch is not None:
-        found = [v for v in found if v.id in watch]
+    """A walk whose end state gives some message the fate "lost" (passed by the committed offset, never
+    handled nor skipped with a cause) although no property fired on the way: INV-9 and the fates disagree,
+    and the walk is reported as a ``FATES`` violation (it is not a per-step property, so shrinking keeps it)."""
+    if not fates.lost or (watch is not None and "FATES" not in watch):
+        return None
+    where = ", ".join(f"ledger {ledger} queue {q} offset {o}" for ledger, q, o in fates.lost[:10])
+    return Counterexample(
+        model.config, seed, list(taken), [Violation("FATES", "every_message_has_a_fate", f"lost: {where}")]
+    )
+
+
+def harm_by_cause(outcome: LivenessOutcome) -> dict[str, list[str]]:
+    """Per cause (``DeadTask.cause``), the ids of the checks whose failure it explained in ``outcome``."""
+    out: dict[str, list[str]] = {}
+    for harm in outcome.harms:
+        for cause in dict.fromkeys(d.cause for d in harm.causes):
+            out.setdefault(cause, []).append(harm.id)
+    return out
+
+
+def liveness_counterexample(
+    model: Model, seed: int, walked: list[Action], outcome: LivenessOutcome, watch: frozenset[str] | None = None
+) -> Counterexample | None:
+    """The counterexample of a quiescence whose checks failed unexplained (``watch``: only those ids), or
+    None: the walk's actions, then the quiescence steps (``walk_steps`` marks where they start)."""
+    found = [v for v in outcome.violations if watch is None or v.id in watch]
     if not found:
         return None
-    report = describe(model, quiescence, found)
-    violations = [Violation(v.id, "liveness at quiescence", report) for v in found]
-    return Counterexample(model.config, seed, taken + quiescence.steps, violations)
+    q = outcome.quiescence
+    violations = [Violation(v.id, "liveness at quiescence", v.detail) for v in found]
+    report = describe(model, q, found)
+    if outcome.harms:
+        report += "\nharm of dead tasks (not violations):\n" + "\n".join(f"  {h.describe()}" for h in outcome.harms)
+    return Counterexample(model.config, seed, walked + q.steps, violations, len(walked), report)
+
+
+def replay_liveness(
+    config: Config, actions: list[Action], walk_steps: int
+) -> tuple[list[Violation], LivenessOutcome | None]:
+    """Replay a liveness counterexample: the walk, ``actions[:walk_steps]``, with every property checked,
+    then its quiescence (recomputed: it is deterministic). Returns the walk's safety violations, if any
+    (and then no outcome), else the liveness outcome."""
+    model = Model(config)
+    state = model.initial()
+    deaths: list[DeadTask] = []
+    for k, action in enumerate(actions[:walk_steps], 1):
+        after = model.step(state, action)
+        violations = check_step(model, state, action, after) + check_state(model, after)
+        if violations:
+            return violations, None
+        if (dead := death(action, after, k)) is not None:
+            deaths.append(dead)
+        state = after
+    return [], check_liveness(model, state, deaths)
 
 
 def replay(config: Config, actions: list[Action]) -> tuple[State, list[Violation]]:
@@ -202,8 +314,11 @@ def shrink(found: Counterexample) -> Counterexample:
     Chunks of actions are deleted, largest first; the rest is replayed with actions that are no
     longer enabled skipped, and kept if it still fails the same way. The result is 1-minimal:
     deleting any single action loses the failure. Deterministic, and cheap because a replay costs
-    only its own steps.
+    only its own steps. A liveness counterexample shrinks its walk, each candidate quiesced again
+    (``_shrink_liveness``).
     """
+    if found.walk_steps is not None:
+        return _shrink_liveness(found)
     target = {v.id for v in found.violations}
     actions = list(found.actions)
     violations = found.violations
@@ -219,3 +334,52 @@ def shrink(found: Counterexample) -> Counterexample:
         if not removed:
             chunk //= 2
     return Counterexample(found.config, found.seed, actions, violations)
+
+
+def _shrink_liveness(found: Counterexample) -> Counterexample:
+    """``shrink`` for a liveness counterexample: chunks of the walk are deleted, and a candidate is kept
+    if its walk passes every safety property and its quiescence still fails one of the same checks
+    unexplained. The result is the shrunk walk followed by its own quiescence."""
+    assert found.walk_steps is not None
+    model = Model(found.config)
+    target = {v.id for v in found.violations}
+    safety = any(not vid.startswith("LIV-") for vid in target)  # a safety violation met during the quiescence
+
+    def attempt(actions: list[Action], final: bool = False) -> tuple[list[Action], LivenessOutcome] | None:
+        state = model.initial()
+        taken: list[Action] = []
+        deaths: list[DeadTask] = []
+        for action in actions:
+            try:
+                after = model.step(state, action)
+            except ActionNotEnabled:
+                continue
+            if check_step(model, state, action, after) + check_state(model, after):
+                return None  # another failure: not this one
+            taken.append(action)
+            if (dead := death(action, after, len(taken))) is not None:
+                deaths.append(dead)
+            state = after
+        outcome = check_liveness(model, state, deaths, check_safety=safety or final)
+        return (taken, outcome) if {v.id for v in outcome.violations} & target else None
+
+    best = attempt(list(found.actions[: found.walk_steps]))
+    if best is None:  # not reproducible from the walk alone (it should be: everything here is deterministic)
+        return found
+    actions = best[0]
+    chunk = max(1, len(actions) // 2)
+    while chunk >= 1:
+        start, removed = 0, False
+        while start < len(actions):
+            kept = attempt(actions[:start] + actions[start + chunk :])
+            if kept is not None:
+                best, removed, actions = kept, True, kept[0]
+            else:
+                start += chunk
+        if not removed:
+            chunk //= 2
+    checked = attempt(best[0], final=True)  # the result's quiescence with every safety property checked
+    if checked is None:
+        return found
+    small = liveness_counterexample(model, found.seed, checked[0], checked[1], frozenset(target))
+    return small if small is not None else found

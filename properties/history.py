@@ -12,9 +12,11 @@ RocketMQ (docs/oracle.md, "History checking"; docs/history.schema.json):
     no copy was forwarded to a retry or dead-letter topic. Class ``lost`` when it was never
     delivered at all, ``lost:failed_delivery`` when every delivery failed (RMQ-03's symptom).
 ``duplicated``
-    delivered more than once (BROADCASTING: more than once to the same consumer), with the count and
-    the window between the first and the last delivery, and whether a membership change (join, leave,
-    view), an ownership change of the queue or a commit decrease falls inside it.
+    delivered more than once (BROADCASTING: more than once to the same consumer), with the count, each
+    redelivery's cause, the window between the first and the last delivery, and whether a membership
+    change (join, leave, view), an ownership change of the queue or a commit decrease falls inside it.
+    Class ``duplicated:caused`` when every redelivery has a cause the history shows (``local-retry``,
+    ``resumed-at-stored-offset``, ``resumed-at-consume-from-where``), plain ``duplicated`` otherwise.
 ``unexpected``
     delivered but never produced.
 ``commit_decreased``
@@ -31,13 +33,21 @@ RocketMQ (docs/oracle.md, "History checking"; docs/history.schema.json):
     when the live consumers' views never all agreed during it, and no suffix when they did (INV-13).
 ``skipped``
     offsets owed by the committed position but never consumed that a declared skip excuses:
-    consumeFromWhere positioning of a ledger with no committed offset (R10.4), a filtered tag, a
-    BROADCASTING failure drop, retention, a forward reset (INV-9's declared skips).
+    consumeFromWhere positioning (R10.4) with a cause the history shows (the ledger's first start, a
+    commit that removed its offset with a declared cause, the skip's recorded fault; INV-9a), a filtered
+    tag, a BROADCASTING failure drop, retention, a forward reset (INV-9's declared skips).
 
 ``allowed_anomalies`` says, per mode (CLUSTERING or BROADCASTING x concurrent or orderly x 4.9.8 or
 5.x), which classes at-least-once delivery tolerates and why, like Jepsen's ``allowed-error-types``; the
 report lists every anomaly, counts them per class, and says which were tolerated and why. It is
-``valid`` when none is left untolerated.
+``valid`` when none is left untolerated. As in the model (docs/spec.md §4.3) the tolerance is causal:
+a redelivery or a positioning skip with no cause the history shows is a violation.
+
+The report also gives every produced message exactly one *fate* per ledger, in the model's vocabulary
+(``properties.fates``: consumed-and-committed, consumed-not-yet-committed, skipped: <cause>,
+filtered-by-tag, deleted-by-retention, not-allocated: <anomaly>, pending, lost; ``retry:`` and
+``dead-lettered`` copies), with the fault harm among them, and the redeliveries per cause; on the
+model's own walks they are the fates ``message_fates`` gives and the causes the ghost counts.
 
 Work is partitioned by (topic, queue) of the group (P-compositionality): one streaming pass reads
 and validates each line once and appends a tuple to its queue's bucket; ``analyze_queue`` then
@@ -57,13 +67,27 @@ import gc
 import json
 import math
 import random
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import cache
 from json.scanner import make_scanner
 from pathlib import Path
 from typing import Any, Final
 
+from rmqspec.properties.fates import (
+    CONSUMED,
+    FAULT_CAUSES,
+    FILTERED,
+    LOST,
+    NOT_ALLOCATED,
+    PENDING,
+    RETENTION,
+    UNCOMMITTED,
+    Fates,
+    is_harm,
+)
 from rmqspec.spec.config import STRATEGIES
 
 FORMAT: Final = "rmqspec-history"
@@ -72,7 +96,9 @@ MODES: Final = ("CLUSTERING", "BROADCASTING")
 CONSUMPTIONS: Final = ("concurrent", "orderly")
 ROCKETMQ_VERSIONS: Final = ("4.9.8", "5.x")
 EVENT_TYPES: Final = ("produce", "deliver", "commit", "skip", "join", "leave", "view", "own")
-COMMIT_CAUSES: Final = ("reset", "offset_illegal", "orderly", "slave_sync", "failover")
+# request_pool_reorder: a commit the broker's request pools ran after a later one of the same consumer
+# (docs/spec.md §18): only a harness that sees the broker's order can declare it
+COMMIT_CAUSES: Final = ("reset", "offset_illegal", "orderly", "slave_sync", "failover", "request_pool_reorder")
 SKIP_CAUSES: Final = (
     "consume_from_last",
     "consume_from_timestamp",
@@ -87,6 +113,52 @@ POSITIONING_CAUSES: Final = frozenset({"consume_from_last", "consume_from_timest
 # Commits whose forward jump is itself a declared skip (INV-9: an explicit forward reset; an
 # OFFSET_ILLEGAL jump over data the store no longer has).
 SKIPPING_COMMIT_CAUSES: Final = frozenset({"reset", "offset_illegal"})
+# A skip event's optional "fault": the fault that made a consumer find no stored offset when the history
+# cannot show it otherwise (an offset query error read as "no offset", a failover to a replica lacking it).
+SKIP_FAULTS: Final = tuple(sorted(FAULT_CAUSES))
+
+# --- fates (properties/fates.py's vocabulary) -----------------------------------------------------
+# The causes below are the model's own names (spec/model.py: Ghost.skips, POSITIONED_WITHOUT_OFFSET,
+# RESET_APPLY_CAUSES, Ghost.redelivery_causes; tests/test_history.py checks them against the model).
+SKIPPED: Final = "skipped: "
+RETRY_PREFIX: Final = "retry: "
+DEAD_LETTERED: Final = "dead-lettered"
+FIRST_START: Final = "first-start"
+ADMIN_RESET: Final = "admin-reset"
+FAILURE_DROPPED: Final = "failure-dropped"
+OFFSET_ILLEGAL_FIX: Final = "offset-illegal-fix"
+# The fate of the offsets a declared skip covers, per skip cause (positioning skips name their cause below).
+SKIP_FATES: Final[dict[str, str]] = {
+    "filtered": FILTERED,
+    "retention": RETENTION,
+    "broadcast_failure": SKIPPED + FAILURE_DROPPED,
+    "reset": SKIPPED + ADMIN_RESET,
+}
+COMMIT_SKIP_FATES: Final[dict[str, str]] = {
+    "reset": SKIPPED + ADMIN_RESET,
+    "offset_illegal": SKIPPED + OFFSET_ILLEGAL_FIX,
+}
+# What a commit cause that removed a ledger's offset (offset null) names as the cause of a later
+# positioning without an offset: the model's name for that removal. "failover" is the broker falling back
+# to its flushed file (CLUSTERING: a broker crash, R3.6, R3.7) or a consumer's offset file falling back to
+# its .bak (BROADCASTING, R1.16); both are faults, so the skip is their harm.
+REMOVAL_CAUSES: Final[dict[tuple[bool, str], str]] = {
+    (True, "failover"): "broker-crash",
+    (False, "failover"): "corrupt-local-offset-file",
+    (True, "reset"): ADMIN_RESET,
+    (False, "reset"): ADMIN_RESET,
+    (True, "offset_illegal"): OFFSET_ILLEGAL_FIX,
+    (False, "offset_illegal"): OFFSET_ILLEGAL_FIX,
+}
+# Redelivery causes (the model's Ghost.redelivery_causes): the same pq hands a failed message to its
+# listener again; a new pq resumed at a stored offset at or below the message (the unpersisted window);
+# a new pq positioned by consumeFromWhere because its ledger held no offset. NO_CAUSE: none the history shows.
+LOCAL_RETRY: Final = "local-retry"
+RESUMED_AT_STORED: Final = "resumed-at-stored-offset"
+RESUMED_WITHOUT_OFFSET: Final = "resumed-at-consume-from-where"
+NO_CAUSE: Final = "no cause"
+SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"  # the broker's delay topic: a stage of a send-back, not a message
+_EVERY: Final = object()  # key of a skip's fate for every ledger not named
 
 ANOMALIES: Final = (
     "lost",
@@ -103,6 +175,7 @@ CLASSES: Final = (
     "lost",
     "lost:failed_delivery",
     "duplicated",
+    "duplicated:caused",
     "unexpected",
     "commit_decreased",
     "commit_decreased:declared",
@@ -127,6 +200,11 @@ INF: Final = math.inf
 
 
 # --- the allow-list ----------------------------------------------------------------------------
+# The strategies' own gaps (spec.invariants.ALLOCATION_ANOMALIES) a history tolerates for the whole class: it
+# does not carry the configured lists or rooms. (A ring with no virtual node is not: the count is not logged.)
+_TOLERATED_UNOWNED: Final = ("unowned-by-configuration", "unowned-outside-consumeridcs")
+
+
 def allowed_anomalies(mode: str, consumption: str, rocketmq: str, strategy: str = "AVG") -> dict[str, str]:
     """The anomaly classes at-least-once delivery tolerates in this mode, each with its reason.
 
@@ -140,24 +218,32 @@ def allowed_anomalies(mode: str, consumption: str, rocketmq: str, strategy: str 
     out: dict[str, str] = {}
     clustering = mode == "CLUSTERING"
     orderly = consumption == "orderly"
-    out["duplicated"] = (
-        ("" if clustering else "At-least-once delivery (S4): redelivery is never an error. ")
-        + MODEL[mode]["duplicate-delivery"]
+    out["duplicated:caused"] = (
+        "At-least-once delivery (S4), each redelivery with a cause the history shows (redelivery_causes): "
         + (
-            " Orderly consumption adds local retries of a suspended queue (R8.6) and lock hand-overs (R8.8)."
-            if orderly
+            "local-retry (the same consumer's pq, with no own or join event of it since, hands a message whose "
+            "delivery failed to its listener again: a failed send-back, R7.3"
+            + ("; a suspended orderly queue, R8.6" if orderly else "")
+            + "), "
+            if clustering or orderly
             else ""
         )
+        + "resumed-at-stored-offset (a pq that started, own or join, after the earlier delivery resumed at the "
+        "ledger's committed offset, at or below the message: the unpersisted window of a crash, shutdown, "
+        "rebalance or lost commit, INV-15), resumed-at-consume-from-where (it started while the ledger held no "
+        "offset). Model: " + MODEL[mode]["duplicate-delivery"]
     )
     out["skipped"] = (
-        "Declared skips are not owed (INV-9): consumeFromWhere positioning of a ledger with no committed "
-        "offset (R10.4, S1), filtered tags, BROADCASTING failure drops, retention and forward resets. "
-        + MODEL[mode]["positioning-skip"]
+        "Declared skips are not owed (INV-9): filtered tags, BROADCASTING failure drops, retention, forward "
+        "resets, and consumeFromWhere positioning (R10.4, S1) only with a cause the history shows: the ledger's "
+        "first start on the queue (no commit of it before), a commit with a declared cause that removed its "
+        "offset (failover, reset), or the skip's own recorded fault. " + MODEL[mode]["positioning-skip"]
     )
     out["commit_decreased:declared"] = (
         "Offsets can go backwards for a named cause (S5, INV-8): an admin reset (R3.10a), the OFFSET_ILLEGAL "
-        "correction (R5.7), orderly commits with increaseOnly=false (R8.6), slave sync (R3.8) and failover to "
-        "the last flushed file (R3.6, R3.7)."
+        "correction (R5.7), orderly commits with increaseOnly=false (R8.6), slave sync (R3.8), failover to "
+        "the last flushed file (R3.6, R3.7), and a commit the broker's request pools ran after a later one of the "
+        "same consumer (request_pool_reorder, docs/spec.md §18)."
     )
     if clustering:
         out["commit_decreased:stale_incarnation"] = (
@@ -184,7 +270,7 @@ def allowed_anomalies(mode: str, consumption: str, rocketmq: str, strategy: str 
     )
     if "double-ownership-by-configuration" in by_strategy:
         out["double_owned"] = by_strategy["double-ownership-by-configuration"] + unknowable
-    for key in ("unowned-by-configuration", "unowned-outside-consumeridcs"):
+    for key in _TOLERATED_UNOWNED:
         if key in by_strategy:
             out["unowned"] = by_strategy[key] + unknowable
     if rocketmq == "4.9.8":
@@ -200,7 +286,10 @@ def allow_list_notes(mode: str, consumption: str, rocketmq: str) -> dict[str, st
     """Why the classes that are *not* tolerated in this mode are not (for the docs and reports)."""
     allowed = allowed_anomalies(mode, consumption, rocketmq)
     notes = {
-        "lost": "At-least-once: every message below a committed offset was consumed or forwarded (INV-9).",
+        "lost": "At-least-once: every message below a committed offset was consumed or forwarded (INV-9); a "
+        "consumeFromWhere skip over offsets the ledger had committed needs a cause the history shows (INV-9a).",
+        "duplicated": "A redelivery needs a cause the history shows (INV-22, INV-15): a pq that delivers again what "
+        "it delivered successfully, or that started above the message's committed offset, has none.",
         "lost:failed_delivery": "A failed message is sent back to %RETRY% (CLUSTERING, R7.3-R7.5) or retried "
         "locally (orderly, R8.6-R8.7); committing past it without either is RMQ-03.",
         "unexpected": "A delivered message was produced (no phantom reads).",
@@ -529,7 +618,10 @@ def validate_event_carefully(obj: Any, line: int) -> tuple[Any, ...]:
         consumer = get("consumer")
         if consumer is not None and (type(consumer) is not str or not consumer):
             raise HistoryError(line, "consumer", f"expected a non-empty string or null, got {_show(consumer)}")
-        return t, (topic, queue), (line, t, SKIP, consumer, start, (end, cause)), None, None
+        fault = get("fault")
+        if fault is not None and fault not in FAULT_CAUSES:
+            raise HistoryError(line, "fault", f"expected one of {', '.join(SKIP_FAULTS)} or null, got {_show(fault)}")
+        return t, (topic, queue), (line, t, SKIP, consumer, start, (end, cause, fault)), None, None
     raise HistoryError(line, "type", f"expected one of {', '.join(EVENT_TYPES)}, got {_show(kind)}")
 
 
@@ -746,8 +838,8 @@ class Timeline:
     ``agree_starts``/``agree_ends`` are the maximal time intervals [start, end) in which every live
     consumer's latest view equals the set of live consumers (the state at time t is the state after
     every event stamped t, so events sharing a timestamp count as simultaneous). ``leaves`` maps a
-    consumer to the lines and times of its leave events; ``membership_lines`` lists the lines of
-    all join/leave/view events.
+    consumer to the lines and times of its leave events, ``joins`` to the lines of its join events (a
+    restart: its pqs start anew); ``membership_lines`` lists the lines of all join/leave/view events.
     """
 
     header: Header
@@ -760,6 +852,7 @@ class Timeline:
     owned_topics: frozenset[str]
     ownership_checked: bool
     ownership_note: str
+    joins: dict[str, list[int]] = field(default_factory=dict)
 
 
 def build_timeline(
@@ -776,6 +869,7 @@ def build_timeline(
     starts: list[float | int] = []
     ends: list[float | int] = []
     leaves: dict[str, tuple[list[int], list[float | int]]] = {}
+    joins: dict[str, list[int]] = {}
     agree = False
     i, n = 0, len(membership)
     while i < n:
@@ -785,6 +879,7 @@ def build_timeline(
             if kind == JOIN:
                 live.add(consumer)
                 views[consumer] = None
+                joins.setdefault(consumer, []).append(line)
             elif kind == LEAVE:
                 live.discard(consumer)
                 views.pop(consumer, None)
@@ -821,6 +916,7 @@ def build_timeline(
         owned,
         checked,
         note,
+        joins,
     )
 
 
@@ -852,25 +948,31 @@ def _json_time(t: float | int) -> float | int | None:
 def analyze_queue(topic: str, queue: int, records: list[tuple[Any, ...]], tl: Timeline) -> dict[str, Any]:
     """Every anomaly of one (topic, queue) of the group: one pass over its records (in line order).
 
-    Returns a partial report: a list per anomaly and one counts row. Pure; used unchanged by the
-    local path and by Spark.
+    Returns a partial report: a list per anomaly, one counts row, and the queue's fates (each produced
+    message's fate per ledger, properties/fates.py's vocabulary), the fault harm among them and the
+    redeliveries per cause. Pure; used unchanged by the local path and by Spark.
     """
     header = tl.header
     bcast = not header.clustering
     produced: set[int] = set()
     forwarded: set[int] = set()
     first: dict[Any, tuple[Any, ...]] = {}  # delivery key -> its first delivery record
-    dups: dict[Any, list[Any]] = {}  # delivery key -> [count, first, last, consumers, successes]
+    dups: dict[Any, list[Any]] = {}  # delivery key -> [count, first, last, consumers, successes, last per consumer]
+    # (key, record, that consumer's previous delivery, (line, ledger's committed offset) of its latest own)
+    redelivered: list[tuple[Any, ...]] = []
     ok: dict[Any, set[int]] = {}  # ledger -> offsets delivered successfully
     failed: dict[Any, dict[int, int]] = {}  # ledger -> offset -> failed deliveries
     delivered = failures = commits = 0
-    cstate: dict[Any, list[Any]] = {}  # ledger -> [value, writer, cause]
+    cstate: dict[Any, list[Any]] = {}  # ledger -> [value, writer, cause, line]
     final: dict[Any, int] = {}  # ledger -> last non-null committed offset
+    final_line: dict[Any, int] = {}  # ledger -> the line of that commit
     commit_recs: list[tuple[Any, ...]] = []
     decreased: list[dict[str, Any]] = []
     decrease_lines: dict[Any, list[int]] = {}
-    skips: list[list[Any]] = []  # [from, to, cause, line, time, consumer, invalid_for, excused]
+    # [from, to, cause, line, time, consumer, refused (ledger -> why not), excused, fate (str, or ledger -> fate)]
+    skips: list[list[Any]] = []
     own_recs: list[tuple[Any, ...]] = []
+    own_start: dict[str, tuple[int, Any]] = {}  # consumer -> its latest own(true): line, the ledger's offset
     dropped: set[str] = set()
     keep_first = first.setdefault
     produced_add = produced.add
@@ -884,12 +986,16 @@ def analyze_queue(topic: str, queue: int, records: list[tuple[Any, ...]], tl: Ti
             if seen is not rec:
                 d = dups.get(key)
                 if d is None:
-                    dups[key] = [2, seen, rec, {seen[3], c}, seen[5] + aux]
+                    previous = seen if seen[3] == c else None
+                    dups[key] = [2, seen, rec, {seen[3], c}, seen[5] + aux, {seen[3]: seen, c: rec}]
                 else:
+                    previous = d[5].get(c)
                     d[0] += 1
                     d[2] = rec
                     d[3].add(c)
                     d[4] += aux
+                    d[5][c] = rec
+                redelivered.append((key, rec, previous, own_start.get(c)))
             if aux:
                 if bcast:
                     s = ok.get(c)
@@ -942,62 +1048,109 @@ def analyze_queue(topic: str, queue: int, records: list[tuple[Any, ...]], tl: Ti
                 )
                 decrease_lines.setdefault(ledger, []).append(line)
             if aux in SKIPPING_COMMIT_CAUSES and o is not None and (old is None or o > old):
-                skips.append([0 if old is None else old, o, aux, line, t, c, (), 0])
+                skips.append([0 if old is None else old, o, aux, line, t, c, (), 0, COMMIT_SKIP_FATES[aux]])
             if st is None:
-                cstate[ledger] = [o, c, aux]
+                cstate[ledger] = [o, c, aux, line]
             else:
-                st[0], st[1], st[2] = o, c, aux
+                st[0], st[1], st[2], st[3] = o, c, aux, line
             if o is not None:
                 final[ledger] = o
+                final_line[ledger] = line
         elif kind == OWN:
             own_recs.append(rec)
-            if not aux:
+            if aux:
+                st = cstate.get(c if bcast else None)
+                own_start[c] = (line, None if st is None else st[0])
+            else:
                 dropped.add(c)
         elif kind == FORWARD:
             forwarded.add(o)
         else:  # SKIP
-            end, cause = aux
-            invalid: Any = ()
+            end, cause, fault = aux
             if cause in POSITIONING_CAUSES:
-                if bcast and c is None:
-                    invalid = {lg for lg, st in cstate.items() if st[0] is not None}
-                else:
-                    st = cstate.get(c if bcast else None)
-                    if st is not None and st[0] is not None:
-                        invalid = {c if bcast else None}
-            skips.append([o, end, cause, line, t, c, invalid, 0])
+                refused, named = _positioning(cause, fault, c, bcast, cstate, final)
+                skips.append([o, end, cause, line, t, c, refused, 0, named])
+            else:
+                skips.append([o, end, cause, line, t, c, (), 0, SKIP_FATES[cause]])
 
     out: dict[str, Any] = {name: [] for name in ANOMALIES}
     max_produced = max(produced) if produced else -1
-    # lost and skipped
+    # fates, lost and skipped: every produced offset, for every ledger
+    fates: dict[str, int] = {}
+    harm: dict[str, int] = {}
+    dead_letters = topic.startswith("%DLQ%")
+    counted = not dead_letters and topic != SCHEDULE_TOPIC  # broker-made stages of a send-back have no fate
+    prefix = RETRY_PREFIX if topic.startswith("%RETRY%") else ""
+    drop_tolerated = bcast and header.consumption == "concurrent"  # R7.3: BROADCASTING drops a failed message
+    if dead_letters and produced:
+        fates[DEAD_LETTERED] = len(produced)
+    if bcast:
+        ledgers: list[Any] = sorted(
+            ({lg for lg in ok if lg is not None} | set(failed) | set(cstate) | set(tl.joins))
+            | {sk[5] for sk in skips if sk[5] is not None}
+        )
+    else:
+        ledgers = [None]
     lost_total = 0
-    if final:
-        for ledger in sorted(final, key=lambda x: "" if x is None else x):
-            committed = final[ledger]
-            consumed = ok.get(ledger, set())
-            missing = sorted(o for o in produced - consumed - forwarded if o < committed)
-            if not missing:
-                continue
-            excuse = _skip_index(skips, ledger, bcast)
-            fails = failed.get(ledger, {})
-            for o in missing:
-                k = excuse(o)
-                if k is not None:
+    not_allocated: str | None = None  # the fate of a pending message if the queue ends with no owner (or "")
+    for ledger in ledgers:
+        position = final.get(ledger)
+        done = (ok.get(ledger, set()) | forwarded) & produced
+        missing = produced - done
+        if not done and not missing:
+            continue
+        if counted and done:
+            below = sum(map(position.__gt__, done)) if position is not None else 0
+            if below:
+                fates[prefix + CONSUMED] = fates.get(prefix + CONSUMED, 0) + below
+            if len(done) > below:
+                fates[prefix + UNCOMMITTED] = fates.get(prefix + UNCOMMITTED, 0) + len(done) - below
+        if not missing:
+            continue
+        if not_allocated is None:
+            not_allocated = _not_allocated(topic, own_recs, tl)
+        order = sorted(missing)
+        excused_by = _excusing_skips(skips, ledger, bcast, order)
+        fails = failed.get(ledger, {})
+        for o in order:
+            owed = position is not None and o < position
+            k = excused_by.get(o)
+            if k is not None:
+                fate = _skip_fate(skips[k], ledger)
+                if owed:
                     skips[k][7] += 1
-                    continue
+            elif owed:
                 n_failed = fails.get(o, 0)
-                out["lost"].append(
-                    {
-                        "class": "lost:failed_delivery" if n_failed else "lost",
-                        "topic": topic,
-                        "queue": queue,
-                        "offset": o,
-                        "consumer": ledger,
-                        "committed": committed,
-                        "failed_deliveries": n_failed,
-                    }
-                )
+                entry: dict[str, Any] = {
+                    "class": "lost:failed_delivery" if n_failed else "lost",
+                    "topic": topic,
+                    "queue": queue,
+                    "offset": o,
+                    "consumer": ledger,
+                    "committed": position,
+                    "failed_deliveries": n_failed,
+                    "produce_line": None,  # filled in below, from one scan of the records
+                    "commit_line": final_line[ledger],
+                }
+                refusal = _refused_skip(skips, ledger, bcast, o)
+                if refusal is not None:
+                    entry["refused_skip"] = refusal
+                out["lost"].append(entry)
                 lost_total += 1
+                fate = SKIPPED + FAILURE_DROPPED if n_failed and drop_tolerated else LOST
+            else:
+                fate = not_allocated or PENDING
+            if counted:
+                fates[prefix + fate] = fates.get(prefix + fate, 0) + 1
+                if fate.startswith(SKIPPED) and is_harm(fate[len(SKIPPED) :]):
+                    harm[prefix + fate] = harm.get(prefix + fate, 0) + 1
+    if out["lost"]:
+        produce_lines: dict[int, int] = {}
+        for rec in records:
+            if rec[2] == PRODUCE and rec[4] not in produce_lines:
+                produce_lines[rec[4]] = rec[0]
+        for entry in out["lost"]:
+            entry["produce_line"] = produce_lines[entry["offset"]]
     skipped_total = 0
     for sk in skips:
         if sk[7]:
@@ -1011,6 +1164,7 @@ def analyze_queue(topic: str, queue: int, records: list[tuple[Any, ...]], tl: Ti
                     "from": sk[0],
                     "to": sk[1],
                     "cause": sk[2],
+                    "fate": _skip_fate(sk, sk[5] if bcast else None),
                     "excused": sk[7],
                     "time": sk[4],
                     "line": sk[3],
@@ -1043,34 +1197,42 @@ def analyze_queue(topic: str, queue: int, records: list[tuple[Any, ...]], tl: Ti
                     "line": line0,
                 }
             )
-    # duplicated, with its window
+    # duplicated: each redelivery's cause, then one entry per message with its window
+    causes: dict[str, int] = {}
     if dups:
+        retried = header.clustering or header.consumption == "orderly"  # R7.3: BROADCASTING drops failures
+        per_key = _redelivery_causes(redelivered, records, tl, bcast, retried)
         own_lines = [r[0] for r in own_recs]
         mlines = tl.membership_lines
         for key in sorted(dups, key=lambda k: (k[1], k[0]) if bcast else (k, "")):
-            count, r0, r1, who, successes = dups[key]
+            count, r0, r1, who, successes, _ = dups[key]
+            key_causes, uncaused = per_key[key]
+            for cause, n in key_causes.items():
+                causes[cause] = causes.get(cause, 0) + n
             a, b = r0[0], r1[0]
             ledger = key[0] if bcast else None
             dl = decrease_lines.get(ledger, ())
-            out["duplicated"].append(
-                {
-                    "class": "duplicated",
-                    "topic": topic,
-                    "queue": queue,
-                    "offset": key[1] if bcast else key,
-                    "consumer": ledger,
-                    "consumers": sorted(who),
-                    "count": count,
-                    "successes": successes,
-                    "first_time": r0[1],
-                    "last_time": r1[1],
-                    "first_line": a,
-                    "last_line": b,
-                    "after_membership_change": _between(mlines, a, b),
-                    "after_ownership_change": _between(own_lines, a, b),
-                    "after_commit_decrease": _between(dl, a, b),
-                }
-            )
+            entry = {
+                "class": "duplicated" if uncaused is not None else "duplicated:caused",
+                "topic": topic,
+                "queue": queue,
+                "offset": key[1] if bcast else key,
+                "consumer": ledger,
+                "consumers": sorted(who),
+                "count": count,
+                "successes": successes,
+                "causes": dict(sorted(key_causes.items())),
+                "first_time": r0[1],
+                "last_time": r1[1],
+                "first_line": a,
+                "last_line": b,
+                "after_membership_change": _between(mlines, a, b),
+                "after_ownership_change": _between(own_lines, a, b),
+                "after_commit_decrease": _between(dl, a, b),
+            }
+            if uncaused is not None:
+                entry["uncaused_line"], entry["uncaused"] = uncaused
+            out["duplicated"].append(entry)
     # commit beyond max and decreases
     bound = max_produced + 1
     for rec in commit_recs:
@@ -1121,6 +1283,142 @@ def analyze_queue(topic: str, queue: int, records: list[tuple[Any, ...]], tl: Ti
             "skipped": skipped_total,
         }
     ]
+    out["fates"] = fates
+    out["fate_harm"] = harm
+    out["redelivery_causes"] = causes
+    return out
+
+
+def _positioning(
+    cause: str,
+    fault: str | None,
+    consumer: str | None,
+    bcast: bool,
+    cstate: dict[Any, list[Any]],
+    final: dict[Any, int],
+) -> tuple[dict[Any, str], dict[Any, str]]:
+    """A consumeFromWhere skip, judged causally (INV-9a): for each ledger it speaks for, the cause of the
+    missing offset as the fate names it, or why it has none (refused: those offsets stay owed).
+
+    A cause is the skip's own recorded ``fault``, the ledger's first start on the queue (no non-null commit
+    of it before), or the declared cause of the commit that removed its offset (offset null). A ledger
+    that holds an offset, or lost it to a commit with no cause, has none."""
+    how = SKIPPED + cause.replace("_", "-") + ": "
+    if fault is not None:
+        return {}, {_EVERY: how + fault}
+    if bcast and consumer is None:
+        ledgers: list[Any] = list(cstate)
+    else:
+        ledgers = [consumer if bcast else None]
+    refused: dict[Any, str] = {}
+    fate: dict[Any, str] = {_EVERY: how + FIRST_START}
+    for ledger in ledgers:
+        if ledger not in final:
+            continue  # never committed: its first start on the queue
+        value, _, removed_by, line = cstate[ledger]
+        if value is None and removed_by is not None:
+            fate[ledger] = how + REMOVAL_CAUSES.get((not bcast, removed_by), removed_by.replace("_", "-"))
+        elif value is None:
+            refused[ledger] = f"its offset was removed at line {line} with no cause"
+        else:
+            refused[ledger] = f"it held committed offset {value} (line {line}) and the history shows no cause"
+    return refused, fate
+
+
+def _not_allocated(topic: str, own_recs: list[tuple[Any, ...]], tl: Timeline) -> str:
+    """``not-allocated: <anomaly>`` when the queue has no owner at the end of the history and the header's
+    strategy deals some queues to nobody (the allocation anomaly the allow-list tolerates: CONFIG's lists,
+    MACHINE_ROOM's rooms); else "". Only where the history records ownership of the topic."""
+    names = _unowned_anomalies(tl.header.strategy) if tl.header.clustering else ""
+    if not names or not tl.ownership_checked or topic not in tl.owned_topics:
+        return ""
+    last: dict[str, tuple[Any, ...]] = {}
+    for rec in own_recs:
+        last[rec[3]] = rec
+    for c, rec in last.items():
+        if rec[5] and _left_between(tl, c, rec[0], 1 << 62) is None:
+            return ""
+    return f"{NOT_ALLOCATED}: {names}"
+
+
+@cache
+def _unowned_anomalies(strategy: str) -> str:
+    """The strategy's own gaps the history allow-list tolerates (allowed_anomalies), joined as fates.py does."""
+    from rmqspec.spec.invariants import ALLOCATION_ANOMALIES
+
+    return "/".join(sorted(a for a in ALLOCATION_ANOMALIES.get(strategy, {}) if a in _TOLERATED_UNOWNED))
+
+
+def _skip_fate(sk: list[Any], ledger: Any) -> str:
+    fate = sk[8]
+    if type(fate) is str:
+        return fate
+    return fate.get(ledger, fate[_EVERY])
+
+
+def _refused_skip(skips: list[list[Any]], ledger: Any, bcast: bool, o: int) -> dict[str, Any] | None:
+    """The first positioning skip covering ``o`` that was refused for ``ledger``, as evidence of a loss."""
+    for sk in skips:
+        if sk[0] <= o < sk[1] and ledger in sk[6] and (not bcast or sk[5] is None or sk[5] == ledger):
+            return {"line": sk[3], "cause": sk[2], "why_refused": sk[6][ledger]}
+    return None
+
+
+def _redelivery_causes(
+    redelivered: list[tuple[Any, ...]], records: list[tuple[Any, ...]], tl: Timeline, bcast: bool, retries: bool
+) -> dict[Any, tuple[dict[str, int], tuple[int, str] | None]]:
+    """Per delivery key, its redeliveries per cause, and the line and reason of the first one without a cause.
+
+    The pq that delivers is the consumer's latest (own true of this queue, or join) before the delivery;
+    ``redelivered`` carries the latest own with the ledger's committed offset then (for a later join the
+    records are scanned once for the offset at its line).
+    That pq delivered the message before: ``local-retry`` if that delivery failed and failures are retried
+    (CLUSTERING, orderly; R7.3, R8.6), else no cause (INV-22). Otherwise the pq resumed where its ledger's
+    committed offset stood when it started: at or below the message, ``resumed-at-stored-offset``; with no
+    offset held, ``resumed-at-consume-from-where``; above it, no cause (INV-15). No recorded start: no cause."""
+    lines: dict[Any, list[int]] = {}
+    values: dict[Any, list[Any]] = {}
+    scanned = False
+    out: dict[Any, tuple[dict[str, int], tuple[int, str] | None]] = {}
+    for key, rec, previous, own in redelivered:
+        line, _, _, c, o, _ = rec
+        ledger = c if bcast else None
+        start, value = own if own is not None else (None, None)
+        joined = tl.joins.get(c)
+        if joined:
+            k = bisect_right(joined, line) - 1
+            if k >= 0 and (start is None or joined[k] > start):
+                start = joined[k]
+                if not scanned:  # the ledger's committed offset at a join's line: from the commits, once
+                    scanned = True
+                    for r in records:
+                        if r[2] == COMMIT:
+                            lines.setdefault(r[3] if bcast else None, []).append(r[0])
+                            values.setdefault(r[3] if bcast else None, []).append(r[4])
+                j = bisect_right(lines.get(ledger, ()), start) - 1
+                value = values[ledger][j] if j >= 0 else None
+        cause, reason = NO_CAUSE, None
+        if previous is not None and (start is None or previous[0] > start):
+            if not previous[5] and retries:
+                cause = LOCAL_RETRY
+            elif not previous[5]:
+                reason = f"{c} delivered it at line {previous[0]} (failed) and again: BROADCASTING drops it (R7.3)"
+            else:
+                reason = f"{c}'s pq delivered it at line {previous[0]} (success) and again (INV-22)"
+        elif start is None:
+            reason = f"no own or join event of {c} shows where its pq of the queue started"
+        else:
+            if value is None:
+                cause = RESUMED_WITHOUT_OFFSET
+            elif o >= value:
+                cause = RESUMED_AT_STORED
+            else:
+                reason = f"{c}'s pq started at line {start}, above it: the committed offset was {value} (INV-15)"
+        counts, uncaused = out.get(key, ({}, None))
+        counts[cause] = counts.get(cause, 0) + 1
+        if reason is not None and uncaused is None:
+            uncaused = (line, reason)
+        out[key] = (counts, uncaused)
     return out
 
 
@@ -1130,33 +1428,20 @@ def _between(lines: Any, a: int, b: int) -> bool:
     return k < len(lines) and lines[k] < b
 
 
-def _skip_index(skips: list[list[Any]], ledger: Any, bcast: bool) -> Any:
-    """A function offset -> index in ``skips`` of a valid declared skip of ``ledger`` covering it."""
-    usable = [
-        (s[0], s[1], k)
-        for k, s in enumerate(skips)
-        if s[1] > s[0] and ledger not in s[6] and (not bcast or s[5] is None or s[5] == ledger)
-    ]
-    usable.sort()
-    starts = [u[0] for u in usable]
-    best_end: list[int] = []
-    best_idx: list[int] = []
-    for start, end, k in usable:
-        del start
-        if best_end and best_end[-1] >= end:
-            best_end.append(best_end[-1])
-            best_idx.append(best_idx[-1])
-        else:
-            best_end.append(end)
-            best_idx.append(k)
-
-    def excuse(o: int) -> int | None:
-        j = bisect_right(starts, o) - 1
-        if j >= 0 and best_end[j] > o:
-            return best_idx[j]
-        return None
-
-    return excuse
+def _excusing_skips(skips: list[list[Any]], ledger: Any, bcast: bool, missing: list[int]) -> dict[int, int]:
+    """Offset (of the sorted ``missing``) -> index in ``skips`` of the declared skip of ``ledger`` that gives it
+    its fate: a filtered one if any covers it (an unsubscribed tag is never owed, R5.5), else the earliest
+    valid one (a later skip finds it skipped already: the model's Ghost.skips record only what was not).
+    Refused positioning skips excuse nothing."""
+    out: dict[int, int] = {}
+    keep = out.setdefault
+    for k in sorted(range(len(skips)), key=lambda k: (skips[k][2] != "filtered", k)):
+        sk = skips[k]
+        if sk[1] <= sk[0] or ledger in sk[6] or (bcast and sk[5] is not None and sk[5] != ledger):
+            continue
+        for o in missing[bisect_left(missing, sk[0]) : bisect_left(missing, sk[1])]:
+            keep(o, k)
+    return out
 
 
 def _ownership(
@@ -1235,10 +1520,14 @@ def assemble_report(tl: Timeline, partials: Iterable[tuple[tuple[str, int], dict
     header = tl.header
     lists: dict[str, list[dict[str, Any]]] = {name: [] for name in ANOMALIES}
     counts: list[dict[str, Any]] = []
+    fates = Fates()
+    redeliveries: Counter[str] = Counter()
     for _, part in sorted(partials, key=lambda kv: kv[0]):
         for name in ANOMALIES:
             lists[name].extend(part[name])
         counts.extend(part["counts"])
+        fates.merge(Fates(Counter(part["fates"]), Counter(part["fate_harm"])))
+        redeliveries.update(part["redelivery_causes"])
     allowed = allowed_anomalies(header.mode, header.consumption, header.rocketmq, header.strategy)
     per_class: dict[str, int] = {}
     for entries in lists.values():
@@ -1271,6 +1560,10 @@ def assemble_report(tl: Timeline, partials: Iterable[tuple[tuple[str, int], dict
         k: sum(r[k] for r in counts)
         for k in ("produced", "delivered", "distinct_delivered", "failed_deliveries", "commits")
     }
+    # every produced message's fate per ledger, the fault harm among them, and the redeliveries per cause
+    report["fates"] = fates.as_dict()["fates"]
+    report["fate_harm"] = fates.as_dict()["harm"]
+    report["redelivery_causes"] = dict(sorted(redeliveries.items()))
     for name in ANOMALIES:
         report[name] = lists[name]
     report["counts"] = counts
@@ -1311,6 +1604,11 @@ def describe(report: dict[str, Any], limit: int = 5) -> str:
     ]
     if not report["ownership_checked"]:
         lines.append(f"ownership not checked: {report['ownership_note']}")
+    fates = Fates(Counter(report["fates"]), Counter(report["fate_harm"]))
+    lines.append(f"fates: {fates.summary()}")
+    redeliveries = report["redelivery_causes"]
+    if redeliveries:
+        lines.append("redeliveries: " + ", ".join(f"{cause} {n}" for cause, n in redeliveries.items()))
     for name in ANOMALIES:
         n = report[f"{name}_count"]
         lines.append(f"  {name:<18}{n:>8}")
@@ -1399,8 +1697,15 @@ def history_schema() -> dict[str, Any]:
                 "from": nat,
                 "to": {**nat, "description": "exclusive; to >= from"},
                 "cause": {"enum": list(SKIP_CAUSES)},
+                "fault": {
+                    "enum": [*SKIP_FAULTS, None],
+                    "description": "consume_from_*: the recorded fault that made the consumer find no stored "
+                    "offset, when no commit event shows it (a query error read as no offset, a replica lacking "
+                    "it); the skip is then that fault's harm",
+                },
             },
-            "A declared skip: offsets in [from, to) are not owed (INV-9).",
+            "A declared skip: offsets in [from, to) are not owed (INV-9). A consume_from_* skip over offsets "
+            "its ledger had committed needs a cause the history shows (INV-9a).",
         ),
         event("join", {"consumer": name}, "A consumer started (or restarted)."),
         event("leave", {"consumer": name}, "A consumer stopped or crashed; it owns nothing afterwards."),
@@ -1472,6 +1777,14 @@ def history_from_model_run(config: Any, seed: int, steps: int) -> list[dict[str,
     return list(_ModelHistory(config, seed, steps).run())
 
 
+def model_run(config: Any, seed: int, steps: int) -> tuple[list[dict[str, Any]], Any, Any]:
+    """``history_from_model_run``'s history with the model and the walk's last state, so that the history's
+    fates can be compared with the model's own (``properties.fates.message_fates``)."""
+    walk = _ModelHistory(config, seed, steps)
+    events = list(walk.run())
+    return events, walk.model, walk.final
+
+
 class _ModelHistory:
     def __init__(self, config: Any, seed: int, steps: int) -> None:
         from rmqspec.spec.model import Model
@@ -1488,14 +1801,18 @@ class _ModelHistory:
         self.pending: dict[tuple[int, int], list[dict[str, Any]]] = {}
         self.scheduled_src: dict[Any, list[dict[str, Any]]] = {}
         self.counters: dict[tuple[str, int], int] = {}
+        self.final: Any = None  # the walk's last state, once run() is exhausted
 
     def run(self) -> Iterator[dict[str, Any]]:
         from rmqspec.spec.actions import (
             BrokerCrash,
+            CorruptLocalOffsetFile,
+            CorruptOffsetFile,
             Crash,
             DeliverScheduled,
             FinishConsume,
             Produce,
+            RetentionDelete,
             Shutdown,
             StartConsume,
         )
@@ -1506,7 +1823,7 @@ class _ModelHistory:
             "format": FORMAT,
             "version": VERSION,
             "mode": c.mode,
-            "consumption": "concurrent",
+            "consumption": "orderly" if c.orderly else "concurrent",
             "rocketmq": c.version,
             "group": c.group,
             "strategy": c.strategy,
@@ -1553,8 +1870,15 @@ class _ModelHistory:
                     self.pending.setdefault((a.client, a.rid), []).append(d)
                     out.append(d)
                 elif ev.kind == "commit-landed" and m.clustering:
-                    out.append(self._commit(now, self.cids[ev.client], ev.queue, ev.offset, None))
-                elif ev.kind == "position":
+                    cause = _MODEL_COMMIT_CAUSES.get(ev.cause)
+                    mark = s.ghost.overtaken[ev.queue] if s is not None and s.ghost.overtaken else None
+                    current = s.broker.offsets[ev.queue] if s is not None else None
+                    if mark is not None and mark[0] == ev.client and current is not None and ev.offset < current:
+                        cause = "request_pool_reorder"  # an overtaken request landing late (Ghost.overtaken)
+                    out.append(self._commit(now, self.cids[ev.client], ev.queue, ev.offset, cause))
+                elif ev.kind == "admin-write" and m.clustering:  # the admin's own write of the table (R3.10)
+                    out.append(self._commit(now, "admin", ev.queue, ev.offset, "reset"))
+                elif ev.kind == "position":  # "consume-from-last: <why the offset was missing>"
                     positions[(ev.client, ev.queue)] = ev.cause
             if isinstance(a, Produce):
                 out.append(self._produce(now, a.queue, t.broker.queues[a.queue].max_offset - 1))
@@ -1577,20 +1901,27 @@ class _ModelHistory:
                 out += self._finish(s, t, a, now)
             elif isinstance(a, (Crash, Shutdown)):
                 self._interrupted(s, a.client)
-            elif isinstance(a, BrokerCrash) and m.clustering:
+            elif isinstance(a, (BrokerCrash, CorruptOffsetFile)) and m.clustering:  # the table the restart loads
                 for q, (old, newv) in enumerate(zip(s.broker.offsets, t.broker.offsets, strict=True)):
                     if old != newv:
                         out.append(self._commit(now, "broker", q, newv, "failover"))
+            elif isinstance(a, RetentionDelete):  # what retention deleted is not owed by anyone
+                topic, queue = self.names[a.queue]
+                deleted = {"from": s.broker.queues[a.queue].min_offset, "to": t.broker.queues[a.queue].min_offset}
+                out.append({"time": now, "type": "skip", "topic": topic, "queue": queue, **deleted})
+                out[-1]["cause"] = "retention"
             if not m.clustering:
+                fallback = "failover" if isinstance(a, CorruptLocalOffsetFile) else None  # the file's .bak (R1.16)
                 for i, (before, after) in enumerate(zip(s.clients, t.clients, strict=True)):
                     for q, (old, newv) in enumerate(zip(before.file, after.file, strict=True)):
                         if old != newv:
-                            out.append(self._commit(now, self.cids[i], q, newv, None))
+                            out.append(self._commit(now, self.cids[i], q, newv, fallback))
             out += self._skips(s, t, a, now, positions)
             out += self._membership(s, t, now)
             yield from out
             out = []
             s = t
+        self.final = s
         yield from out
 
     def _produce(self, now: int, q: int, o: int) -> dict[str, Any]:
@@ -1609,7 +1940,7 @@ class _ModelHistory:
         self, s: Any, t: Any, a: Any, now: int, positions: dict[tuple[int, int], str] | None = None
     ) -> list[dict[str, Any]]:
         """Declared skips: the ghost's skipped ledgers grew."""
-        from rmqspec.spec.actions import FinishConsume, Produce
+        from rmqspec.spec.actions import AdminReset, FinishConsume, Produce
 
         m = self.model
         qn = m.q_count
@@ -1622,6 +1953,7 @@ class _ModelHistory:
                 continue
             ledger, q = divmod(idx, qn)
             topic, queue = self.names[q]
+            fault = None
             if a is None or isinstance(a, Produce):
                 if q in produce_done:
                     continue  # one group-wide skip covers every ledger
@@ -1629,16 +1961,23 @@ class _ModelHistory:
                 consumer, cause = None, "filtered"
             elif isinstance(a, FinishConsume):
                 consumer, cause = self.cids[ledger], "broadcast_failure"
+            elif isinstance(a, AdminReset):
+                consumer, cause = None, "reset"
             else:
                 where = positions or {}
                 who = ledger if not m.clustering else next((i for (i, qq) in where if qq == q), 0)
                 consumer = self.cids[who]
-                cause = where.get((who, q), "consume-from-last").replace("-", "_")
+                how, _, why = where.get((who, q), "consume-from-last").partition(": ")
+                cause = how.replace("-", "_")
+                if why in FAULT_CAUSES and why not in _FAULTS_SHOWN_AS_COMMITS:
+                    fault = why
             for start, end in _runs(bits):
                 ev: dict[str, Any] = {"time": now, "type": "skip", "topic": topic, "queue": queue}
                 if consumer is not None:
                     ev["consumer"] = consumer
                 ev.update({"from": start, "to": end, "cause": cause})
+                if fault is not None:
+                    ev["fault"] = fault
                 out.append(ev)
         return out
 
@@ -1713,6 +2052,13 @@ class _ModelHistory:
     def _own(self, now: int, cid: str, q: int, owned: bool) -> dict[str, Any]:
         topic, queue = self.names[q]
         return {"time": now, "type": "own", "consumer": cid, "topic": topic, "queue": queue, "owned": owned}
+
+
+# The model's commit causes (Event.cause of "commit-landed") that a history declares, in its vocabulary.
+_MODEL_COMMIT_CAUSES: Final = {"admin-reset-client": "reset"}
+# Faults whose removal of an offset the generated history shows as a "failover" commit (the broker's table,
+# a consumer's file); the others are written into the positioning skip as its "fault".
+_FAULTS_SHOWN_AS_COMMITS: Final = frozenset({"broker-crash", "corrupt-offset-file", "corrupt-local-offset-file"})
 
 
 def _runs(bits: int) -> list[tuple[int, int]]:

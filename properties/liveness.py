@@ -30,7 +30,9 @@ actions enabled before it: the schedule is weakly fair.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from rmqspec.spec import actions as act
 from rmqspec.spec.actions import CONSUME_SUCCESS, PERTURBING, Action
@@ -184,22 +186,40 @@ def quiesce(
 
 
 # --- the checks ------------------------------------------------------------------------------------
-def _liv1_ownership(model: Model, s: State, restart_clients: bool) -> str | None:
+class Shortfall(NamedTuple):
+    """One thing a liveness check found undone at quiescence: the check's id, a description, and where: the
+    client and queue it concerns (None: the whole group, or no particular queue); ``kind`` tells LIV-5's
+    message never consumed ("unconsumed") from one consumed but not committed ("uncommitted"), LIV-3/4's
+    pull-expired ("expired"), orderly-dropped ("dropped") and OFFSET_ILLEGAL ("illegal", "fix") pqs apart,
+    and marks the two group shortfalls no client's task can leave: no consumer running ("none-running",
+    LIV-1) and the broker's flushed file behind its table ("unflushed", LIV-2).
+    A check fails when it has a shortfall; :func:`attribute` decides which shortfalls a dead task explains."""
+
+    id: str
+    detail: str
+    client: int | None = None
+    queue: int | None = None
+    kind: str = ""
+
+
+def _liv1_ownership(model: Model, s: State, restart_clients: bool) -> Iterator[Shortfall]:
     running = [i for i, cl in enumerate(s.clients) if cl.running]
     if not running:
-        return None if not restart_clients else "no consumer is running"
+        if restart_clients:
+            yield Shortfall("LIV-1", "no consumer is running", kind="none-running")
+        return
     if not model.clustering:
         for i in running:
             missing = [q for q in model.topic_queues if s.clients[i].pqs[q] is None]
             if missing:
-                return f"BROADCASTING client {i} owns no pq of queues {missing}"
-        return None
+                yield Shortfall("LIV-1", f"BROADCASTING client {i} owns no pq of queues {missing}", client=i)
+        return
     members = _views_agree(model, s)
     if members is None:
         everyone = tuple(sorted(running, key=lambda j: model.cids[j]))
         nothing_owned = all(pq is None for i in running for pq in s.clients[i].pqs)
         if nothing_owned and all(_nobody_is_dealt(model, everyone, q) for q in range(model.q_count)):
-            return None  # ALLOCATION_ANOMALIES: e.g. MACHINE_ROOM's rebalance throws for good (R11.5, R11.7)
+            return  # ALLOCATION_ANOMALIES: e.g. MACHINE_ROOM's rebalance throws for good (R11.5, R11.7)
         if model.orderly and "double-ownership-by-configuration" in _tolerated(model.config):
             # An orderly consumer whose CONFIG list shares a queue with another never gets its lock
             # (R8.1, R8.4), so its rebalance never places every allocated queue and records no view;
@@ -207,7 +227,8 @@ def _liv1_ownership(model: Model, s: State, restart_clients: bool) -> str | None
             members = everyone
     if members is None:
         views = {i: s.clients[i].view for i in running}
-        return f"the views never agreed: registered {sorted(s.broker.registered)}, views {views}"
+        yield Shortfall("LIV-1", f"the views never agreed: registered {sorted(s.broker.registered)}, views {views}")
+        return
     shared = "double-ownership-by-configuration" in _tolerated(model.config)
     lists = model.config.allocate_config_queues
     for q in range(model.q_count):
@@ -215,15 +236,14 @@ def _liv1_ownership(model: Model, s: State, restart_clients: bool) -> str | None
         duplicate = model.config.duplicate_client_id  # RMQ-11: DUPLICATE_CLIENT_ID_ANOMALIES
         orphaned = duplicate and not _dealt(model, members, q)
         if not owners and not _nobody_is_dealt(model, members, q) and not orphaned:
-            return f"queue {q} is owned by nobody"
+            yield Shortfall("LIV-1", f"queue {q} is owned by nobody", queue=q)
         configured = shared and lists is not None and all(q in lists[i] for i in owners)
         sharers = duplicate and len({model.identity[i] for i in owners}) == 1
         if len(owners) > 1 and not configured and not sharers:
-            return f"queue {q} is owned by clients {owners}"
-    return None
+            yield Shortfall("LIV-1", f"queue {q} is owned by clients {owners}", queue=q)
 
 
-def _liv2_offsets_reached(model: Model, s: State) -> str | None:
+def _liv2_offsets_reached(model: Model, s: State) -> Iterator[Shortfall]:
     b = s.broker
     for i, cl in enumerate(s.clients):
         if not cl.running:
@@ -235,15 +255,16 @@ def _liv2_offsets_reached(model: Model, s: State) -> str | None:
             stored = b.offsets[q] if model.clustering else cl.file[q]
             if stored != mem:
                 where = "broker" if model.clustering else "local file"
-                return f"client {i} queue {q}: memory offset {mem} but the {where} holds {stored}"
+                yield Shortfall(
+                    "LIV-2", f"client {i} queue {q}: memory offset {mem} but the {where} holds {stored}", i, q
+                )
     if model.clustering and b.up and b.flushed != b.offsets:
-        return f"broker flushed {b.flushed} lags its table {b.offsets}"
-    return None
+        yield Shortfall("LIV-2", f"broker flushed {b.flushed} lags its table {b.offsets}", kind="unflushed")
 
 
-def _liv5_consumed(model: Model, s: State) -> str | None:
+def _liv5_consumed(model: Model, s: State) -> Iterator[Shortfall]:
     """Every message of an owned queue was handled (or is a declared skip) and the committed offset
-    reached maxOffset (with autoCommit false, unless the listener holds messages it took but did not commit)."""
+    reached maxOffset."""
     g = s.ghost
     for i, cl in enumerate(s.clients):
         if not cl.running:
@@ -258,33 +279,44 @@ def _liv5_consumed(model: Model, s: State) -> str | None:
             missing = owed & ~(g.handled[ledger * model.q_count + q] | g.skipped[ledger * model.q_count + q])
             if missing:
                 first = (missing & -missing).bit_length() - 1
-                return f"client {i} queue {q}: offset {first} of [{low}, {high}) was never consumed"
-            committed = s.broker.offsets[q] if model.clustering else cl.file[q]
-            if not model.config.orderly_auto_commit and pq.consuming_tree:
-                # autoCommit false: the listener answered SUCCESS for what it took since its last COMMIT, which it
-                # may never commit (R8.6): by its choice the offset stays where it was (INV-3 checks the commits)
+                detail = f"client {i} queue {q}: offset {first} of [{low}, {high}) was never consumed"
+                yield Shortfall("LIV-5", detail, i, q, "unconsumed")
                 continue
+            committed = s.broker.offsets[q] if model.clustering else cl.file[q]
+            # autoCommit false: a listener holding what it took since its last COMMIT keeps the offset where it
+            # was, by its choice (R8.6): a HeldUncommitted cause, reported as harm (``attribute``)
             if high > 0 and committed != high:
-                return f"client {i} queue {q}: committed {committed}, maxOffset {high}"
-    return None
+                yield Shortfall(
+                    "LIV-5", f"client {i} queue {q}: committed {committed}, maxOffset {high}", i, q, "uncommitted"
+                )
 
 
-def _liv3_liv4_pulling(model: Model, s: State) -> str | None:
+def _liv3_liv4_pulling(model: Model, s: State) -> Iterator[Shortfall]:
     for i, cl in enumerate(s.clients):
         if not cl.running:
             continue
         if cl.offset_fixes:
-            return f"client {i}: OFFSET_ILLEGAL corrections still pending {[f.queue for f in cl.offset_fixes]}"
+            pending = [f.queue for f in cl.offset_fixes]
+            yield Shortfall(
+                "LIV-3/4", f"client {i}: OFFSET_ILLEGAL corrections still pending {pending}", i, None, "fix"
+            )
         for q, pq in enumerate(cl.pqs):
             if pq is None:
                 continue
             if pq.dropped:
-                return f"client {i} queue {q}: pq {pq.uid} is still in the table, dropped by an orderly removal (R8.8)"
-            if pq.pull_state == PULL_DROPPED:
-                return f"client {i} queue {q}: pq {pq.uid} still waits for its OFFSET_ILLEGAL correction"
-            if s.now - pq.last_pull > PULL_MAX_IDLE_TIME:
-                return f"client {i} queue {q}: pq {pq.uid} last pulled at {pq.last_pull}, now {s.now}"
-    return None
+                detail = (
+                    f"client {i} queue {q}: pq {pq.uid} is still in the table, dropped by an orderly removal (R8.8)"
+                )
+                kind = "dropped"
+            elif pq.pull_state == PULL_DROPPED:
+                detail = f"client {i} queue {q}: pq {pq.uid} still waits for its OFFSET_ILLEGAL correction"
+                kind = "illegal"
+            elif s.now - pq.last_pull > PULL_MAX_IDLE_TIME:
+                detail = f"client {i} queue {q}: pq {pq.uid} last pulled at {pq.last_pull}, now {s.now}"
+                kind = "expired"
+            else:
+                continue
+            yield Shortfall("LIV-3/4", detail, i, q, kind)
 
 
 LIVENESS_CHECKS = (
@@ -295,17 +327,30 @@ LIVENESS_CHECKS = (
 )
 
 
+def _checks(model: Model, s: State, restart_clients: bool) -> tuple[Iterator[Shortfall], ...]:
+    return (
+        _liv1_ownership(model, s, restart_clients),
+        _liv2_offsets_reached(model, s),
+        _liv3_liv4_pulling(model, s),
+        _liv5_consumed(model, s),
+    )
+
+
 def _failures(model: Model, s: State, restart_clients: bool) -> list[LivenessViolation]:
+    """The first shortfall of each check that fails, leaving out those a listener holding messages explains
+    (a cause read from ``s`` itself; the walk's dead tasks are attributed afterwards, by ``attribute``)."""
+    held = held_uncommitted(model, s)
     out = []
-    for vid, detail in (
-        ("LIV-1", _liv1_ownership(model, s, restart_clients)),
-        ("LIV-2", _liv2_offsets_reached(model, s)),
-        ("LIV-3/4", _liv3_liv4_pulling(model, s)),
-        ("LIV-5", _liv5_consumed(model, s)),
-    ):
-        if detail is not None:
-            out.append(LivenessViolation(vid, detail))
+    for check in _checks(model, s, restart_clients):
+        first = next((f for f in check if not any(explains(model, h, f, s) for h in held)), None)
+        if first is not None:
+            out.append(LivenessViolation(first.id, first.detail))
     return out
+
+
+def shortfalls(model: Model, s: State, restart_clients: bool = True) -> list[Shortfall]:
+    """Every shortfall of every check on ``s``, in check order."""
+    return [found for check in _checks(model, s, restart_clients) for found in check]
 
 
 def check_quiescent(model: Model, q: Quiescence, restart_clients: bool = True) -> list[LivenessViolation]:
@@ -314,6 +359,214 @@ def check_quiescent(model: Model, q: Quiescence, restart_clients: bool = True) -
         detail = f"horizon {q.horizon} not reached within {q.bound} steps (now {q.state.now})"
         return [LivenessViolation("LIV-bound", detail)]
     return _failures(model, q.state, restart_clients)
+
+
+# --- what explains a shortfall: a dead task, or a listener's choice (docs/spec.md §13.6) -------------
+@dataclass(frozen=True)
+class DeadTask:
+    """A ``TaskDies`` fault of the walk: which task of which client, at which step of the walk (1-based)
+    and logical time. It can explain a liveness shortfall only while the task is still dead at the end of
+    the quiescence, that is, the client was not stopped (and so restarted) since."""
+
+    client: int
+    task: str
+    step: int
+    at: int
+
+    @property
+    def cause(self) -> str:
+        """The key harm is counted under in reports: the fault and the task, whichever client."""
+        return f"TaskDies({self.task})"
+
+    def describe(self) -> str:
+        return f"TaskDies({self.client}, {self.task}) at step {self.step} ({self.at} ms), still dead"
+
+    def to_json(self) -> dict[str, object]:
+        return {"cause": self.cause, "client": self.client, "task": self.task, "step": self.step, "at": self.at}
+
+
+@dataclass(frozen=True)
+class HeldUncommitted:
+    """An orderly listener with autoCommit false (``Config.orderly_auto_commit``) that answered SUCCESS
+    without a COMMIT: at the end of the quiescence its pq of ``queue`` still holds ``offsets``, taken and
+    never committed (R8.6). Read from the final state; nothing in the quiescence makes the listener commit,
+    since it is only called again with messages it has not taken yet."""
+
+    client: int
+    queue: int
+    offsets: tuple[int, ...]
+
+    @property
+    def cause(self) -> str:
+        return "HeldUncommitted(autoCommit=false)"
+
+    def describe(self) -> str:
+        return f"client {self.client} queue {self.queue}: the listener holds offsets {list(self.offsets)} uncommitted"
+
+    def to_json(self) -> dict[str, object]:
+        return {"cause": self.cause, "client": self.client, "queue": self.queue, "offsets": list(self.offsets)}
+
+
+Cause = DeadTask | HeldUncommitted
+
+
+def death(action: Action, after: State, step: int) -> DeadTask | None:
+    """The ``DeadTask`` a walk's step ``step`` (1-based) records, if the action was a ``TaskDies``."""
+    if isinstance(action, act.TaskDies):
+        return DeadTask(action.client, action.task, step, after.now)
+    return None
+
+
+def still_dead(deaths: Sequence[DeadTask], state: State) -> list[DeadTask]:
+    """The deaths whose task is dead in ``state``: for each (client, task), the last death recorded, if the
+    client's ``dead_tasks`` still names the task (a stop clears them, R4.1's tasks start with the process)."""
+    last = {(d.client, d.task): d for d in deaths}
+    return [d for (i, task), d in sorted(last.items()) if task in state.clients[i].dead_tasks]
+
+
+def held_uncommitted(model: Model, s: State) -> list[HeldUncommitted]:
+    """Every running consumer's pq whose autoCommit-false listener holds messages it never committed."""
+    if model.config.orderly_auto_commit:
+        return []
+    return [
+        HeldUncommitted(i, q, tuple(k for k in range(pq.consuming_tree.bit_length()) if pq.consuming_tree >> k & 1))
+        for i, cl in enumerate(s.clients)
+        if cl.running
+        for q, pq in enumerate(cl.pqs)
+        if pq is not None and pq.consuming_tree
+    ]
+
+
+def _held(s: State, client: int) -> set[int]:
+    return {q for q, pq in enumerate(s.clients[client].pqs) if pq is not None}
+
+
+def _shared(model: Model, s: State, q: int | None) -> bool:
+    """CLUSTERING: is queue ``q`` held (a live pq) by two or more running consumers, whose commits then
+    land on the same broker offset? (A BROADCASTING consumer commits to its own file.)"""
+    if q is None or not model.clustering:
+        return False
+    return sum(1 for cl in s.clients if cl.running and (pq := cl.pqs[q]) is not None and not pq.dropped) > 1
+
+
+def explains(model: Model, cause: Cause, shortfall: Shortfall, s: State) -> bool:
+    """Whether ``cause`` (a task still dead, or a listener holding messages, in the final state ``s``)
+    explains ``shortfall`` (docs/spec.md §13.6): only the shortfalls its absence, or the listener's choice,
+    can leave. The group shortfalls no client's task can leave (no consumer running, the broker's flush
+    lagging) are never explained, nor is the step bound or a safety violation."""
+    here, q = shortfall.client, shortfall.queue
+    if shortfall.kind in ("none-running", "unflushed"):
+        return False
+    if isinstance(cause, HeldUncommitted):
+        # R8.6: only a COMMIT moves the offset, so the holder's memory offset and commits stay at its last
+        # COMMIT; R6.5: what it holds counts in msgCount, so past the flow-control threshold the queue is
+        # never pulled again; a second owner of the queue (a shared clientId, RMQ-11; CONFIG lists) commits
+        # beside it, and their persists overwrite each other on the broker.
+        if q != cause.queue:
+            return False
+        if shortfall.id == "LIV-5" and here == cause.client:
+            pq = s.clients[cause.client].pqs[cause.queue]
+            flow_controlled = pq is not None and pq.msg_count > model.config.pull_threshold_for_queue
+            return shortfall.kind == "uncommitted" or flow_controlled
+        return shortfall.id in ("LIV-2", "LIV-5") and shortfall.kind != "unconsumed" and _shared(model, s, q)
+    c, task = cause.client, cause.task
+    if task == "persistAllConsumerOffset":
+        # Nothing else writes the consumer's offsets of the queues it keeps (R4.1): BROADCASTING's file,
+        # and in CLUSTERING what the pull piggy-back (R5.2) did not carry, the last offset of all
+        if shortfall.id == "LIV-2":
+            return here == c
+        return shortfall.id == "LIV-5" and here == c and shortfall.kind == "uncommitted"
+    if task == "RebalanceService":
+        # The group's ownership needs every member to re-run its rebalance (R4.2, R9.7): every LIV-1
+        # shortfall in CLUSTERING, its own in BROADCASTING. Only a rebalance removes its pull-expired or
+        # orderly-dropped pqs (R6.6, R8.8: LIV-3/4); a queue it should have given up is consumed and
+        # committed by it and the new owner, whose commits overwrite each other (LIV-2, LIV-5).
+        if shortfall.id == "LIV-1":
+            return model.clustering or here == c
+        if shortfall.id == "LIV-3/4":
+            return here == c and shortfall.kind in ("expired", "dropped")
+        return model.clustering and q is not None and q in _held(s, c) and _shared(model, s, q)
+    if task == "sendHeartbeatToAllBroker":
+        # The broker's idle scan drops the consumer 120 s after its last heartbeat, telling nobody, and
+        # messageQueueChanged's heartbeat brings it back: it flaps every ~2 minutes (R4.3, docs/spec.md
+        # §15), so "eventually stable membership", the premise of every LIV property (semantics §13), never
+        # holds. CLUSTERING: any shortfall of the group. BROADCASTING (no allocation by membership): its own,
+        # and everyone's while nobody of the group is registered, when every pull is rejected (R5.4).
+        return model.clustering or here == c or not s.broker.registered
+    if task == "lockMQPeriodically":
+        # Orderly CLUSTERING: the broker locks of the queues it holds lapse after 60 s and its own after
+        # 30 s (R8.3); each run then re-locks its queue alone (tryLockLaterAndReconsume), and another
+        # consumer may take a lapsed lock: only the queues it holds can be left unowned, doubly owned,
+        # unconsumed or overwritten
+        return q is not None and q in _held(s, c)
+    return False
+
+
+@dataclass(frozen=True)
+class Harm:
+    """A liveness check that failed only where shown causes explain it: the check, its first shortfall, and
+    the causes that explain its shortfalls."""
+
+    id: str
+    detail: str
+    causes: tuple[Cause, ...]
+
+    def describe(self) -> str:
+        return f"{self.id}: {self.detail} (harm of {'; '.join(c.describe() for c in self.causes)})"
+
+
+def attribute(
+    model: Model, s: State, found: list[Shortfall], deaths: Sequence[DeadTask]
+) -> tuple[list[LivenessViolation], list[Harm]]:
+    """Split the shortfalls of each failed check: a check with a shortfall that no cause explains (no
+    still-dead task of ``deaths``, no listener holding messages in ``s``) is a violation, its first such
+    shortfall named; a check whose every shortfall some cause explains is that cause's harm."""
+    causes: list[Cause] = [*still_dead(deaths, s), *held_uncommitted(model, s)]
+    violations: list[LivenessViolation] = []
+    harms: list[Harm] = []
+    for vid in dict.fromkeys(f.id for f in found):
+        mine = [f for f in found if f.id == vid]
+        unexplained = [f for f in mine if not any(explains(model, c, f, s) for c in causes)]
+        if unexplained:
+            violations.append(LivenessViolation(vid, unexplained[0].detail))
+        else:
+            harms.append(
+                Harm(vid, mine[0].detail, tuple(c for c in causes if any(explains(model, c, f, s) for f in mine)))
+            )
+    return violations, harms
+
+
+@dataclass
+class LivenessOutcome:
+    """A quiescence and its verdict: ``violations`` (safety on the way, the step bound, and liveness
+    shortfalls no dead task explains) and ``harms`` (checks that failed only where a dead task explains)."""
+
+    quiescence: Quiescence
+    violations: list[LivenessViolation]
+    harms: list[Harm]
+
+    @property
+    def settled(self) -> bool:
+        """Stopped early: every check held for ``STABLE_MS``."""
+        return self.quiescence.state.now < self.quiescence.horizon
+
+
+def check_liveness(
+    model: Model,
+    state: State,
+    deaths: Sequence[DeadTask] = (),
+    restart_clients: bool = True,
+    check_safety: bool = True,
+) -> LivenessOutcome:
+    """Quiesce ``state`` and check it, telling the harm of the walk's dead tasks (``deaths``) from
+    violations: what every run does at its end (docs/spec.md §13). ``check_safety``: check every safety
+    property on the quiescence steps too (the shrinker leaves it off while it looks for a liveness failure)."""
+    q = quiesce(model, state, restart_clients, check_safety)
+    violations = [LivenessViolation(vid, f"safety during quiescence: {d}") for vid, d in q.safety]
+    if not q.reached:
+        return LivenessOutcome(q, violations + check_quiescent(model, q, restart_clients), [])
+    found, harms = attribute(model, q.state, shortfalls(model, q.state, restart_clients), deaths)
+    return LivenessOutcome(q, violations + found, harms)
 
 
 def summary(model: Model, s: State) -> str:
@@ -333,10 +586,10 @@ def summary(model: Model, s: State) -> str:
 def quiesce_and_check(
     model: Model, state: State, restart_clients: bool = True
 ) -> tuple[Quiescence, list[LivenessViolation]]:
-    """Quiesce ``state`` and check it; safety violations met on the way are reported as such."""
-    q = quiesce(model, state, restart_clients)
-    found = [LivenessViolation(vid, f"safety during quiescence: {d}") for vid, d in q.safety]
-    return q, found + check_quiescent(model, q, restart_clients)
+    """Quiesce ``state`` and check it; safety violations met on the way are reported as such. No dead task
+    is taken as a cause here (``check_liveness`` takes the walk's): every failure it explains is reported."""
+    outcome = check_liveness(model, state, (), restart_clients)
+    return outcome.quiescence, outcome.violations
 
 
 def describe(model: Model, q: Quiescence, violations: list[LivenessViolation], tail: int = 40) -> str:

@@ -6,11 +6,16 @@ the action as a Hypothesis event, so ``--hypothesis-show-statistics`` reads as "
 crash / rebalance / send-back happen". It checks every state invariant after every step and every
 action property on every step. The configuration itself is drawn in the
 ``initialize`` rule, so one test explores consumers, queues, modes, strategies, positioning and
-fault budgets together, as swarm testing does; a subclass can pin it (``config_strategy``).
+fault budgets together, as swarm testing does; a subclass can pin it (``config_strategy``). At the
+teardown of every example that passed its steps, the end state is quiesced and the liveness
+properties checked (``liveness.check_liveness``, docs/spec.md §13): a failed check that a dead task
+explains is recorded as that task's harm (a Hypothesis event), any other fails the example. A
+subclass sets ``liveness = False`` to skip it.
 
 ``LockstepMachine`` drives the model and the reference implementation with the same actions and
 checks after every step that the reference, seen through its abstraction, equals the model state:
-the refinement check that keeps the two honest.
+the refinement check that keeps the two honest. At teardown the reference follows the quiescence
+steps too, compared after each.
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ from hypothesis import event, note
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from rmqspec.properties.liveness import describe, quiesce_and_check
+from rmqspec.properties.fates import message_fates
+from rmqspec.properties.liveness import DeadTask, LivenessOutcome, check_liveness, death, describe
 from rmqspec.spec import actions as act
 from rmqspec.spec.config import (
     BROADCASTING,
@@ -79,13 +85,14 @@ def configs(draw: st.DrawFn, mutations: frozenset[str] = frozenset(), **fixed: A
     values["retention_deletes"] = draw(st.integers(0, 2))  # fidelity area: RetentionDelete, OFFSET_ILLEGAL
     values["client_stalls"] = draw(st.integers(0, 1))  # orderly consume loop: a stop-the-world pause
     # faults: a lost oneway commit, a consumer list without oneself, an unreadable broker offset file, a
-    # clientId shared by consumers 0 and 1 (a dying task is left to tests/test_liveness.py and test_faults.py:
-    # by design it fails liveness, which LivenessMachine checks)
+    # clientId shared by consumers 0 and 1, a background task that dies (by design it fails liveness: the
+    # teardown's check reports that as the task's harm, not as a violation)
     values["commit_losses"] = draw(st.integers(0, 1))
     values["view_faults"] = draw(st.integers(0, 1))
     values["offset_file_corruptions"] = draw(st.integers(0, 1))
     values["local_offset_file_corruptions"] = draw(st.integers(0, 1))
     values["duplicate_client_id"] = draw(st.sampled_from((False, False, False, True)))
+    values["task_deaths"] = draw(st.integers(0, 1))
     values.update(fixed)
     if values.get("admin_resets"):  # the admin reset is not modelled with these (yet)
         for key, off in (
@@ -94,6 +101,7 @@ def configs(draw: st.DrawFn, mutations: frozenset[str] = frozenset(), **fixed: A
             ("commit_losses", 0),
             ("view_faults", 0),
             ("duplicate_client_id", False),
+            ("task_deaths", 0),
         ):
             values[key] = values[key] if key in fixed else off
     # slaves: one run in four gets a slave, where it is modelled (no locks, admin reset or idle-channel scan);
@@ -164,8 +172,16 @@ FAMILIES: dict[str, tuple[type, ...]] = {
     "network": (act.BrokerReceive,),
     "client_start": (act.Start,),
     "client_stop": (act.Shutdown, act.Crash),
-    # LockAll: orderly area; TryLockLater, DelayedUnlock: the orderly service's scheduled tasks
-    "client_timer": (act.Heartbeat, act.PersistOffsets, act.LockAll, act.TryLockLater, act.DelayedUnlock),
+    # LockAll: orderly area; TryLockLater, DelayedUnlock: the orderly service's scheduled tasks; CleanExpiredMsg:
+    # the concurrent service's cleanExpireMsg timer (R6.8)
+    "client_timer": (
+        act.Heartbeat,
+        act.PersistOffsets,
+        act.LockAll,
+        act.TryLockLater,
+        act.DelayedUnlock,
+        act.CleanExpiredMsg,
+    ),
     "stall": (act.Stall,),  # a stop-the-world pause (budgeted, Config.client_stalls)
     # faults (budgeted): a lost oneway commit, a list without oneself, a dead task, an unreadable offset file
     "fault": (
@@ -191,12 +207,16 @@ class SpecMachine(RuleBasedStateMachine):
     """The model under Hypothesis: every action family is a rule, every property is checked."""
 
     config_strategy: ClassVar[st.SearchStrategy[Config]] = configs()
+    liveness: ClassVar[bool] = True  # quiesce and check liveness at teardown (docs/spec.md §13)
 
     def __init__(self) -> None:
         super().__init__()
         self.model: Model | None = None
         self.state: State | None = None
         self._by_family: dict[str, list[act.Action]] = {}
+        self._steps = 0
+        self._deaths: list[DeadTask] = []
+        self._failed = False  # a step or a check failed: the example ends with that failure, not quiesced
 
     @initialize(config=configs())
     def start(self, config: Config) -> None:
@@ -204,9 +224,11 @@ class SpecMachine(RuleBasedStateMachine):
 
     def begin(self, config: Config) -> None:
         note(f"config: {config!r}")
+        self._failed = True  # until the start (and the reference's first comparison) passed
         self.model = Model(config)
         self._set_state(self.model.initial())
         self.on_start(config)
+        self._failed = False
 
     def on_start(self, config: Config) -> None:
         """Hook for subclasses (the lockstep machine starts the reference here)."""
@@ -223,14 +245,19 @@ class SpecMachine(RuleBasedStateMachine):
         assert self.model is not None and self.state is not None
         action = data.draw(st.sampled_from(self._by_family[family]), label=family)
         before = self.state
+        self._failed = True  # until the step has passed every check (and the reference followed it)
         after = self.model.step(before, action)
         event(f"action {type(action).__name__}")
         for outcome in outcomes(self.model, before, after):
             event(f"reached: {outcome}")
         violations = check_step(self.model, before, action, after)
         assert not violations, "; ".join(f"{v.id} {v.name}: {v.detail}" for v in violations)
+        self._steps += 1
+        if (dead := death(action, after, self._steps)) is not None:
+            self._deaths.append(dead)
         self.on_step(action, after)
         self._set_state(after)
+        self._failed = False
 
     def on_step(self, action: act.Action, after: State) -> None:
         """Hook for subclasses, called after the model stepped and before the new state is kept."""
@@ -252,19 +279,29 @@ class SpecMachine(RuleBasedStateMachine):
         if self.model is None or self.state is None:
             return
         violations = check_state(self.model, self.state)
+        self._failed = bool(violations)
         assert not violations, "; ".join(f"{v.id} {v.name}: {v.detail}" for v in violations)
 
-
-class LivenessMachine(SpecMachine):
-    """``SpecMachine`` whose every example ends in quiescence: faults stop, timers run, and the end
-    state must satisfy the liveness properties (``liveness.quiesce_and_check``, docs/spec.md §13)."""
-
     def teardown(self) -> None:
-        if self.model is None or self.state is None:
+        """Quiesce the end state and check liveness, unless a safety check failed (that failure stands)
+        or ``liveness`` is off."""
+        if not self.liveness or self._failed or self.model is None or self.state is None:
             return
-        quiescence, found = quiesce_and_check(self.model, self.state)
-        event(f"quiescence: {'settled early' if quiescence.state.now < quiescence.horizon else 'ran to the horizon'}")
-        assert not found, describe(self.model, quiescence, found)
+        outcome = check_liveness(self.model, self.state, self._deaths)
+        quiescence = outcome.quiescence
+        event(f"quiescence: {'settled early' if outcome.settled else 'ran to the horizon'}")
+        for harm in outcome.harms:
+            for cause in dict.fromkeys(d.cause for d in harm.causes):
+                event(f"liveness harm: {cause} {harm.id}")
+        self.on_quiescence(outcome)
+        assert not outcome.violations, describe(self.model, quiescence, outcome.violations)
+        fates = message_fates(self.model, quiescence.state)  # every message has a fate (properties/fates.py)
+        for fate in fates.counts:
+            event(f"fate: {fate}")
+        assert not fates.lost, f"FATES: lost after the quiescence (ledger, queue, offset): {fates.lost}"
+
+    def on_quiescence(self, outcome: LivenessOutcome) -> None:
+        """Hook for subclasses, called with the quiescence before its verdict is asserted."""
 
 
 def outcomes(model: Model, before: State, after: State) -> list[str]:
@@ -275,7 +312,14 @@ def outcomes(model: Model, before: State, after: State) -> list[str]:
     if len(after.broker.scheduled) > len(before.broker.scheduled):
         out.append("message sent back for retry")
     if after.ghost.redeliveries > before.ghost.redeliveries:
-        out.append("message delivered again")
+        old_causes = dict(before.ghost.redelivery_causes)
+        out.extend(
+            f"message delivered again ({cause})"
+            for cause, n in after.ghost.redelivery_causes
+            if n > old_causes.get(cause, 0)
+        )
+    if len(after.ghost.skips) > len(before.ghost.skips):  # the causal allow-list: each skip with its cause
+        out.extend(f"messages skipped ({cause})" for _, cause, _ in after.ghost.skips[len(before.ghost.skips) :])
     if after.budget.send_back_failures < before.budget.send_back_failures:
         out.append("send-back failed")
     if after.budget.query_errors < before.budget.query_errors:
@@ -389,11 +433,24 @@ class LockstepMachine(SpecMachine):
         if actual != expected:
             raise AssertionError(f"refinement broken after {what}:\n{first_difference(expected, actual)}")
 
+    def on_quiescence(self, outcome: LivenessOutcome) -> None:
+        """The reference follows the quiescence steps, compared with the model after each."""
+        assert self.model is not None
+        state = outcome.quiescence.start
+        for k, action in enumerate(outcome.quiescence.steps, 1):
+            state = self.model.step(state, action)
+            self.reference.apply(action)
+            self.state = state
+            self._compare(f"{action!r}, quiescence step {k}")
+
     def teardown(self) -> None:
-        if self.reference is not None:
-            self.reference.close()
-        if self._tmp is not None:
-            shutil.rmtree(self._tmp, ignore_errors=True)
+        try:
+            super().teardown()
+        finally:
+            if self.reference is not None:
+                self.reference.close()
+            if self._tmp is not None:
+                shutil.rmtree(self._tmp, ignore_errors=True)
 
 
 def first_difference(expected: Any, actual: Any, path: str = "state") -> str:

@@ -51,6 +51,7 @@ DUE_TIMERS = (
     act.DeliverScheduled,
     act.SlaveSync,
     act.FixOffsetIllegal,
+    act.CleanExpiredMsg,  # a concurrent consumer's cleanExpireMsg timer (R6.8)
 )
 
 

@@ -63,7 +63,7 @@ class Driver:
 
     def until(self, kind: type) -> None:
         """Fire due timers (never BrokerReceive) and ticks until an action of ``kind`` is enabled."""
-        timers = (act.PersistOffsets, act.Heartbeat, act.BrokerFlush, act.Rebalance, act.SlaveSync)
+        timers = (act.PersistOffsets, act.Heartbeat, act.BrokerFlush, act.Rebalance, act.SlaveSync, act.CleanExpiredMsg)
         while not any(isinstance(a, kind) for a in self.model.enabled(self.state)):
             enabled = self.model.enabled(self.state)
             due = [a for a in enabled if isinstance(a, timers)]

@@ -21,7 +21,14 @@ ACTION_TYPES: dict[str, type] = {
 
 
 def action_to_json(action: act.Action) -> dict[str, Any]:
-    return {"action": type(action).__name__, **dataclasses.asdict(action)}
+    """A field left at its default (``BrokerReceive.overtakes`` 0) is omitted, so traces written before
+    the field existed and those written now agree."""
+    out: dict[str, Any] = {"action": type(action).__name__}
+    for f in dataclasses.fields(action):
+        value = getattr(action, f.name)
+        if f.default is dataclasses.MISSING or value != f.default:
+            out[f.name] = value
+    return out
 
 
 def action_from_json(value: Any, where: str = "action") -> act.Action:
@@ -32,10 +39,11 @@ def action_from_json(value: Any, where: str = "action") -> act.Action:
     if cls is None:
         raise ValueError(f"{where}: unknown action {name!r}; known: {', '.join(sorted(ACTION_TYPES))}")
     names = {f.name for f in dataclasses.fields(cls)}
+    required = {f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING}
     given = set(value) - {"action"}
-    if given != names:
+    if not required <= given <= names:  # a field with a default may be omitted (BrokerReceive.overtakes)
         raise ValueError(f"{where}: {name} takes fields {sorted(names)}, got {sorted(given)}")
-    args = {k: value[k] for k in names}
+    args = {f.name: value.get(f.name, f.default) for f in dataclasses.fields(cls)}
     for f in dataclasses.fields(cls):
         expected: type = bool if f.type in ("bool", bool) else int if f.type in ("int", int) else str
         value_ = args[f.name]

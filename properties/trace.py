@@ -381,8 +381,13 @@ class _Reader:
         self.consumers = config.consumers
         self.q_count = config.queue_count
         self.fields: dict[str, tuple[type, tuple[tuple[str, type, int], ...], frozenset[str]]] = {}
+        # fields that may be omitted, with their defaults (BrokerReceive.overtakes: traces written before it)
+        self.optional: dict[str, dict[str, Any]] = {}
         for name, cls in ACTION_TYPES.items():
             specs = []
+            self.optional[name] = {
+                f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING
+            }
             for f in dataclasses.fields(cls):
                 kind: type = int if f.type in ("int", int) else bool if f.type in ("bool", bool) else str
                 # upper bound for index fields: clients, and queues (topic queues for the
@@ -411,6 +416,9 @@ class _Reader:
                 n, "action.action", f"unknown action {_show(name)}; known: {', '.join(ACTION_TYPES)}"
             )
         cls, specs, keys = entry
+        optional = self.optional[name]
+        if optional and not optional.keys() <= value.keys():
+            value = {**optional, **value}
         if len(value) != len(keys) or not keys.issuperset(value):
             extra = sorted(set(value) - keys)
             if extra:

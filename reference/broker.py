@@ -1233,9 +1233,13 @@ class BrokerController:
             raise ValueError(f"request code {code} is not handled synchronously")
         return handlers[code]()
 
-    def process_next_request(self, channel: ClientConnection) -> None:
-        """Read and process the oldest request on ``channel``'s wire (oneway or async)."""
-        request = channel.read_request()
+    def process_next_request(self, channel: ClientConnection, position: int = 0) -> None:
+        """Read and process a request on ``channel``'s wire (oneway or async): the oldest, or the one
+        ``position`` places behind it. NettyRemotingAbstract#processRequestCommand hands each request to the
+        executor registered for its code (BrokerController#registerProcessor: PULL_MESSAGE on
+        pullMessageExecutor, UPDATE_CONSUMER_OFFSET on consumerManageExecutor), so a later request of one
+        connection can run before an earlier one (docs/spec.md §18)."""
+        request = channel.read_request(position)
         if request.code == RequestCode.UPDATE_CONSUMER_OFFSET:
             self.consumer_manage_processor.update_consumer_offset(channel, request)  # oneway: no reply
         elif request.code == RequestCode.PULL_MESSAGE and self.pull_message_processor.reject_request():
@@ -1261,7 +1265,7 @@ class BrokerHost:
         broker_name: str,
         topics: dict[str, int],
         compat: SpecCompat,
-        store_host: str = "10.0.0.100:10911",
+        store_host: str | None = None,
         version: MQVersion | None = None,
         broker_addr: str = "broker-a:10911",
         broker_role: BrokerRole = BrokerRole.ASYNC_MASTER,
@@ -1272,6 +1276,9 @@ class BrokerHost:
         self.root_dir = root_dir
         self.broker_name = broker_name
         self.broker_addr = broker_addr  # the address clients connect to
+        # MessageExt.storeHost of what this broker stores: brokerIP1:listenPort, the address it registers, so a
+        # client can send a message back to its store host (R7.4, R6.8)
+        store_host = broker_addr if store_host is None else store_host
         self.master = master  # slaves: the master this slave replicates (HA) and synchronizes from
         # slaves: the slave's BrokerOuterAPI connection to its master
         self.master_connection = None if master is None else master.connect(store_host)

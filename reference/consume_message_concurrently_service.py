@@ -10,7 +10,11 @@ Mirrors RocketMQ 4.9.8's concurrent consume service (§7):
 - ``process_consume_result`` (R7.3): messages past ``ackIndex`` are sent back (CLUSTERING, R7.4) or
   dropped (BROADCASTING); those whose send-back failed stay in the pq with ``reconsumeTimes + 1`` and
   are resubmitted after 5 s; the rest leave the pq (``removeMessage``) and the result goes to the
-  offset store with ``increaseOnly = true`` unless the pq was dropped.
+  offset store with ``increaseOnly = true`` unless the pq was dropped. 5.x first skips a failed message
+  its pq no longer holds (``containsMessage``: cleanExpiredMsg handled it, R6.8).
+- ``start`` schedules ``clean_expire_msg`` on its own ``cleanExpireMsgExecutors`` at a fixed rate of
+  ``consumeTimeout``, first after one period (R6.8): ``ProcessQueue.clean_expired_msg`` of every pq of the
+  table. ``shutdown`` stops it.
 
 Threads are generators (:class:`ConsumeExecutor`): ``ConsumeRequest.run`` yields where a real thread
 can be overtaken: while the listener runs, and between ``removeMessage`` and the dropped-check plus
@@ -28,7 +32,8 @@ from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeVar
 from rmqspec.reference.message import PROPERTY_CONSUME_START_TIMESTAMP, MessageExt
 from rmqspec.reference.message_queue import MessageQueue
 from rmqspec.reference.process_queue import ProcessQueue
-from rmqspec.reference.scheduler import DelayQueue, IdSequence, SchedulerError
+from rmqspec.reference.remote_broker_offset_store import send_order
+from rmqspec.reference.scheduler import DelayQueue, IdSequence, ScheduledExecutorService, SchedulerError
 
 if TYPE_CHECKING:
     from rmqspec.reference.default_mq_push_consumer_impl import DefaultMQPushConsumerImpl
@@ -36,6 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SUBMIT_LATER_DELAY: Final = 5_000  # submitConsumeRequestLater (R7.3)
+CLEAN_EXPIRE_MSG_TASK_NAME: Final = "cleanExpireMsg"  # on CleanExpireMsgScheduledThread_ (R6.8)
 INTEGER_MAX_VALUE: Final = 2**31 - 1
 
 
@@ -178,12 +184,38 @@ class ConsumeMessageConcurrentlyService:
         self.consumer_group = consumer_impl.default_mq_push_consumer.consumer_group
         self.ids = ids
         self.consume_executor: ConsumeExecutor[ConsumeRequest, ListenerAnswer] = ConsumeExecutor()
+        self.clean_expire_msg_executors = ScheduledExecutorService(
+            consumer_impl.mq_client_factory.clock, "CleanExpireMsgScheduledThread_"
+        )
 
     def start(self) -> None:
-        """4.9.8 also schedules ``cleanExpireMsg`` every 15 min (R6.8); not modelled."""
+        """R6.8: ``cleanExpireMsg`` at a fixed rate of ``consumeTimeout``, first after one period."""
+        timeout = self.consumer_impl.default_mq_push_consumer.consume_timeout
+        self.clean_expire_msg_executors.schedule_at_fixed_rate(
+            CLEAN_EXPIRE_MSG_TASK_NAME, self._clean_expire_msg_task, timeout, timeout
+        )
+
+    def _clean_expire_msg_task(self) -> None:
+        try:
+            self.clean_expire_msg()
+        except Exception as e:
+            log.error("scheduleAtFixedRate cleanExpireMsg exception: %s", e)
+
+    def clean_expire_msg(self) -> None:
+        """R6.8, ``cleanExpireMsg``: ``cleanExpiredMsg`` of every pq of the table. Java walks the
+        ``ConcurrentHashMap`` in its hash order; the order shows only in the order of same-time retry copies,
+        and this one is the model's: user topics first, then the retry topic (``send_order``, as persistAll)."""
+        table = self.consumer_impl.rebalance_impl.process_queue_table
+        for mq in sorted(table, key=send_order):
+            table[mq].clean_expired_msg(self.consumer_impl)
+
+    def clean_expire_msg_due(self) -> int | None:
+        """When the cleanExpireMsg task runs next (None once shut down)."""
+        return self.clean_expire_msg_executors.due_time(CLEAN_EXPIRE_MSG_TASK_NAME)
 
     def shutdown(self) -> None:
         self.consume_executor.shutdown()
+        self.clean_expire_msg_executors.shutdown()
 
     def _new_request(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> ConsumeRequest:
         return ConsumeRequest(self.ids.next_id(), msgs, pq, mq, self)
@@ -226,7 +258,11 @@ class ConsumeMessageConcurrentlyService:
                 log.warning("BROADCASTING, the message consume failed, drop it, %s", msg.msg_id)
         else:
             back_failed: list[MessageExt] = []
+            skips_cleaned = self.consumer_impl.mq_client_factory.version.send_back_skips_cleaned
             for msg in msgs[ack_index + 1 :]:
+                if skips_cleaned and not request.process_queue.contains_message(msg):
+                    log.info("Message is not found in its process queue; skip send-back-procedure, %s", msg.msg_id)
+                    continue  # 5.x: cleanExpiredMsg already sent it back and removed it (R6.8)
                 if not self.send_message_back(msg, context):
                     msg.reconsume_times += 1
                     back_failed.append(msg)

@@ -459,6 +459,10 @@ class ConsumeMessageOrderlyService:
     def ready_times(self) -> list[int]:
         return [when for _, when in self.consume_executor.queue.items()]
 
+    def clean_expire_msg_due(self) -> int | None:
+        """R6.8: ``ConsumeMessageOrderlyService#start`` schedules no cleanExpireMsg."""
+        return None
+
 
 def msg_broker_name(service: ConsumeMessageOrderlyService, msg: MessageExt) -> str:
     """The broker the producer publishes to: the one broker of the route (the retry topic's, or the

@@ -96,6 +96,9 @@ class DefaultMQPushConsumer:
     # orderly: registering a MessageListenerOrderly (Java decides by the listener's type): the consumer
     # consumes through ConsumeMessageOrderlyService (R8.5-R8.8).
     consume_orderly: bool = False
+    # consumeTimeout (R6.8), in logical ms here (RocketMQ counts minutes, default 15): the period of the
+    # concurrent consume service's cleanExpireMsg task and the listener age past which it sends a message back.
+    consume_timeout: int = 15 * 60_000
 
 
 @dataclass(eq=False)
@@ -160,6 +163,22 @@ class PullMessageService:
 
     def ready_times(self) -> list[int]:
         return [when for r, when in self.pull_request_queue.items() if self._live(r)]
+
+    def run_flow_control_retries(self) -> None:
+        """The pull thread's flow-control retries up to now (R5.1 steps 2 and 5), which the driver runs
+        at every clock advance: a runnable request whose pq is over a flow-control threshold is taken
+        every 50 ms, and each run only sets ``lastPullTimestamp`` and re-queues it 50 ms later. The
+        retries of one advance are folded into the last one, at the new time, and the request stays
+        runnable (the run that finds room is the next ``run_pull_request``), so flow control alone
+        never makes a pq pull-expired (R6.6, R9.4)."""
+        now = self.mq_client_factory.clock.now()
+        for pull_request, ready_at in self.pull_request_queue.items():
+            pq = pull_request.process_queue
+            if ready_at > now or pq.dropped:
+                continue
+            consumer = self.mq_client_factory.consumer_table.get(pull_request.consumer_group)
+            if consumer is not None and consumer.is_flow_controlled(pq):
+                pq.last_pull_timestamp = now
 
     def run_pull_request(self, pull_request: PullRequest) -> None:
         """The pull thread takes ``pull_request`` (it must be runnable) and pulls."""
@@ -459,11 +478,7 @@ class DefaultMQPushConsumerImpl:
             self.execute_pull_request_later(pull_request, PULL_TIME_DELAY_MILLS_WHEN_SUSPEND)
             return
         config = self.default_mq_push_consumer
-        if (
-            pq.msg_count > config.pull_threshold_for_queue
-            or pq.msg_size // (1024 * 1024) > config.pull_threshold_size_for_queue
-            or (not self.consume_orderly and pq.get_max_span() > config.consume_concurrently_max_span)
-        ):
+        if self.is_flow_controlled(pq):
             self.execute_pull_request_later(pull_request, PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL)
             return
         if self.consume_orderly and not self._orderly_pull_ready(pull_request):  # orderly: R5.1 step 6
@@ -496,6 +511,16 @@ class DefaultMQPushConsumerImpl:
         except (RemotingException, MQClientException) as e:
             log.error("pullKernelImpl exception: %s", e)
             self.execute_pull_request_later(pull_request, PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION)
+
+    def is_flow_controlled(self, pq: ProcessQueue) -> bool:
+        """R5.1 step 5: the cached count or size of ``pq`` is over its threshold, or (concurrently
+        only) its span; ``pullMessage`` then only re-queues the request 50 ms later."""
+        config = self.default_mq_push_consumer
+        return (
+            pq.msg_count > config.pull_threshold_for_queue
+            or pq.msg_size // (1024 * 1024) > config.pull_threshold_size_for_queue
+            or (not self.consume_orderly and pq.get_max_span() > config.consume_concurrently_max_span)
+        )
 
     def _orderly_pull_ready(self, pull_request: PullRequest) -> bool:
         """R5.1 step 6: an unlocked pq retries in 3 s; the first pull of a locked one re-reads the
@@ -550,14 +575,22 @@ class DefaultMQPushConsumerImpl:
             if original is not None and msg.topic == group_retry_topic:
                 msg.topic = original
 
-    def send_message_back(self, msg: MessageExt, delay_level: int, broker_name: str) -> None:
+    def send_message_back(self, msg: MessageExt, delay_level: int, broker_name: str | None) -> None:
         """R7.4: CONSUMER_SEND_MSG_BACK to the master; on failure, the producer sends a copy to
-        ``%RETRY%<group>`` at delay level ``3 + reconsumeTimes``. Raises if both fail."""
+        ``%RETRY%<group>`` at delay level ``3 + reconsumeTimes``. Raises if both fail. Without a broker
+        name (``DefaultMQPushConsumer#sendMessageBack(msg, delayLevel)``, cleanExpiredMsg's call, R6.8) the
+        request goes to the message's store host, and the fall-back to the master of the retry topic's
+        route (the producer's own lookup)."""
         factory = self.mq_client_factory
         group = self.default_mq_push_consumer.consumer_group
+        if broker_name is None:
+            route = factory.topic_route_table.get(retry_topic(group))
+            publish_name = None if route is None else route.broker_name
+        else:
+            publish_name = broker_name
         try:
-            addr = factory.find_broker_address_in_publish(broker_name)
-            if addr is None:
+            addr = factory.find_broker_address_in_publish(broker_name) if broker_name is not None else msg.store_host
+            if not addr:
                 raise MQClientException(f"The broker[{broker_name}] not exist")
             factory.mq_client_api_impl.consumer_send_message_back(
                 addr, msg, group, delay_level, self.get_max_reconsume_times()
@@ -579,5 +612,5 @@ class DefaultMQPushConsumerImpl:
                 msg.reconsume_times + 1,
                 self.get_max_reconsume_times(),
             )
-            addr = factory.find_broker_address_in_publish(broker_name) or ""
+            addr = (None if publish_name is None else factory.find_broker_address_in_publish(publish_name)) or ""
             factory.mq_client_api_impl.send_message(addr, header, msg.body)

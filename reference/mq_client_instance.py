@@ -566,6 +566,7 @@ class MQClientInstance:
         times.extend(self.pull_message_service.ready_times())
         for consumer in self.consumer_table.values():
             times.extend(consumer.consume_message_service.ready_times())
+        times.extend(due for _, due in self._clean_expire_msg_times())
         return times
 
     def timers(self) -> list[tuple[str, int]]:
@@ -573,6 +574,7 @@ class MQClientInstance:
         out = [(f"client {self.client_id}: {name}", due) for name, due in self._task_times()]
         out.extend(self._fix_offset_times())  # fidelity area
         out.extend(self._orderly_task_times())  # orderly consume loop
+        out.extend(self._clean_expire_msg_times())  # R6.8
         sleeping = self.sleeping_reset()  # full fidelity (admin reset): the 10 s sleep ends on time
         if sleeping is not None:
             out.append((f"client {self.client_id}: resetOffset sleep", sleeping[0]))
@@ -586,6 +588,15 @@ class MQClientInstance:
             for name in (PERSIST_TASK_NAME, HEARTBEAT_TASK_NAME, LOCK_MQ_TASK_NAME)
             if (due := self.scheduled_executor_service.due_time(name)) is not None
         ]
+
+    def _clean_expire_msg_times(self) -> list[tuple[str, int]]:
+        """R6.8: each concurrent consumer's cleanExpireMsg task, on the consume service's own executor."""
+        out: list[tuple[str, int]] = []
+        for consumer in self.consumer_table.values():
+            due = consumer.consume_message_service.clean_expire_msg_due()
+            if due is not None:
+                out.append((f"client {self.client_id}: cleanExpireMsg", due))
+        return out
 
     def _orderly_task_times(self) -> list[tuple[str, int]]:
         """Orderly consume loop: the re-lock tasks (R8.5) and 4.9.8's delayed unlocks (R8.8) are timers."""

@@ -28,6 +28,9 @@ one derived property, read at exactly one place:
 - ``orderly_forward_counts_the_send`` (orderly consume loop), read in
   ``ConsumeMessageOrderlyService.send_message_back`` (R8.7): the forwarded message's RECONSUME_TIME is
   reconsumeTimes in 4.9.8, reconsumeTimes + 1 in 5.x (5.1.1).
+- ``send_back_skips_cleaned``, read in ``ConsumeMessageConcurrentlyService.process_consume_result`` (R7.3,
+  R6.8): 4.9.8 sends a failed message back even when cleanExpiredMsg already sent it back and removed it;
+  5.x (5.1.0) skips a message no longer in its pq (``containsMessage``).
 
 The model (``rmqspec.spec.config.Config``) states the same switches independently; the lockstep
 refinement check runs both versions.
@@ -93,6 +96,14 @@ class MQVersion:
         """R8.7 (orderly consume loop): ``ConsumeMessageOrderlyService#sendMessageBack`` sets the forwarded
         message's RECONSUME_TIME to ``reconsumeTimes`` in 4.9.8 and to ``reconsumeTimes + 1`` from 5.1.1
         (commit 7cfffe7f48, apache/rocketmq#6163). Read in ``ConsumeMessageOrderlyService.send_message_back``."""
+        return self.name != V4_9_8
+
+    @property
+    def send_back_skips_cleaned(self) -> bool:
+        """R7.3, R6.8: from 5.1.0 (commit c217d8bb80, apache/rocketmq#5481) ``processConsumeResult`` skips the
+        send-back of a failed message its pq no longer holds (``ProcessQueue#containsMessage``): cleanExpiredMsg
+        already sent it back and removed it. 4.9.8 sends it back a second time. Mirrors
+        ``Config.send_back_skips_cleaned``; read in ``ConsumeMessageConcurrentlyService.process_consume_result``."""
         return self.name != V4_9_8
 
     # slaves

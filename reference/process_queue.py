@@ -8,7 +8,9 @@ from: it is the lowest offset still held, or one past the last cached message wh
 The orderly helpers of R6.4 (``take_messages``, ``commit``, ``rollback``,
 ``make_message_to_consume_again``, ``clear``) move messages through ``consuming_msg_orderly_tree_map``;
 ``consume_lock`` is the lock the orderly loop holds while its listener runs (R8.5 step 3) and the orderly
-removal tries (R8.8); ``has_temp_message`` is the test of 4.9.8's ``unlockDelay``.
+removal tries (R8.8); ``has_temp_message`` is the test of 4.9.8's ``unlockDelay``. ``clean_expired_msg``
+is the second way a message leaves a concurrent pq (R6.8): sent back and removed once its listener has
+run longer than ``consumeTimeout``; ``contains_message`` is 5.x's test of it (R7.3).
 
 ``uid`` is not RocketMQ's: it is the object's identity, minted by the consumer's id sequence, so a
 refinement check can tell a re-created ProcessQueue from the one it replaced.
@@ -16,9 +18,15 @@ refinement check can tell a re-created ProcessQueue from the one it replaced.
 
 from __future__ import annotations
 
-from typing import Final
+import logging
+from typing import TYPE_CHECKING, Final
 
-from rmqspec.reference.message import PROPERTY_MAX_OFFSET, MessageExt
+from rmqspec.reference.message import PROPERTY_CONSUME_START_TIMESTAMP, PROPERTY_MAX_OFFSET, MessageExt
+
+if TYPE_CHECKING:
+    from rmqspec.reference.default_mq_push_consumer_impl import DefaultMQPushConsumerImpl
+
+log = logging.getLogger(__name__)
 
 PULL_MAX_IDLE_TIME: Final = 120_000  # rocketmq.client.pull.pullMaxIdleTime (R6.6)
 REBALANCE_LOCK_MAX_LIVE_TIME: Final = 30_000  # rocketmq.client.rebalance.lockMaxLiveTime (R6.6)
@@ -114,6 +122,37 @@ class ProcessQueue:
         if self.msg_tree_map:
             result = min(self.msg_tree_map)
         return result
+
+    def clean_expired_msg(self, push_consumer: DefaultMQPushConsumerImpl) -> None:
+        """R6.8, ``ProcessQueue#cleanExpiredMsg``: nothing for an orderly consumer. Otherwise at most
+        ``min(16, |tree|)`` passes: the tree's *first* message is taken only if its ``CONSUME_START_TIME``
+        is set (``ConsumeRequest.run`` stamps it, R7.2 step 3) and more than ``consumeTimeout`` old, else
+        the loop ends; it is sent back at delay level 3 (``sendMessageBack(msg, 3)``: no broker name, so to
+        the message's store host, R7.4) and, if it is still the first key, removed. ``removeMessage``'s result
+        is dropped: no ``updateOffset`` here (R6.3). A failed send-back is logged and the message stays; the
+        next pass takes it again."""
+        if push_consumer.consume_orderly:
+            return
+        timeout = push_consumer.default_mq_push_consumer.consume_timeout
+        for _ in range(min(len(self.msg_tree_map), 16)):
+            if not self.msg_tree_map:
+                break
+            first = self.msg_tree_map[min(self.msg_tree_map)]
+            started = first.get_property(PROPERTY_CONSUME_START_TIMESTAMP)
+            if not started or push_consumer.now() - int(started) <= timeout:
+                break
+            msg = first
+            try:
+                push_consumer.send_message_back(msg, 3, None)
+                log.info("send expire msg back. msgId=%s, queueOffset=%s", msg.msg_id, msg.queue_offset)
+                if self.msg_tree_map and msg.queue_offset == min(self.msg_tree_map):
+                    self.remove_message([msg], push_consumer.now())
+            except Exception as e:
+                log.error("send expired msg exception: %s", e)
+
+    def contains_message(self, msg: MessageExt) -> bool:
+        """5.x ``ProcessQueue#containsMessage``: is the message's queue offset still a key of the tree (R7.3)?"""
+        return msg.queue_offset in self.msg_tree_map
 
     def take_messages(self, batch_size: int, now: int) -> list[MessageExt]:
         """R6.4: move up to ``batch_size`` lowest entries of the tree into the consuming map; when

@@ -132,9 +132,12 @@ class ClientConnection:
         self.replies.clear()
         self.send_sequence.clear()
 
-    def read_request(self) -> RemotingCommand:
-        """The broker reads the oldest request (raises ``IndexError`` when the wire is empty)."""
-        request = self.outbound.popleft()
+    def read_request(self, position: int = 0) -> RemotingCommand:
+        """The broker takes the oldest request, or the one ``position`` places behind it, to run it (the
+        broker's request pools run one connection's requests in any order, docs/spec.md §18); raises
+        ``IndexError`` when there is no such request."""
+        request = self.outbound[position]
+        del self.outbound[position]
         self.send_sequence.pop(request.opaque, None)
         return request
 

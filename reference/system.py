@@ -9,18 +9,23 @@ broker and every client as an ``MQVersion``, which lists the switches of 5.x.
 How each action maps:
 
 - ``Tick``: refuse if a timer is due (broker flush, a due scheduled message, a client's persist,
-  heartbeat or rebalance wait); else move the virtual clock to the earliest future due time of any
-  executor, delay queue or timer.
+  heartbeat, cleanExpireMsg or rebalance wait); else move the virtual clock to the earliest future due time of any
+  executor, delay queue or timer. Then every process that is not stalled runs the pull thread's
+  flow-control retries of the interval (``PullMessageService.run_flow_control_retries``): each only
+  set ``lastPullTimestamp`` and re-queued itself 50 ms later, folded into one refresh at the new time.
 - ``Produce``, ``CoolQueueHead``: a producer's SEND_MESSAGE; the page cache dropping message 0.
 - ``BrokerFlush``: the controller's flush task (``ConsumerOffsetManager.persist``, R3.6).
   ``DeliverScheduled``: ``ScheduleMessageService.deliver_due_message``. ``BrokerCrash`` /
   ``BrokerRestart``: ``BrokerHost.crash`` / ``start`` (load from the real ``consumerOffset.json``).
   ``ExpireChannel``: ``ConsumerManager.do_channel_close_event``. ``BrokerReceive``: the broker reads
-  the oldest request on that client's connection.
+  the oldest request on that client's connection (``overtakes`` 1: the one behind it, which its request
+  pools run first; docs/spec.md §18).
 - ``Start``: a new ``MQClientInstance`` + ``DefaultMQPushConsumerImpl``, ``start()``. ``Shutdown``:
   ``shutdown()``. ``Crash``: the process objects are dropped; its local offset file, its id sequence
   and its connection (with requests already sent) stay.
-- ``Heartbeat`` / ``PersistOffsets``: the instance's scheduled task. ``Rebalance``:
+- ``Heartbeat`` / ``PersistOffsets``: the instance's scheduled task. ``CleanExpiredMsg``: the concurrent
+  consume service's cleanExpireMsg task on its own executor (R6.8); ``Tick`` counts it among the timers.
+  ``Rebalance``:
   ``RebalanceService.run_once``; ``RebalanceQueryError`` the same with the broker's processor failing
   that queue's QUERY_CONSUMER_OFFSET once (``QueryOffsetFault``: the answer is SYSTEM_ERROR).
   ``SendPull``: the pull thread takes that queue's PullRequest.
@@ -112,6 +117,7 @@ from rmqspec.reference.broker import (
 )
 from rmqspec.reference.compat import SpecCompat
 from rmqspec.reference.consume_message_concurrently_service import (
+    CLEAN_EXPIRE_MSG_TASK_NAME,
     ConsumeConcurrentlyStatus,
     ConsumeMessageConcurrentlyService,
     ConsumeRequest,
@@ -137,6 +143,7 @@ from rmqspec.reference.default_mq_push_consumer_impl import (
 from rmqspec.reference.fastjson_format import read_client_offset_file
 from rmqspec.reference.local_file_offset_store import LocalFileOffsetStore
 from rmqspec.reference.message import (
+    PROPERTY_CONSUME_START_TIMESTAMP,
     PROPERTY_ORIGIN_MESSAGE_ID,
     TRACE_SENT_BACK_AT,
     MessageExt,
@@ -467,6 +474,7 @@ class ReferenceSystem:
             act.Crash: self._crash,  # type: ignore[dict-item]
             act.Heartbeat: self._heartbeat,  # type: ignore[dict-item]
             act.PersistOffsets: self._persist_offsets,  # type: ignore[dict-item]
+            act.CleanExpiredMsg: self._clean_expired_msg,  # type: ignore[dict-item]
             act.Rebalance: self._rebalance,  # type: ignore[dict-item]
             act.RebalanceQueryError: self._rebalance_query_error,  # type: ignore[dict-item]
             act.RebalanceWithoutSelf: self._rebalance_without_self,  # type: ignore[dict-item]  # faults
@@ -581,6 +589,10 @@ class ReferenceSystem:
         if not later:
             raise ReferenceActionError("Tick: nothing is scheduled")
         self.clock.advance_to(min(later))
+        now = self.clock.now()
+        for process in self.processes:  # the pull thread's flow-control retries meanwhile (R5.1)
+            if process is not None and not process.stalled(now):
+                process.instance.pull_message_service.run_flow_control_retries()
 
     # environment and broker
     def _produce(self, a: act.Produce) -> None:
@@ -658,14 +670,26 @@ class ReferenceSystem:
 
     def _broker_receive(self, a: act.BrokerReceive) -> None:
         """The broker at the other end reads the oldest request client ``a.client`` sent (slaves: the
-        oldest across its connections to the master and to the slave)."""
+        oldest across its connections to the master and to the slave). With ``overtakes`` the broker runs the
+        request that many places behind the oldest, on the same connection, first: its request pools
+        (``BrokerController.process_next_request``, docs/spec.md §18)."""
         connection = self._oldest_on_wire(a.client)
         if connection is None:
             raise ReferenceActionError(f"nothing on client {a.client}'s wire")
+        if a.overtakes:
+            on_wire = sorted(
+                (conn.sequence_of(r), k, conn)
+                for k, conn in enumerate(self._client_connections(a.client))
+                for r in conn.outbound
+            )
+            if not 0 < a.overtakes < len(on_wire) or any(c is not connection for _, _, c in on_wire[: a.overtakes + 1]):
+                raise ReferenceActionError(
+                    f"client {a.client} has no request {a.overtakes} places behind the oldest on the same connection"
+                )
         host = self._host_of(connection)
         if host.controller is None:
             raise ReferenceActionError("the broker is down")
-        host.controller.process_next_request(connection)
+        host.controller.process_next_request(connection, a.overtakes)
 
     def _lose_commit(self, a: act.LoseCommit) -> None:
         """Faults: the oldest request on the client's connection, a oneway UPDATE_CONSUMER_OFFSET, is lost
@@ -704,6 +728,7 @@ class ReferenceSystem:
             pull_threshold_for_queue=c.pull_threshold_for_queue,
             max_reconsume_times=c.max_reconsume_times,
             consume_orderly=c.orderly,  # orderly area
+            consume_timeout=c.consume_timeout,  # R6.8
         )
         consumer = DefaultMQPushConsumerImpl(settings, instance, self.ids[i], self.offsets_dir)
         self.processes[i] = ClientProcess(instance, consumer)
@@ -728,6 +753,10 @@ class ReferenceSystem:
         process = self._process(a.client)
         self.current_cause = "persist-timer"
         process.instance.scheduled_executor_service.run_due(PERSIST_TASK_NAME)
+
+    def _clean_expired_msg(self, a: act.CleanExpiredMsg) -> None:
+        """R6.8: the cleanExpireMsg task of the concurrent consume service, on its own executor."""
+        self._consume_service(a.client).clean_expire_msg_executors.run_due(CLEAN_EXPIRE_MSG_TASK_NAME)
 
     def _rebalance(self, a: act.Rebalance) -> None:
         process = self._process(a.client)
@@ -847,7 +876,13 @@ class ReferenceSystem:
         if a.send_back_fails < 0 or a.send_back_fails >> failed:
             raise ReferenceActionError(f"send-back faults {a.send_back_fails:b} name messages that did not fail")
         remoting = self._process(a.client).instance.remoting_client
-        remoting.fault_injector = SendBackFaults([bool(a.send_back_fails >> j & 1) for j in range(failed)])
+        failed_msgs = request.msgs[n - failed :]
+        plan = [
+            bool(a.send_back_fails >> j & 1)
+            for j, msg in enumerate(failed_msgs)  # 5.x sends no message its pq no longer holds (R7.3, R6.8)
+            if not (self.version.send_back_skips_cleaned and not request.process_queue.contains_message(msg))
+        ]
+        remoting.fault_injector = SendBackFaults(plan)
         try:
             self._consume_service(a.client).consume_executor.resume(request, answer)
         finally:
@@ -1344,6 +1379,16 @@ class ReferenceSystem:
             reset_pending=self._abstract_reset_pending(controller),  # full fidelity area (admin reset)
         )
 
+    @staticmethod
+    def _consume_started(pq: ProcessQueue) -> tuple[tuple[int, int], ...]:
+        """R6.8: (offset, CONSUME_START_TIME) of each message of the tree that carries the property, which
+        ``ConsumeRequest.run`` stamps on the message objects the tree holds (R7.2 step 3)."""
+        return tuple(
+            (o, int(started))
+            for o in sorted(pq.msg_tree_map)
+            if (started := pq.msg_tree_map[o].get_property(PROPERTY_CONSUME_START_TIMESTAMP))
+        )
+
     def _abstract_heartbeats(self, controller: BrokerController | None) -> tuple[int, ...]:
         """Stall, TaskDies: each consumer channel's lastUpdateTimestamp, 0 while not registered; () unless
         stalls or task deaths are configured (the model keeps it only then)."""
@@ -1431,6 +1476,7 @@ class ReferenceSystem:
                     state,
                     pull_request.ready_at,
                     last_pull=owned.last_pull_timestamp,
+                    consume_started=() if self.config.orderly else self._consume_started(owned),  # R6.8
                 )
             )
             if self.config.orderly:  # orderly area: lock state (R6.6, R8.2) and previouslyLocked (R5.1)
@@ -1481,6 +1527,7 @@ class ReferenceSystem:
             view=None if view is None else tuple(self.cids.index(cid) for cid in view),
             seq=self.ids[i].value,
             next_lock_all=scheduler.due_time(LOCK_MQ_TASK_NAME),  # orderly area
+            next_clean=service.clean_expire_msg_due(),  # R6.8
             offset_fixes=self._abstract_fixes(instance),  # fidelity area
             paused=consumer.pause,  # full fidelity area (admin reset)
             reset_inbox=reset_inbox,

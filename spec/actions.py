@@ -91,7 +91,22 @@ class ExpireChannel:
 
 @dataclass(frozen=True, slots=True)
 class BrokerReceive:
+    """The broker runs a request from the client's connection: the oldest (``overtakes`` 0), or the one
+    ``overtakes`` places behind it, which then overtakes the older (docs/spec.md §18: 4.9.8 hands each
+    request to a thread pool per request code, NettyRemotingAbstract#processRequestCommand, so requests
+    read in order from one connection run in any order).
+
+    The window is 0 or 1 (OVERTAKE_WINDOW): a request may overtake the one just before it. Repeated steps
+    let the oldest request wait behind any number of later ones, which is the outcome the offset
+    properties see (an older commit landing after newer ones); a wider window only multiplies branching.
+    The model enables 1 only where the order can change an offset (``Model.may_overtake``)."""
+
     client: int
+    overtakes: int = 0
+
+
+# BrokerReceive.overtakes ranges over 0..OVERTAKE_WINDOW (see BrokerReceive).
+OVERTAKE_WINDOW = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +148,14 @@ class Heartbeat:
 
 @dataclass(frozen=True, slots=True)
 class PersistOffsets:
+    client: int
+
+
+@dataclass(frozen=True, slots=True)
+class CleanExpiredMsg:
+    """The concurrent consume service's cleanExpireMsg timer fires (every consumeTimeout): each pq of the table
+    sends back and removes its first messages whose listener started more than consumeTimeout ago (R6.8)."""
+
     client: int
 
 
@@ -313,6 +336,7 @@ Action = (
     | CorruptLocalOffsetFile  # faults
     | Heartbeat
     | PersistOffsets
+    | CleanExpiredMsg
     | Rebalance
     | RebalanceQueryError
     | RebalanceWithoutSelf  # faults
@@ -332,6 +356,10 @@ Action = (
     | ClientResetReceive  # full fidelity area (admin reset)
     | ClientResetWake  # full fidelity area (admin reset)
 )
+
+# Time passing with nothing but the clock and the scheduled tasks: a schedule made only of these holds every
+# pull, listener and network delivery back (the adversarial "wait two minutes" of a stalled pull, R6.6).
+TIME_ONLY = (Tick, BrokerFlush, PersistOffsets, Heartbeat, Rebalance, DeliverScheduled, CleanExpiredMsg)
 
 # Perturbing actions draw on Budget; everything else heals or makes progress and is free.
 PERTURBING = (

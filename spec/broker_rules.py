@@ -36,6 +36,11 @@ def retry_delay_ms(reconsume_times: int) -> int:
     return DELAY_LEVELS_MS[level - 1]
 
 
+def delay_level_ms(level: int) -> int:
+    """Delay of an explicit delay level (1-based), clamped to the table's 18 levels (R7.5 step 8)."""
+    return DELAY_LEVELS_MS[min(level, len(DELAY_LEVELS_MS)) - 1]
+
+
 def body_size(message: Message) -> int:
     """A deterministic body length, so ProcessQueue.msgSize accounting (INV-1) is non-trivial."""
     return 16 + (message.origin[1] % 4) * 8

@@ -80,6 +80,19 @@ MUTATIONS: Final[dict[str, str]] = {
     "overlap (R8.5)",
     "pull_request_requeued": "the pull thread re-queues the PullRequest it sends (a double "
     "executePullRequestImmediately): two pull loops for one pq (R5.1)",
+    # the causal allow-list (docs/spec.md §4.3): each refuted only by a property that demands a cause
+    "empty_group_loses_offsets": "the broker drops a group's offsets when its last consumer leaves: a restart "
+    "then positions by consumeFromWhere over what the group had committed (R3.1, R10.4)",
+    "resume_memory_one_behind": "computePullFromWhere seeds the memory offset one below the stored offset it "
+    "resumes at: the first commit lowers the broker below what that pq read (R10.1, R1.5)",
+    "pull_cursor_one_behind": "the PullCallback sets nextOffset to nextBeginOffset - 1 after FOUND: the last "
+    "message is pulled again once consumed (R5.7)",
+    "update_offset_stores_one_less": "the broker's updateConsumerOffset stores commitOffset - 1: a pq's persist "
+    "lands below what its own pull's piggy-back landed, with every request applied in order (R3.2, R5.4); "
+    "'the same pq wrote it' would tolerate it, the request-pool-reorder cause does not (docs/spec.md §18)",
+    # cleanExpiredMsg (R6.8)
+    "expired_removed_without_send_back": "cleanExpiredMsg removes an expired message from the pq without sending "
+    "it back: the watermark passes a message nobody handled (R6.8)",
     # liveness at quiescence (docs/spec.md §13): background tasks that stop; only LIV checks see them
     "persist_timer_stops": "persistAllConsumerOffset runs once and is never rescheduled (R4.1)",
     "rebalance_timer_stops": "RebalanceService is not re-armed after a run: only rebalanceImmediately wakes it (R4.2)",
@@ -170,6 +183,16 @@ class Config:
     # SUCCESS commits the batch. false: SUCCESS commits nothing, COMMIT commits everything taken since the last
     # commit, ROLLBACK puts it all back.
     orderly_auto_commit: bool = True
+    # cleanExpiredMsg (R6.8): consumeTimeout in logical ms, both the period of the concurrent consume service's
+    # cleanExpireMsg timer (scheduleAtFixedRate: first run one period after start, then every period counted
+    # from the planned run, whatever the run found) and the age a started listener's message must exceed to
+    # be sent back and removed. RocketMQ: 15 min. Scaled down like pull_batch_size (docs/spec.md §5), minutes
+    # read as seconds: campaign walks (300 steps, src/rmqspec/campaign) end at a median of about 90 s of
+    # logical time (p90 180 s), so 15 min never fires; their listeners run 0 s at the median, about 5 s at
+    # p90 and under 20 s at p99. At 15 s only that tail outlives the timeout, as only a stuck listener
+    # outlives RocketMQ's: over 1,000 campaign seeds the timer fires about 9,400 times and removes messages in
+    # 19 runs (10 s: 41 runs, but a p90 listener then nearly expires; 20 s: 13).
+    consume_timeout: int = 15_000
 
     def __post_init__(self) -> None:
         _check_range("consumers", self.consumers, 1, 8)
@@ -213,6 +236,7 @@ class Config:
         if not isinstance(self.orderly, bool):  # orderly area
             raise ConfigError(f"orderly: got {self.orderly!r}; accepted: true or false")
         _check_range("retention_deletes", self.retention_deletes, 0, 100)  # fidelity area
+        _check_range("consume_timeout", self.consume_timeout, 1, 24 * 3_600_000)  # cleanExpiredMsg (R6.8)
         _check_range("admin_resets", self.admin_resets, 0, 100)  # full fidelity (admin reset)
         if not isinstance(self.duplicate_client_id, bool):
             raise ConfigError(f"duplicate_client_id: got {self.duplicate_client_id!r}; accepted: true or false")
@@ -363,6 +387,13 @@ class Config:
         and new pqs pull at once. 5.x's waits at least minInterval (1 s) after the last rebalance, counted from its
         construction, so the first rebalance comes 1 s after start, and waits 20 s after a balanced result but 1 s
         after an unbalanced one (5.2.0, 59e8f9b66e); new pqs' first pulls are dispatched 500 ms later (5.0.0)."""
+        return self.version != V4_9_8
+
+    @property
+    def send_back_skips_cleaned(self) -> bool:
+        """R7.3, R6.8: from 5.1.0 (commit c217d8bb80, apache/rocketmq#5481) processConsumeResult skips the
+        send-back of a failed message that is no longer in its pq (``containsMessage``: cleanExpiredMsg already
+        sent it back and removed it); 4.9.8 sends it back a second time."""
         return self.version != V4_9_8
 
     @property

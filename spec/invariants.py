@@ -4,8 +4,10 @@ A state invariant is checked on every reachable state; an action property on eve
 ``(state, action, state')``. Each has an id (INV-n as in semantics §13, INV-n+ for ours), one
 sentence, the rules it rests on, and why it matters. A check returns ``None`` when it holds and a
 short description of the counterexample otherwise. ``ALLOWED_ANOMALIES`` lists, per consumption
-mode, what at-least-once delivery tolerates and why, in the spirit of Jepsen's allowed error types:
-those are never reported as violations (duplicate deliveries are counted in the ghost).
+mode, what at-least-once delivery tolerates and why, in the spirit of Jepsen's allowed error types;
+each is tolerated only with the cause the ghost shows in the run (a fault, or the specific race a
+RocketMQ design choice allows), never by its category alone (docs/spec.md §4.3; redeliveries are
+counted per cause in ``Ghost.redelivery_causes``).
 ``ALLOCATION_ANOMALIES`` adds, per allocation strategy, the ownership gaps and overlaps that the
 strategy itself produces; ``allowed_anomalies(config)`` is the whole list for one configuration.
 """
@@ -25,6 +27,7 @@ from rmqspec.spec.actions import (
     BrokerCrash,
     BrokerReceive,  # full fidelity area
     BrokerRestart,
+    CleanExpiredMsg,
     CorruptLocalOffsetFile,
     CorruptOffsetFile,
     FinishConsume,
@@ -39,7 +42,13 @@ from rmqspec.spec.actions import (
 )
 from rmqspec.spec.allocation import AllocationError, NullPointerError, allocate_queues, machine_room_eligible
 from rmqspec.spec.config import CLUSTERING, CONFIG, CONSISTENT_HASH, MACHINE_ROOM, MACHINE_ROOM_NEARBY, Config
-from rmqspec.spec.model import PULL_MAX_IDLE_TIME, RESET_APPLY_CAUSES, Model
+from rmqspec.spec.model import (
+    CLEAN_EXPIRED_DELAY_LEVEL,
+    POSITIONED_WITHOUT_OFFSET,
+    PULL_MAX_IDLE_TIME,
+    RESET_APPLY_CAUSES,
+    Model,
+)
 from rmqspec.spec.state import PULL_DROPPED, PULL_IN_FLIGHT, Commit, State, pq_key
 from rmqspec.spec.state import bit_offsets as _bits
 
@@ -70,23 +79,29 @@ class Violation(NamedTuple):
 
 ALLOWED_ANOMALIES: dict[str, dict[str, str]] = {
     "CLUSTERING": {
-        "duplicate-delivery": "At-least-once: results of a dropped pq are discarded, commits are the lowest "
-        "in-flight offset sent every 5 s oneway, and a new owner may read the broker before the old "
-        "owner's last commit lands (semantics S4; R6.3, R2.6, R9.4).",
-        "broker-offset-decrease-by-another-owner": "The broker is last-writer-wins (R3.2): a stale or "
-        "overlapping owner's late commit may lower the offset (S5). Only a decrease by the same pq "
-        "that wrote the value is a bug (INV-8).",
+        "duplicate-delivery": "At-least-once (S4; R6.3, R2.6, R9.4), each redelivery with its cause counted in "
+        "Ghost.redelivery_causes: the same pq consuming a message again (a failed send-back, R7.3), or a new pq "
+        "resuming at the last landed commit (INV-15) below what an earlier owner delivered. A pq pulling again "
+        "what it consumed has no cause (INV-22).",
+        "broker-offset-decrease-by-another-owner": "The broker is last-writer-wins (R3.2): a commit lands below "
+        "the current value only in the race the ghost shows, a pq that never read that value (Ghost.readers: "
+        "overlapping owners, or a commit computed while its pq owned the queue landing after ownership moved; "
+        "INV-8r, S5). A pq that read the value and commits below it, or undercuts itself (INV-8), is a bug.",
         "double-ownership-while-views-differ": "Each consumer allocates from its own view of the "
         "consumer list; concurrent consumption does not lock, so queues may be owned twice or not "
         "at all until the views agree (S7; known-bugs §3, apache/rocketmq#2837).",
-        "positioning-skip": "A group with no stored offset starts at maxOffset (LAST on an old queue) "
-        "or at a timestamp; the messages before it are not owed (R10.4).",
+        "positioning-skip": "A group with no stored offset starts at maxOffset (LAST on an old queue) or at a "
+        "timestamp, and the messages before it are not owed (R10.4), only on its first start on the queue or "
+        "when a fault the run shows removed the offset (INV-9a; the skip is then that fault's harm).",
     },
     "BROADCASTING": {
         "duplicate-delivery": "A consumer that crashes replays from its local file, last written up to "
-        "5 s earlier (R4.1, R1.12).",
+        "5 s earlier (R4.1, R1.12): its new pq resumes at the file's offset (resumed-at-stored-offset).",
         "failure-dropped": "BROADCASTING drops messages whose listener failed; there is no retry (R7.3, S13).",
-        "positioning-skip": "As in CLUSTERING (R10.4), per consumer.",
+        "expired-to-unsubscribed-retry-topic": "cleanExpiredMsg sends a message whose listener outlived "
+        "consumeTimeout back to %RETRY%<group>, which no BROADCASTING consumer subscribes to, and removes it "
+        "(R6.8, R7.8); recorded with that cause in Ghost.skips.",
+        "positioning-skip": "As in CLUSTERING (R10.4, INV-9a), per consumer and its offset file.",
     },
 }
 
@@ -332,8 +347,11 @@ def _retry_accounting(m: Model, s: State, a: Action, t: State) -> str | None:
     before, after = s.broker, t.broker
     limit = m.max_reconsume
     # A scheduled copy is due exactly at its delay; it may reach the retry queue later (the broker
-    # was down when it fell due), never earlier.
+    # was down when it fell due), never earlier. cleanExpiredMsg asks for level 3 itself (R6.8): its copy is
+    # checked against that level when scheduled, and against the schedule's due when delivered.
     added = [(e.message, e.due, True) for e in after.scheduled if e not in before.scheduled]
+    cleaned = isinstance(a, CleanExpiredMsg)
+    left = [e for e in before.scheduled if e not in after.scheduled]
     if m.retry_queue is not None:
         old, new = before.queues[m.retry_queue].messages, after.queues[m.retry_queue].messages
         added += [(x, x.store_time, False) for x in new[len(old) :]]
@@ -342,6 +360,11 @@ def _retry_accounting(m: Model, s: State, a: Action, t: State) -> str | None:
         if not 1 <= k <= limit:
             return f"retry message {msg.origin} has reconsumeTimes={k}, outside 1..{limit}"
         expected = msg.sent_back_at + br.retry_delay_ms(k - 1)
+        if cleaned and exact:
+            expected = msg.sent_back_at + br.delay_level_ms(CLEAN_EXPIRED_DELAY_LEVEL)
+        if not exact:  # a delivery: its delay was checked when it was scheduled
+            origin = next((e for e in left if e.message._replace(store_time=msg.store_time) == msg), None)
+            expected = expected if origin is None else origin.due
         if due < expected or (exact and due != expected):
             return f"retry message {msg.origin} (reconsumeTimes={k}) due at {due}, expected {expected}"
     for msg in after.dlq[len(before.dlq) :]:  # routed on the stored count, stored with +1 (R7.5)
@@ -422,6 +445,8 @@ def _broker_decrease_attributed(m: Model, s: State, a: Action, t: State) -> str 
             continue  # fidelity area: the OFFSET_ILLEGAL correction overwrites either way (R5.7, S5)
         if _by_orderly_overwrite(m, s, a, t, q):
             continue  # orderly consume loop: increaseOnly=false over a correctTagsOffset value (R8.6, R6.7)
+        if _by_pool_reorder(m, s, a, t, q):
+            continue  # the broker's request pools ran a later request of the connection first (§18)
         if t.ghost.last_writer[q] == s.ghost.last_writer[q]:
             return f"queue {q}: broker offset fell {old} -> {new}, written by the same pq"
     return None
@@ -674,9 +699,9 @@ class DecreaseCause(NamedTuple):
 
 def _landed_commit(s: State, a: Action, q: int) -> tuple[int, str, int] | None:
     """(pq key, cause, value) of the commit of ``queue`` that BrokerReceive ``a`` lands, if any."""
-    if not isinstance(a, BrokerReceive) or not s.clients[a.client].channel:
+    if not isinstance(a, BrokerReceive) or not 0 <= a.overtakes < len(s.clients[a.client].channel):
         return None
-    item = s.clients[a.client].channel[0]
+    item = s.clients[a.client].channel[a.overtakes]  # the request pools may run the second first (§18)
     if item.queue != q:
         return None
     if isinstance(item, Commit):
@@ -687,7 +712,13 @@ def _landed_commit(s: State, a: Action, q: int) -> tuple[int, str, int] | None:
 
 
 def _by_failover(m: Model, s: State, a: Action, t: State, q: int) -> bool:
-    return isinstance(a, (BrokerCrash, BrokerRestart, CorruptOffsetFile))
+    """The restart's table is exactly what the broker's files hold: the last flush (a crash loses the
+    window since, R3.6), or the flush before it when the main file is unreadable (R3.7)."""
+    if isinstance(a, BrokerCrash):
+        return t.broker.offsets[q] == s.broker.flushed[q]
+    if isinstance(a, CorruptOffsetFile):
+        return s.broker.bak is not None and t.broker.offsets[q] == s.broker.bak[q]
+    return False
 
 
 def _by_admin_reset(m: Model, s: State, a: Action, t: State, q: int) -> bool:
@@ -699,8 +730,43 @@ def _by_admin_reset(m: Model, s: State, a: Action, t: State, q: int) -> bool:
 
 
 def _by_stale_owner(m: Model, s: State, a: Action, t: State, q: int) -> bool:
+    """The race of last-writer-wins (R3.2, S5): the landing commit comes from a pq other than the one that
+    wrote the current value, and that pq did not read the current value as its start (Ghost.readers): the
+    value it undercuts landed after its read, or it read another broker (a replica). The two owners
+    overlapped, or the commit was computed while its pq still owned the queue and lands after ownership
+    moved. A pq that read the value and then commits below it shows no race: its memory went below what
+    it read (``stale_owner_race`` names the race for the report)."""
+    return stale_owner_race(m, s, a, q) is not None
+
+
+def stale_owner_race(m: Model, s: State, a: Action, q: int) -> str | None:
+    """The race that lets the commit ``a`` lands on ``q`` lower the broker's offset, described; ``None``
+    when there is none (``_by_stale_owner``)."""
     landed = _landed_commit(s, a, q)
-    return landed is not None and s.ghost.last_writer[q] != landed[0]
+    if landed is None or s.ghost.last_writer[q] == landed[0]:
+        return None
+    key, _, value = landed
+    if s.ghost.readers and key in s.ghost.readers[q]:
+        return None
+    client, uid = key % 16, key // 16
+    pq = s.clients[client].pqs[q]
+    now_owner = "still owns the queue (overlapping owners)" if pq is not None and pq.uid == uid else "no longer owns it"
+    start = m.start_of(s, key)
+    read = "" if start is None else f"resumed at {start[0]} ({start[1]}), "
+    return (
+        f"pq {uid} of client {client} {read}commits {value} below {s.broker.offsets[q]}, which it never read "
+        f"(landed after its start); it {now_owner}"
+    )
+
+
+def _by_pool_reorder(m: Model, s: State, a: Action, t: State, q: int) -> bool:
+    """The broker's request pools (docs/spec.md §18): the landing request is the one that the request which
+    landed the current value overtook on the same connection (Ghost.overtaken, set by BrokerReceive with
+    overtakes=1 and cleared by every other change of the value). In send order it would have landed first."""
+    if not isinstance(a, BrokerReceive) or not s.ghost.overtaken or _landed_commit(s, a, q) is None:
+        return False
+    marker = s.ghost.overtaken[q]
+    return marker is not None and marker == (a.client, s.clients[a.client].channel[a.overtakes])
 
 
 def _by_orderly_overwrite(m: Model, s: State, a: Action, t: State, q: int) -> bool:
@@ -722,7 +788,7 @@ DECLARED_DECREASE_CAUSES: tuple[DecreaseCause, ...] = (
         "failover",
         "R3.6, R3.7",
         "A restarted broker loads consumerOffset.json, flushed up to 5 s earlier, or its .bak, one flush older, "
-        "when the main file is unreadable (CorruptOffsetFile).",
+        "when the main file is unreadable (CorruptOffsetFile): the new value must be exactly that file's.",
         _by_failover,
     ),
     DecreaseCause(
@@ -737,8 +803,9 @@ DECLARED_DECREASE_CAUSES: tuple[DecreaseCause, ...] = (
         "stale-owner",
         "R3.2, S5",
         "Allowed anomaly 'broker-offset-decrease-by-another-owner' (ALLOWED_ANOMALIES): the broker is "
-        "last-writer-wins and 4.9.8 lets a stale or overlapping owner's late commit land; only a commit from a "
-        "pq other than the last writer counts.",
+        "last-writer-wins and 4.9.8 lets a stale or overlapping owner's late commit land. Only the race counts: "
+        "a commit from a pq other than the last writer, not below the position that pq resumed from (so the "
+        "value it undercuts landed after that pq read its start).",
         _by_stale_owner,
     ),
     DecreaseCause(
@@ -746,6 +813,16 @@ DECLARED_DECREASE_CAUSES: tuple[DecreaseCause, ...] = (
         "R5.7",
         "The OFFSET_ILLEGAL correction commits nextBeginOffset with increaseOnly=false, in either direction.",
         _by_offset_illegal_fix,
+    ),
+    DecreaseCause(
+        "request-pool-reorder",
+        "R3.2, R5.4",
+        "4.9.8's broker runs each request on the thread pool of its code (NettyRemotingAbstract#processRequestCommand; "
+        "BrokerController: PULL_MESSAGE on pullMessageExecutor, UPDATE_CONSUMER_OFFSET on consumerManageExecutor), "
+        "and PullMessageProcessor commits a pull's piggy-back when the pull runs: a later commit of the queue from "
+        "the same connection can land first, and the overtaken one then lands below it (docs/spec.md §18). Only "
+        "the request that the current value's writer overtook (Ghost.overtaken), not any decrease by the same pq.",
+        _by_pool_reorder,
     ),
     DecreaseCause(
         "orderly-overwrite",
@@ -756,6 +833,64 @@ DECLARED_DECREASE_CAUSES: tuple[DecreaseCause, ...] = (
         _by_orderly_overwrite,
     ),
 )
+
+
+# --- the causal allow-list: positions and redeliveries ----------------------------------------------------
+def new_positions(s: State, t: State) -> list[tuple[int, int, int, str]]:
+    """(client, uid, start, how) of every position the step from ``s`` to ``t`` recorded (Ghost.starts)."""
+    if t.ghost.starts == s.ghost.starts:
+        return []
+    before = set(s.ghost.starts)
+    return [(key % 16, key // 16, start, how) for key, start, how in t.ghost.starts if (key, start, how) not in before]
+
+
+def _positioning_caused(m: Model, s: State, a: Action, t: State) -> str | None:
+    """INV-9a: a pq positioned without a stored offset (consumeFromWhere, or a young queue's 0) on a queue
+    its group had committed on must show why the offset was missing (Model.missing_offset_cause): a
+    fault that removed it, a 4.9.8 query error read as "no offset" (RMQ-14), a failover to a replica
+    lacking it. Without one, LAST or TIMESTAMP skips the messages since the commit (a loss) and FIRST
+    or the young queue's 0 replays what the group had passed (a rollback)."""
+    for client, uid, start, how in new_positions(s, t):
+        if how not in POSITIONED_WITHOUT_OFFSET:
+            continue
+        q = next(q for q, pq in enumerate(t.clients[client].pqs) if pq is not None and pq.uid == uid)
+        query_error = isinstance(a, RebalanceQueryError) and a.queue == q
+        if m.missing_offset_cause(s, client, q, query_error) is not None:
+            continue
+        idx = m._ledger(client) * m.q_count + q
+        g, queue = s.ghost, s.broker.queues[q]
+        jumped = ((1 << start) - 1) & ~(g.handled[idx] | g.skipped[idx]) & ~((1 << queue.min_offset) - 1)
+        replayed = g.handled[idx] >> start << start
+        if not (jumped or replayed):
+            continue  # the position is where the group had got to: nothing skipped or replayed
+        effect = f"skips {_bits(jumped)}" if jumped else f"replays {_bits(replayed)}"
+        return (
+            f"client {client} queue {q}: positioned at {start} by {how} although the group had committed on this "
+            f"queue and no fault the run shows removed the offset; it {effect}"
+        )
+    return None
+
+
+def _no_repull_of_consumed(m: Model, s: State, a: Action, t: State) -> str | None:
+    """INV-22: a pull result never brings a pq a message it had already received and no longer holds: its
+    pull cursor only moves forward (R5.7: nextOffset := nextBeginOffset, at or past the offsets
+    returned), and a position that moves back is a new pq (OFFSET_ILLEGAL's fix-up, an admin reset,
+    a rebalance), whose redeliveries are counted per cause. A re-pull by the same pq is a rollback
+    with no cause. A message it still holds is merged by putMessage (R6.2) and harmless."""
+    if not isinstance(a, ReceivePull):
+        return None
+    cl, after = s.clients[a.client], t.clients[a.client]
+    for q, pq in enumerate(after.pqs):
+        old = cl.pqs[q]
+        if pq is None or old is None or pq.uid != old.uid or pq.uid != a.pq_uid or pq.tree == old.tree:
+            continue
+        again = pq.tree & ~old.tree & s.ghost.received[a.client * m.q_count + q]
+        if again:
+            return (
+                f"client {a.client} queue {q}: pq {pq.uid} pulled offsets {_bits(again)} again after consuming them "
+                f"(its pull cursor moved back with no cause)"
+            )
+    return None
 
 
 # --- slaves (R3.8, R5.5) ----------------------------------------------------------------------------------
@@ -955,9 +1090,10 @@ ACTION_PROPERTIES: tuple[ActionProperty, ...] = (
     ActionProperty(
         "INV-10",
         "retry_accounting",
-        "A retry message with reconsumeTimes k (1 <= k <= max) is due at delay level 3+(k-1) after its send-back; "
-        "a message enters the DLQ exactly when its stored reconsumeTimes reaches maxReconsumeTimes.",
-        "R7.4-R7.7",
+        "A retry message with reconsumeTimes k (1 <= k <= max) is due at delay level 3+(k-1) after its send-back "
+        "(level 3 when cleanExpiredMsg sent it back); a message enters the DLQ exactly when its stored "
+        "reconsumeTimes reaches maxReconsumeTimes.",
+        "R7.4-R7.7, R6.8",
         "Retry timing and the DLQ threshold are what users tune and alert on; off-by-ones lose a retry.",
         _retry_accounting,
     ),
@@ -996,7 +1132,8 @@ ACTION_PROPERTIES: tuple[ActionProperty, ...] = (
     ActionProperty(
         "INV-8",
         "broker_decrease_attributed",
-        "A broker offset falls only through failover or a commit from a different pq than wrote it.",
+        "A broker offset falls only through failover, a commit from a different pq than wrote it, or a request "
+        "that the current value's writer overtook in the broker's request pools (docs/spec.md §18).",
         "R3.2, R3.7",
         "Last-writer-wins makes stale-owner decreases legal; a pq undercutting itself is a client bug.",
         _broker_decrease_attributed,
@@ -1094,11 +1231,32 @@ ACTION_PROPERTIES: tuple[ActionProperty, ...] = (
         "INV-8r",
         "committed_decrease_declared",
         "The broker's committed offset falls only with a cause in DECLARED_DECREASE_CAUSES (failover, admin "
-        "reset, a stale owner's commit, the OFFSET_ILLEGAL fix-up).",
+        "reset, a stale owner's commit, the OFFSET_ILLEGAL fix-up, a request the broker's pools overtook).",
         "R3.2, R3.7, R3.10a, R3.10b, R5.7",
         "The broker never enforces monotonicity (R3.2), so every decrease must be explained by a declared cause "
         "(semantics INV-8, known-bugs I3).",
         _committed_decrease_declared,
+    ),
+    # the causal allow-list
+    ActionProperty(
+        "INV-9a",
+        "positioning_caused",
+        "A pq positioned without a stored offset (consumeFromWhere, a young queue's 0) on a queue the group had "
+        "committed on shows the cause of the missing offset: a fault that removed it, a 4.9.8 query error read "
+        "as no offset, a failover to a replica lacking it. Only a group's first start on a queue is owed-free.",
+        "R10.1, R10.4, R3.5, R3.6, R3.7, R2.3",
+        "consumeFromWhere is for a group with no history: applied to a group that had committed it silently "
+        "skips (LAST, TIMESTAMP) or replays (FIRST) the queue, and INV-9 would count the skip as declared.",
+        _positioning_caused,
+    ),
+    ActionProperty(
+        "INV-22",
+        "no_repull_of_consumed",
+        "A pull result never brings a pq a message it had already received and no longer holds.",
+        "R5.7, R6.2, R6.3",
+        "The pull cursor only moves forward; a pq that pulls what it consumed redelivers with no cause (a "
+        "rollback), which at-least-once would otherwise hide among the duplicates.",
+        _no_repull_of_consumed,
     ),
     # slaves
     ActionProperty(

@@ -27,6 +27,7 @@ from rmqspec.spec.actions import (
     ORDERLY_COMMIT,
     ORDERLY_ROLLBACK,
     ORDERLY_SUCCESS,
+    OVERTAKE_WINDOW,
     RECONSUME_LATER,
     STALL_DURATIONS,
     SUSPEND_CURRENT_QUEUE_A_MOMENT,
@@ -37,6 +38,7 @@ from rmqspec.spec.actions import (
     BrokerFlush,
     BrokerReceive,
     BrokerRestart,
+    CleanExpiredMsg,
     ClientResetReceive,  # full fidelity area
     ClientResetWake,  # full fidelity area
     CoolQueueHead,
@@ -133,6 +135,15 @@ SUBMIT_LATER_AFTER_LONG_RUN: Final = 10  # the loop yields after a long run: sub
 SUSPEND_CURRENT_QUEUE_TIME: Final = 1_000  # suspendCurrentQueueTimeMillis, within the [10, 30 000] clamp
 UNLOCK_DELAY_TIME: Final = 20_000  # rocketmq.client.unlockDelayTimeMills; 5.x's forced-removal age (R8.8)
 SLAVE_SYNC_WRITER: Final = -2  # ghost writer key of the slave's table entries that SlaveSync copied
+# cleanExpiredMsg (R6.8): at most this many messages per pq and run, each sent back at this delay level
+CLEAN_EXPIRED_MAX_LOOPS: Final = 16
+CLEAN_EXPIRED_DELAY_LEVEL: Final = 3
+# How a pq's position was found when the group had no stored offset (Ghost.starts): consumeFromWhere
+# decided (R10.4), or the broker answered 0 for a young queue with no entry (R3.5). On a queue the group
+# had committed on, each needs a cause the run shows (INV-9a, Model.missing_offset_cause).
+POSITIONED_WITHOUT_OFFSET: Final = frozenset(
+    {"consume-from-first", "consume-from-last", "consume-from-timestamp", "young-queue-zero"}
+)
 
 
 class ActionNotEnabled(Exception):
@@ -206,6 +217,17 @@ class Model:
         self.m_ignores_lock_expiry = "orderly_ignores_lock_expiry" in m
         self.m_no_queue_monitor = "orderly_no_queue_monitor" in m
         self.m_pull_requeued = "pull_request_requeued" in m
+        # the causal allow-list: bugs that categories would tolerate (a positioning skip, a decrease by
+        # another pq, a duplicate)
+        self.m_empty_group_loses_offsets = "empty_group_loses_offsets" in m
+        self.m_resume_memory_one_behind = "resume_memory_one_behind" in m
+        self.m_pull_cursor_one_behind = "pull_cursor_one_behind" in m
+        self.m_commit_one_less = "update_offset_stores_one_less" in m
+        # cleanExpiredMsg (R6.8): only ConsumeMessageConcurrentlyService schedules it
+        self.cleans_expired = not c.orderly
+        self.consume_timeout = c.consume_timeout
+        self.m_expired_no_send_back = "expired_removed_without_send_back" in m
+        self.skips_cleaned = c.send_back_skips_cleaned  # 5.x: no second send-back of a cleaned message (R7.3)
         # What INV-12a and INV-12 tolerate by default, each switched off by a test to show what it hides
         # (docs/spec.md §14): overlaps after an unlock released a lock still relied on (4.9.8's late
         # unlockDelay, 5.x's forced removal: bugs; ghost stale_unlocks), overlaps after a timing margin broke
@@ -237,6 +259,7 @@ class Model:
             Crash: self._crash,
             Heartbeat: self._heartbeat,
             PersistOffsets: self._persist_offsets,
+            CleanExpiredMsg: self._clean_expired_msg,
             Rebalance: self._rebalance,
             RebalanceQueryError: self._rebalance_query_error,
             SendPull: self._send_pull,
@@ -288,6 +311,8 @@ class Model:
             for q in range(c.queues):
                 skipped[ledger * q_count + q] = self._unsubscribed_bits(queues[q])
         ghost = Ghost(zeros, zeros, tuple(skipped), none_q, none_q, 0, 0)
+        per_client_queue = (0,) * (c.consumers * q_count)
+        ghost = ghost._replace(received=per_client_queue, listened=per_client_queue)
         if self.track_bak:  # CorruptOffsetFile: nobody wrote the missing .bak's table
             ghost = ghost._replace(bak_writer=none_q)
         budget = Budget(
@@ -371,6 +396,8 @@ class Model:
                 out.append(ExpireChannel(i))
             if cl.channel:
                 out.append(BrokerReceive(i))
+                if self.may_overtake(cl):
+                    out.append(BrokerReceive(i, OVERTAKE_WINDOW))  # the broker's request pools (§18)
                 if state.budget.commit_losses > 0 and isinstance(cl.channel[0], Commit):
                     out.append(LoseCommit(i))  # faults: the oneway commit is lost on the way
             if not cl.running:
@@ -395,6 +422,8 @@ class Model:
                 out.append(Heartbeat(i))
             if cl.next_persist is not None and cl.next_persist <= state.now:
                 out.append(PersistOffsets(i))
+            if cl.next_clean is not None and cl.next_clean <= state.now:
+                out.append(CleanExpiredMsg(i))
             if cl.next_lock_all is not None and cl.next_lock_all <= state.now:
                 out.append(LockAll(i))  # orderly area
             if self._rebalance_due(state, i):
@@ -436,6 +465,7 @@ class Model:
                     any(due <= now for _, _, due in cl.relocks)  # orderly consume loop
                     or any(due <= now for _, due in cl.unlocks)
                     or (cl.next_persist is not None and cl.next_persist <= now)
+                    or (cl.next_clean is not None and cl.next_clean <= now)
                     or (cl.next_rebalance is not None and cl.next_rebalance <= now)
                     or (cl.next_heartbeat is not None and cl.next_heartbeat <= now)
                     or (cl.next_lock_all is not None and cl.next_lock_all <= now)
@@ -464,7 +494,7 @@ class Model:
                 continue
             times.extend(due for _, _, due in cl.relocks)  # orderly consume loop
             times.extend(due for _, due in cl.unlocks)
-            for t in (cl.next_persist, cl.next_rebalance, cl.next_heartbeat, cl.next_lock_all):
+            for t in (cl.next_persist, cl.next_rebalance, cl.next_heartbeat, cl.next_lock_all, cl.next_clean):
                 if t is not None:
                     times.append(t)
             times.extend(r.ready_at for r in cl.requests)
@@ -479,13 +509,14 @@ class Model:
 
     def _tick(self, s: State, a: Tick) -> State:
         """Tick. Enabled: no timer is due and some deadline lies ahead. Effect: the clock jumps to
-        the earliest future deadline (a timer, a delayed pull or a delayed consume request)."""
+        the earliest future deadline (a timer, a delayed pull or a delayed consume request); the
+        flow-control retries of the interval refresh lastPullTimestamp (``_flow_control_retries``)."""
         if self._timers_due(s):
             raise ActionNotEnabled(a, "a timer is due and must fire first")
         target = self._next_deadline(s)
         if target is None:
             raise ActionNotEnabled(a, "nothing is scheduled")
-        return s._replace(now=target)
+        return self._flow_control_retries(s._replace(now=target))
 
     # --- environment --------------------------------------------------------------------------
     def _produce(self, s: State, a: Produce) -> State:
@@ -543,11 +574,15 @@ class Model:
 
     def _deliver_scheduled(self, s: State, a: DeliverScheduled) -> State:
         """DeliverScheduled. Enabled: broker up and the earliest scheduled message is due. Effect:
-        the message lands in %RETRY%<group> (R7.5 step 8, R7.8)."""
+        the message lands in %RETRY%<group> (R7.5 step 8, R7.8). BROADCASTING has no retry queue in the
+        model (nobody subscribes to it, R7.8): the copy a BROADCASTING cleanExpiredMsg sent (R6.8) only
+        leaves the schedule."""
         b = s.broker
-        if not b.up or not b.scheduled or b.scheduled[0].due > s.now or self.retry_queue is None:
+        if not b.up or not b.scheduled or b.scheduled[0].due > s.now:
             raise ActionNotEnabled(a, "no scheduled message due")
         rq = self.retry_queue
+        if rq is None:
+            return s._replace(broker=b._replace(scheduled=b.scheduled[1:]))
         msg = b.scheduled[0].message._replace(store_time=s.now)
         queue = b.queues[rq]
         queue = queue._replace(messages=(*queue.messages, msg), head_hot=queue.head_hot or queue.max_offset == 0)
@@ -582,7 +617,9 @@ class Model:
             ),
             clients=tuple(clients),
             budget=s.budget._replace(broker_crashes=s.budget.broker_crashes - 1),
-            ghost=s.ghost._replace(
+            ghost=self._value_changed(
+                self._note_lost(s.ghost, b.offsets, b.flushed, 0, "broker-crash"), range(self.q_count)
+            )._replace(
                 last_writer=s.ghost.flushed_writer,
                 lock_table_lost_at=s.now if self.orderly else s.ghost.lock_table_lost_at,  # orderly area
             ),
@@ -619,7 +656,9 @@ class Model:
             if isinstance(item, Commit):
                 hist = History(Event(s.now, "commit-lost", i, item.queue, item.offset, item.cause), hist)
         cl = cl._replace(channel=(), pulls=tuple(p._replace(epoch=-2, result=None) for p in cl.pulls))
-        return s._replace(broker=b, clients=_put(s.clients, i, cl), history=hist)
+        return s._replace(
+            broker=b, clients=_put(s.clients, i, cl), history=hist, ghost=self._lost_overtaken(s.ghost, i)
+        )
 
     def _channel_expirable(self, s: State, i: int) -> bool:
         """A broker that is up lists consumer ``i`` although its process is gone, or (master only: the
@@ -648,6 +687,8 @@ class Model:
         b, sl = s.broker, s.slave
         if b.up and (i in b.registered if closed else b.registered):
             s = self._notify(s._replace(broker=self._unregister(b, i)))
+            if self.m_empty_group_loses_offsets and not s.broker.registered:
+                s = s._replace(broker=s.broker._replace(offsets=(None,) * self.q_count))
         if sl is not None and (i in sl.registered if closed else sl.registered):
             s = self._notify(s._replace(slave=sl._replace(registered=sl.registered - {i})), slave=True)
         return s
@@ -681,16 +722,17 @@ class Model:
         """BrokerReceive(client). Enabled: the client's connection holds a request. Effect: the
         broker processes the oldest one. UPDATE_CONSUMER_OFFSET stores the value, last writer
         wins (R3.2, R3.4). PULL_MESSAGE first applies its piggy-backed commit when the flag is set
-        (the broker is a master; R5.4) and then holds the request until its reply is taken."""
-        cl = s.clients[a.client]
-        if not cl.channel:
-            raise ActionNotEnabled(a, "nothing on the wire")
-        item, rest = cl.channel[0], cl.channel[1:]
-        s = s._replace(clients=_put(s.clients, a.client, cl._replace(channel=rest)))
+        (the broker is a master; R5.4) and then holds the request until its reply is taken.
+        With ``overtakes`` 1 the broker runs the second request first, which overtakes the oldest
+        (docs/spec.md §18: a thread pool per request code); enabled only where that order can change an
+        offset (``may_overtake``). The ghost records the overtaken request (``Ghost.overtaken``)."""
+        item, rest, victim = self._take_request(s, a)
+        s = s._replace(clients=_put(s.clients, a.client, s.clients[a.client]._replace(channel=rest)))
         if item.to_slave:
             return self._slave_receive(s, a.client, item)
         if isinstance(item, Commit):
-            return self._land_commit(s, a.client, item.queue, item.offset, item.pq_uid, item.cause)
+            offset = item.offset - 1 if self.m_commit_one_less and item.offset > 0 else item.offset
+            return self._land_commit(s, a.client, item.queue, offset, item.pq_uid, item.cause, victim)
         result: PullResult | None
         if not s.broker.registered:
             # No consumer of the group registered (a restarted broker before any heartbeat):
@@ -698,7 +740,7 @@ class Model:
             result = PullResult(br.PULL_ERROR, (), item.offset)
         else:
             if item.commit_flag:
-                s = self._land_commit(s, a.client, item.queue, item.commit_offset, item.pq_uid, "piggyback")
+                s = self._land_commit(s, a.client, item.queue, item.commit_offset, item.pq_uid, "piggyback", victim)
             result = self._pull_result(s, item.queue, item.offset)
             if result.status == br.NO_NEW_MSG:
                 result = None  # held for long polling: answered when the client takes the reply
@@ -716,8 +758,59 @@ class Model:
             return br.slave_pull_result(s.slave.queues[q], offset, batch, sub, self.config.offset_check_in_slave)
         return br.pull_result(s.broker.queues[q], offset, batch, sub)
 
-    def _land_commit(self, s: State, client: int, q: int, offset: int, uid: int, cause: str) -> State:
-        b, g = s.broker, s.ghost
+    def may_overtake(self, cl: Client) -> bool:
+        """BrokerReceive(client, overtakes=1) is enabled: the two oldest requests on the connection both
+        carry a commit of one queue (an UPDATE_CONSUMER_OFFSET, or a PULL_MESSAGE with the commit flag) and
+        both go to the master. An abstraction (docs/spec.md §18): 4.9.8 runs any request on its pool in any
+        order, but requests of different queues, or a pull with no commit, commute for every offset the
+        properties watch (a pull's result does not read the committed offset), so only these orders are
+        offered; the slave's connection stays FIFO (its table has its own property, INV-8s)."""
+        if len(cl.channel) < 2:
+            return False
+        older, newer = cl.channel[0], cl.channel[1]
+        return (
+            older.queue == newer.queue
+            and not older.to_slave
+            and not newer.to_slave
+            and (isinstance(older, Commit) or older.commit_flag)
+            and (isinstance(newer, Commit) or newer.commit_flag)
+        )
+
+    def _take_request(
+        self, s: State, a: BrokerReceive
+    ) -> tuple[Commit | PullRequestMsg, tuple[Commit | PullRequestMsg, ...], Commit | PullRequestMsg | None]:
+        """The request BrokerReceive ``a`` runs, the connection without it, and the request it overtakes."""
+        cl = s.clients[a.client]
+        if not cl.channel:
+            raise ActionNotEnabled(a, "nothing on the wire")
+        if a.overtakes == 0:
+            return cl.channel[0], cl.channel[1:], None
+        if a.overtakes != OVERTAKE_WINDOW or not self.may_overtake(cl):
+            raise ActionNotEnabled(a, "no second request that may overtake the oldest (both commits of one queue)")
+        return cl.channel[1], (cl.channel[0], *cl.channel[2:]), cl.channel[0]
+
+    def _lost_overtaken(self, g: Ghost, client: int) -> Ghost:
+        """The oldest request on ``client``'s connection never lands (lost, or the channel closed): it can no
+        longer be the overtaken request of ``Ghost.overtaken``, so a later copy of it gets no cause from it."""
+        if not g.overtaken or all(mark is None or mark[0] != client for mark in g.overtaken):
+            return g
+        return g._replace(
+            overtaken=tuple(None if mark is not None and mark[0] == client else mark for mark in g.overtaken)
+        )
+
+    def _land_commit(
+        self,
+        s: State,
+        client: int,
+        q: int,
+        offset: int,
+        uid: int,
+        cause: str,
+        overtook: Commit | PullRequestMsg | None = None,
+    ) -> State:
+        b, g = s.broker, self._value_changed(self._note_committed(s.ghost, q), (q,))
+        if overtook is not None:  # the request pools: this commit ran before ``overtook`` (Ghost.overtaken)
+            g = g._replace(overtaken=_put(g.overtaken or (None,) * self.q_count, q, (client, overtook)))
         return s._replace(
             broker=b._replace(offsets=_put(b.offsets, q, offset)),
             ghost=g._replace(last_writer=_put(g.last_writer, q, pq_key(client, uid))),
@@ -734,7 +827,10 @@ class Model:
         sl = s.slave
         assert sl is not None
         if isinstance(item, Commit):
-            g = s.ghost
+            g = self._note_committed(s.ghost, item.queue)
+            if s.broker.offsets[item.queue] is None:  # the slave never syncs its table back (R3.8, RMQ-25 (2))
+                lost = g.offset_lost or ("",) * len(g.handled)
+                g = g._replace(offset_lost=_put(lost, item.queue, "slave-only-commit"))
             return s._replace(
                 slave=sl._replace(offsets=_put(sl.offsets, item.queue, item.offset)),
                 ghost=g._replace(slave_last_writer=_put(g.slave_last_writer, item.queue, pq_key(i, item.pq_uid))),
@@ -818,6 +914,7 @@ class Model:
             rebalance_requested=True,
             view=None,
             next_lock_all=s.now + lk.LOCK_ALL_FIRST_DELAY if self.lock_renewal else None,  # orderly area (R8.3)
+            next_clean=s.now + self.consume_timeout if self.cleans_expired else None,  # R6.8
         )
         return self._register(s._replace(clients=_put(s.clients, i, cl)), i)
 
@@ -849,6 +946,7 @@ class Model:
             stalled_until=None,
             dead_tasks=(),  # faults: a restarted process has all its tasks again
             last_rebalance=0,
+            next_clean=None,  # R6.8: shutdown stops cleanExpireMsgExecutors; a crash ends it
         )
 
     def _shutdown(self, s: State, a: Shutdown) -> State:
@@ -919,7 +1017,7 @@ class Model:
                 cl.mem[q] if cl.pqs[q] is not None and cl.mem[q] is not None else cl.file[q]
                 for q in range(self.q_count)
             )
-            return s._replace(clients=_put(s.clients, i, self._write_file(cl, file)))
+            return self._file_written(s._replace(clients=_put(s.clients, i, self._write_file(cl, file))), i)
         mem = list(cl.mem)
         for q, value in enumerate(cl.mem):
             if value is None:
@@ -953,7 +1051,8 @@ class Model:
             return s
         if self.clustering:
             return self._send_commit(s, i, q, value, uid, cause)
-        return s._replace(clients=_put(s.clients, i, self._write_file(cl, _put(cl.file, q, value))))
+        written = self._write_file(cl, _put(cl.file, q, value))
+        return self._file_written(s._replace(clients=_put(s.clients, i, written)), i)
 
     def _write_file(self, cl: Client, file: tuple[int | None, ...]) -> Client:
         """MixAll.string2File of offsets.json (R1.15): the previous main goes to .bak (an unreadable main
@@ -1141,7 +1240,7 @@ class Model:
                     continue
             cl = s.clients[i]
             s = s._replace(clients=_put(s.clients, i, self._remove_offset(cl, q)))  # removeDirtyOffset
-            s, start = self._compute_pull_from_where(s, i, q, fault == q)
+            s, start = self._compute_pull_from_where(s, i, q, s.clients[i].seq, fault == q)
             if start is None or start < 0:
                 complete = False
                 continue
@@ -1154,7 +1253,9 @@ class Model:
             s = s._replace(clients=_put(s.clients, i, cl))
         return s, complete
 
-    def _compute_pull_from_where(self, s: State, i: int, q: int, query_fails: bool) -> tuple[State, int | None]:
+    def _compute_pull_from_where(
+        self, s: State, i: int, q: int, uid: int, query_fails: bool
+    ) -> tuple[State, int | None]:
         """computePullFromWhereWithException (R10.1) after ``readOffset(READ_FROM_STORE)``.
 
         CLUSTERING reads the broker (R2.3, R3.5): a found offset seeds memory with
@@ -1167,6 +1268,10 @@ class Model:
         ``query_fails``: the broker answers SYSTEM_ERROR (RebalanceQueryError). 4.9.8 reads that as
         -1 like QUERY_NOT_FOUND; 5.x as -2, a failed read (R2.3), on which 5.x throws where 4.9.8
         returns -1 (R10.1); the caller skips the queue on both (R9.4).
+
+        ``uid``: the pq positioned (the next uid for a pq Phase B creates). The ghost records how its
+        position was found (``Ghost.starts``) and, for a position consumeFromWhere chose, why there was no
+        stored offset (``missing_offset_cause``).
         """
         cl = s.clients[i]
         b = s.broker
@@ -1190,34 +1295,140 @@ class Model:
         else:
             stored = cl.file[q]
         if stored is not None:
-            cl = cl._replace(mem=_put(cl.mem, q, stored))  # updateOffset(mq, o, increaseOnly=false)
+            seeded = stored - 1 if self.m_resume_memory_one_behind and stored > 0 else stored
+            cl = cl._replace(mem=_put(cl.mem, q, seeded))  # updateOffset(mq, o, increaseOnly=false)
             s = s._replace(clients=_put(s.clients, i, cl))
             if stored >= 0 and not self.m_resume_ignores:
-                return self._positioned(s, i, q, stored, "stored-offset", skip=False), stored
+                how = "stored-offset"
+                if self.clustering and asked is not None and asked.offsets[q] is None:
+                    how = "young-queue-zero"  # no entry: the broker answers 0 for a young queue (R3.5)
+                elif self.clustering and asked is s.slave:
+                    how = "stored-offset-on-slave"
+                return self._positioned(s, i, q, uid, stored, how, False, query_fails), stored
         cfw = self.config.consume_from_where
         is_retry = q == self.retry_queue
         if cfw == FROM_FIRST or (is_retry and cfw != FROM_TIMESTAMP):
-            return self._positioned(s, i, q, 0, "consume-from-first", skip=False), 0
+            return self._positioned(s, i, q, uid, 0, "consume-from-first", False, query_fails), 0
         if not b.up:  # GET_MAX_OFFSET / SEARCH_OFFSET_BY_TIMESTAMP go to the master only: MQClientException
             return s, None
         queue = b.queues[q]
         if cfw == FROM_TIMESTAMP and not is_retry:
             start = br.search_offset(queue, self.config.consume_timestamp)
-            return self._positioned(s, i, q, start, "consume-from-timestamp", skip=True), start
-        return self._positioned(s, i, q, queue.max_offset, "consume-from-last", skip=True), queue.max_offset
+            return self._positioned(s, i, q, uid, start, "consume-from-timestamp", True, query_fails), start
+        start = queue.max_offset
+        return self._positioned(s, i, q, uid, start, "consume-from-last", True, query_fails), start
 
-    def _positioned(self, s: State, i: int, q: int, start: int, cause: str, skip: bool) -> State:
-        ghost = s.ghost
+    def _positioned(
+        self, s: State, i: int, q: int, uid: int, start: int, how: str, skip: bool, query_error: bool
+    ) -> State:
+        """Ghost of a position found for pq ``uid``: ``Ghost.starts``; for a position consumeFromWhere
+        chose, the cause of the missing offset in the history event; the offsets a forward position
+        jumps over that nobody handled are declared skipped with that cause (``Ghost.skips``). A new
+        pq's own ledgers (``received``, ``listened``) start empty."""
+        g = s.ghost
+        idx = self._ledger(i) * self.q_count + q
+        key = pq_key(i, uid)
+        g = g._replace(starts=(*(e for e in g.starts if e[0] != key), (key, start, how)))
+        if how == "stored-offset" and self.clustering:  # it read the master's current value
+            readers = g.readers or (frozenset(),) * self.q_count
+            g = g._replace(readers=_put(readers, q, readers[q] | {key}))
+        cause = how
+        if how in POSITIONED_WITHOUT_OFFSET:
+            cause = f"{how}: {self.missing_offset_cause(s, i, q, query_error) or 'no cause'}"
         if skip and start > 0:
-            idx = self._ledger(i) * self.q_count + q
-            ghost = ghost._replace(skipped=_put(ghost.skipped, idx, ghost.skipped[idx] | ((1 << start) - 1)))
-        return s._replace(ghost=ghost, history=History(Event(s.now, "position", i, q, start, cause), s.history))
+            below = (1 << start) - 1
+            jumped = below & ~(g.handled[idx] | g.skipped[idx]) & ~((1 << s.broker.queues[q].min_offset) - 1)
+            g = g._replace(skipped=_put(g.skipped, idx, g.skipped[idx] | below))
+            if jumped:
+                g = g._replace(skips=(*g.skips, (idx, cause, jumped)))
+        if uid == s.clients[i].seq:
+            cq = i * self.q_count + q
+            if g.received[cq] or g.listened[cq]:
+                g = g._replace(received=_put(g.received, cq, 0), listened=_put(g.listened, cq, 0))
+        return s._replace(ghost=g, history=History(Event(s.now, "position", i, q, start, cause), s.history))
+
+    # --- ghost: the facts the causal allow-list points to (docs/spec.md §4.3) -----------------------
+    def missing_offset_cause(self, s: State, i: int, q: int, query_error: bool) -> str | None:
+        """Why consumer ``i`` found no stored offset for queue ``q`` in ``s``: "first-start" when its
+        ledger never had one land (R10.4: the messages before the position are not owed); otherwise the
+        fault that removed it (``Ghost.offset_lost``; "slave-only-commit": the group's only commits of it
+        landed on the slave while the master was down, and a slave never syncs back, R3.8, RMQ-25), a
+        4.9.8 offset query that failed and reads as "no offset" (R2.3, RMQ-14), or a failover to a slave
+        whose table lacks it (R2.4, R3.8). ``None``: the group had committed on this queue and nothing
+        the run shows removed the offset: a loss (INV-9a)."""
+        idx = self._ledger(i) * self.q_count + q
+        g = s.ghost
+        if not g.committed >> idx & 1:
+            return "first-start"
+        if g.offset_lost and g.offset_lost[idx]:
+            return g.offset_lost[idx]
+        if query_error and self.clustering and self.config.broker_error_reads_as_no_offset:
+            return "query-error"
+        if self.clustering and not s.broker.up and s.slave is not None and s.slave.offsets[q] is None:
+            return "failover-to-a-replica-lacking-the-offset"
+        return None
+
+    def _note_committed(self, g: Ghost, idx: int) -> Ghost:
+        """A commit of ledger index ``idx`` landed: the group has an offset there, and no fault has
+        removed it since."""
+        lost = g.offset_lost
+        if lost and lost[idx]:
+            lost = _put(lost, idx, "")
+        return g._replace(committed=g.committed | 1 << idx, offset_lost=lost)
+
+    def _value_changed(self, g: Ghost, queues: range | tuple[int, ...]) -> Ghost:
+        """The master's value of ``queues`` changed: nobody has read the new one yet (``Ghost.readers``), and
+        no request overtaken by its writer is known yet (``Ghost.overtaken``; set again by ``_land_commit``)."""
+        if g.overtaken and any(g.overtaken[q] is not None for q in queues):
+            overtaken = list(g.overtaken)
+            for q in queues:
+                overtaken[q] = None
+            g = g._replace(overtaken=tuple(overtaken))
+        if not g.readers or not any(g.readers[q] for q in queues):
+            return g
+        readers = list(g.readers)
+        for q in queues:
+            readers[q] = frozenset()
+        return g._replace(readers=tuple(readers))
+
+    def _note_lost(
+        self, g: Ghost, before: tuple[int | None, ...], after: tuple[int | None, ...] | None, ledger: int, fault: str
+    ) -> Ghost:
+        """``fault`` replaces the offset table ``before`` by ``after``: the entries it removes are lost."""
+        if after is None:
+            return g
+        lost = list(g.offset_lost or ("",) * len(g.handled))
+        changed = False
+        for q, (old, new) in enumerate(zip(before, after, strict=True)):
+            if old is not None and new is None:
+                lost[ledger * self.q_count + q] = fault
+                changed = True
+        return g._replace(offset_lost=tuple(lost)) if changed else g
+
+    def _file_written(self, s: State, i: int) -> State:
+        """BROADCASTING: consumer ``i``'s offsets.json now holds these entries (committed)."""
+        g = s.ghost
+        for q, value in enumerate(s.clients[i].file):
+            idx = i * self.q_count + q
+            if value is not None and (not g.committed >> idx & 1 or (g.offset_lost and g.offset_lost[idx])):
+                g = self._note_committed(g, idx)
+        return s._replace(ghost=g)
+
+    def start_of(self, s: State, key: int) -> tuple[int, str] | None:
+        """(start offset, how) of the pq with ``key`` (``pq_key``), if it was ever positioned."""
+        for k, start, how in reversed(s.ghost.starts):
+            if k == key:
+                return start, how
+        return None
 
     # --- pull ---------------------------------------------------------------------------------
     def _send_pull(self, s: State, a: SendPull) -> State:
         """SendPull(client, queue). Enabled: running; the queue's pq has a ready PullRequest and is
-        not over pullThresholdForQueue (flow control's 50 ms retry is folded into this condition:
-        R5.1 holds a pull back only when msgCount > threshold). Effect: PULL_MESSAGE at nextOffset
+        not over pullThresholdForQueue (R5.1 holds a pull back only when msgCount > threshold). Flow
+        control's 50 ms retries are folded: the retry that finds room is this step, and the retries
+        before it, which only set lastPullTimestamp (R5.1 step 2 comes before step 5), are applied
+        by Tick (``_flow_control_retries``), so a pq held by flow control never looks pull-expired
+        (R6.6). Effect: PULL_MESSAGE at nextOffset
         with the piggy-backed commit: CLUSTERING sends the memory offset and sets the flag only
         when it is > 0 (R5.2). If the broker is down the
         send fails and the pull is retried after 3 s (R5.7). A pq that an orderly removal left dropped
@@ -1318,6 +1529,12 @@ class Model:
                     size += br.body_size(queue.messages[o])
                     qmax = o
             pq = pq._replace(tree=tree, msg_count=count, msg_size=size, queue_offset_max=qmax)
+            g = s.ghost
+            cq = i * self.q_count + q
+            got = g.received[cq]
+            for o in result.found:
+                got |= 1 << o
+            s = s._replace(ghost=g._replace(received=_put(g.received, cq, got)))
             if self.orderly:  # a replaced message is the stored one again; dispatchToConsume (R6.2, R8.4)
                 found = set(result.found)
                 pq = pq._replace(retry_times=tuple(e for e in pq.retry_times if e[0] not in found))
@@ -1325,6 +1542,9 @@ class Model:
                     pq = pq._replace(consuming=True)
                     cl = self._submit_orderly_request(cl, q, pq.uid, s.now)
             else:
+                if pq.consume_started:  # a replaced message object carries no CONSUME_START_TIME (R6.2, R6.8)
+                    found = set(result.found)
+                    pq = pq._replace(consume_started=tuple(e for e in pq.consume_started if e[0] not in found))
                 cl = self._submit_consume_requests(cl, q, pq.uid, result.found, queue, s.now)
         elif pq.msg_count == 0:  # correctTagsOffset
             raised = self._updated(cl.mem[q], result.next_begin, True)
@@ -1332,7 +1552,10 @@ class Model:
             if self.orderly and (before is None or raised > before):  # ghost for INV-8's "orderly-overwrite"
                 s = s._replace(ghost=s.ghost._replace(raised_by_tags=s.ghost.raised_by_tags | {pq_key(i, pq.uid)}))
             cl = cl._replace(mem=_put(cl.mem, q, raised))
-        pq = pq._replace(next_offset=result.next_begin, pull_state=PULL_READY, pull_ready_at=s.now)
+        next_offset = result.next_begin
+        if self.m_pull_cursor_one_behind and result.status == br.FOUND:
+            next_offset -= 1
+        pq = pq._replace(next_offset=next_offset, pull_state=PULL_READY, pull_ready_at=s.now)
         cl = cl._replace(pqs=_put(cl.pqs, q, pq))
         return s._replace(clients=_put(s.clients, i, cl))
 
@@ -1373,27 +1596,52 @@ class Model:
         pq = cl.pqs[r.queue]
         if pq is None or pq.uid != r.pq_uid or pq.pull_state == PULL_DROPPED:
             return s
-        cl = cl._replace(consuming=(*cl.consuming, r))
+        pq = self._stamp_consume_start(pq, r.msgs, s.now)
+        cl = cl._replace(consuming=(*cl.consuming, r), pqs=_put(cl.pqs, r.queue, pq))
         return self._deliver(s._replace(clients=_put(s.clients, i, cl)), i, r.queue, r.msgs)
+
+    def _stamp_consume_start(self, pq: ProcessQueue, msgs: tuple[tuple[int, int], ...], now: int) -> ProcessQueue:
+        """ConsumeRequest.run stamps CONSUME_START_TIME on each message just before the listener (R7.2 step 3),
+        which cleanExpiredMsg reads on the tree's first message (R6.8). A message no longer in the tree (the
+        cleaner removed it, and a resubmitted request runs it again) is not recorded: nothing reads it."""
+        stamps = dict(pq.consume_started)
+        for o, _ in msgs:
+            if pq.tree >> o & 1:
+                stamps[o] = now
+        return pq._replace(consume_started=tuple(sorted(stamps.items())))
 
     def _deliver(self, s: State, i: int, q: int, msgs: tuple[tuple[int, int], ...]) -> State:
         """The listener receives ``msgs``: ghost deliveries (a redelivery if seen before) and history."""
         g = s.ghost
         idx = self._ledger(i) * self.q_count + q
-        delivered = g.delivered[idx]
+        cq = i * self.q_count + q
+        delivered, mine = g.delivered[idx], g.listened[cq]
         redeliveries = g.redeliveries
+        causes = dict(g.redelivery_causes)
         hist = s.history
         for o, times in msgs:
             if delivered >> o & 1:
                 redeliveries += 1
+                cause = "local-retry" if mine >> o & 1 else self._resume_cause(s, i, q)
+                causes[cause] = causes.get(cause, 0) + 1
             delivered |= 1 << o
+            mine |= 1 << o
             hist = History(Event(s.now, "deliver", i, q, o, f"reconsumeTimes={times}"), hist)
         g = g._replace(
             delivered=_put(g.delivered, idx, delivered),
+            listened=_put(g.listened, cq, mine),
             deliveries=g.deliveries + len(msgs),
             redeliveries=redeliveries,
+            redelivery_causes=tuple(sorted(causes.items())),
         )
         return s._replace(ghost=g, history=hist)
+
+    def _resume_cause(self, s: State, i: int, q: int) -> str:
+        """The redelivery cause of a message the current pq of (``i``, ``q``) had not delivered itself but an
+        earlier pq of the ledger had: where that pq resumed (the unpersisted window behind it)."""
+        pq = s.clients[i].pqs[q]
+        start = None if pq is None else self.start_of(s, pq_key(i, pq.uid))
+        return "resumed-at-" + ("unknown" if start is None else start[1])
 
     def _finish_choices(self, s: State, i: int, r: ConsumeRequest) -> list[Action]:
         if self.orderly:
@@ -1407,12 +1655,25 @@ class Model:
             out.append(FinishConsume(i, r.rid, status, ack, 0))
             failed = n - 1 - ack
             if failed and self.clustering and s.broker.up and s.budget.send_back_failures > 0:
+                sendable = self._sendable(s.clients[i], r, r.msgs[ack + 1 :])
                 out.extend(
                     FinishConsume(i, r.rid, status, ack, mask)
                     for mask in range(1, 1 << failed)
-                    if mask.bit_count() <= s.budget.send_back_failures
+                    if mask.bit_count() <= s.budget.send_back_failures and not mask & ~sendable
                 )
         return out
+
+    def _sendable(self, cl: Client, r: ConsumeRequest, failed: tuple[tuple[int, int], ...]) -> int:
+        """Bit j set: processConsumeResult would send failed message j back (CLUSTERING, R7.3). 5.x skips a
+        message no longer in its pq, which cleanExpiredMsg sent back and removed (R6.8, containsMessage)."""
+        mask = (1 << len(failed)) - 1
+        pq = cl.pqs[r.queue]
+        if not self.skips_cleaned or pq is None or pq.uid != r.pq_uid:
+            return mask
+        for j, (o, _) in enumerate(failed):
+            if not pq.tree >> o & 1:
+                mask &= ~(1 << j)
+        return mask
 
     def _finish_consume(self, s: State, a: FinishConsume) -> State:
         """FinishConsume(client, rid, status, ack_index, send_back_fails). Enabled: running, the
@@ -1440,6 +1701,7 @@ class Model:
             or fails < 0
             or fails >> len(failed)
             or (fails and (not self.clustering or not s.broker.up or fails.bit_count() > s.budget.send_back_failures))
+            or fails & ~self._sendable(cl, r, failed)
         ):
             raise ActionNotEnabled(a, "not a possible listener answer or send-back fault")
         cl = cl._replace(consuming=cl.consuming[:k] + cl.consuming[k + 1 :])
@@ -1455,15 +1717,21 @@ class Model:
         b = s.broker
         back_failed: list[tuple[int, int]] = []
         queue = b.queues[q]
+        dropped_failures = 0
         for j, (o, times) in enumerate(failed):
             if not self.clustering:  # BROADCASTING drops failures (R7.3): a declared skip
                 skipped |= 1 << o
+                dropped_failures |= 1 << o
+            elif self.skips_cleaned and not pq.tree >> o & 1:
+                continue  # 5.x: cleanExpiredMsg already sent it back and removed it (R7.3, R6.8)
             elif not b.up or fails >> j & 1:
                 back_failed.append((o, times + 1))
             else:
                 b = self._send_back(b, queue.messages[o], s.now)
                 handled |= 1 << o
         g = g._replace(handled=_put(g.handled, idx, handled), skipped=_put(g.skipped, idx, skipped))
+        if dropped_failures:
+            g = g._replace(skips=(*g.skips, (idx, "failure-dropped", dropped_failures)))
         budget = s.budget
         if fails:
             budget = budget._replace(send_back_failures=budget.send_back_failures - fails.bit_count())
@@ -1515,18 +1783,20 @@ class Model:
             raise ActionNotEnabled(a, "no pending offset update for this request")
         return cl._replace(offset_updates=cl.offset_updates[:k] + cl.offset_updates[k + 1 :]), cl.offset_updates[k]
 
-    def _send_back(self, b: Broker, original: Message, now: int) -> Broker:
+    def _send_back(self, b: Broker, original: Message, now: int, delay_level: int = 0) -> Broker:
         """CONSUMER_SEND_MSG_BACK on the broker (R7.5): the broker looks the message up by its
         commit-log offset, so the stored reconsumeTimes counts, not the client's local copy (which
         a failed send-back raised). At reconsumeTimes >= max the message goes to %DLQ%<group>;
-        otherwise to SCHEDULE_TOPIC at level 3 + reconsumeTimes, reaching %RETRY%<group> with
-        reconsumeTimes + 1 (R7.7)."""
+        otherwise to SCHEDULE_TOPIC at ``delay_level``, where 0 (processConsumeResult's default) lets the
+        broker choose 3 + reconsumeTimes (R7.5 step 6; cleanExpiredMsg asks 3, R6.8), reaching %RETRY%<group>
+        with reconsumeTimes + 1 (R7.7)."""
         times = original.reconsume_times
         at_max = times > self.max_reconsume if self.m_dlq_late else times >= self.max_reconsume
         msg = original._replace(reconsume_times=times + 1, store_time=now, sent_back_at=now)  # R7.5 step 7
         if at_max:
             return b._replace(dlq=(*b.dlq, msg))
-        entry = Scheduled(now + br.retry_delay_ms(times), msg)
+        delay = br.retry_delay_ms(times) if delay_level == 0 else br.delay_level_ms(delay_level)
+        entry = Scheduled(now + delay, msg)
         scheduled = tuple(sorted((*b.scheduled, entry), key=lambda e: e.due))
         return b._replace(scheduled=scheduled)
 
@@ -1547,7 +1817,78 @@ class Model:
             size = 0
         if tree:
             result = max(offsets) + 1 if self.m_watermark_highest and offsets else _lowest(tree)
-        return pq._replace(tree=tree, msg_count=count, msg_size=size), result
+        started = pq.consume_started
+        if started:  # the stamps of messages that left the tree (R6.8)
+            started = tuple(e for e in started if tree >> e[0] & 1)
+        return pq._replace(tree=tree, msg_count=count, msg_size=size, consume_started=started), result
+
+    # --- cleanExpiredMsg (R6.8) -------------------------------------------------------------------
+    def _clean_expired_msg(self, s: State, a: CleanExpiredMsg) -> State:
+        """CleanExpiredMsg(client) (a timer). Enabled: running and the cleanExpireMsg timer due: a concurrent
+        consumer's ConsumeMessageConcurrentlyService.start schedules it at a fixed rate of consumeTimeout, first
+        after one period; the orderly service never does, and cleanExpiredMsg returns at once for an orderly
+        consumer (R6.8). Effect: the next run one period later, then cleanExpireMsg: ProcessQueue.cleanExpiredMsg
+        of every pq of processQueueTable (in queue order; the pqs are independent, so another order changes only
+        the order of their retry copies). Per pq, at most min(16, |msgTreeMap|) times: the tree's first message
+        is taken only if its CONSUME_START_TIME is set (its listener started, R7.2 step 3) and more than
+        consumeTimeout ago, else the pass stops; sendMessageBack(msg, 3) (CONSUMER_SEND_MSG_BACK to its store
+        host at delay level 3, else the producer fall-back, R7.4); then, as it is still the first key,
+        removeMessage([msg]), whose result is dropped: no updateOffset here (R6.3). The next removeMessage or
+        correctTagsOffset of the pq commits past it while its listener may still run; that listener's result
+        goes through processConsumeResult later (R7.3: 4.9.8 sends a failure back a second time, 5.x skips a
+        message no longer in its pq).
+        The broker schedules the copy at level 3 (10 s) whatever its reconsumeTimes, or dead-letters it at
+        reconsumeTimes >= max (R7.5 step 6). CLUSTERING: the message is handled, its copy being durable.
+        BROADCASTING (cleanExpiredMsg has no mode check): the copy is made alike, but it reaches %RETRY%<group>,
+        which no BROADCASTING consumer subscribes to (R7.8; the model's BROADCASTING broker has no retry queue,
+        so DeliverScheduled drops it there), so this consumer drops the message, a declared skip
+        "expired-to-unsubscribed-retry-topic". The send-back fails only while the broker is down: each attempt
+        throws (the producer fall-back too), is logged, and the message stays (the loop takes the same first
+        message again, so the pass ends)."""
+        i = a.client
+        cl = s.clients[i]
+        if not cl.running or cl.next_clean is None or cl.next_clean > s.now:
+            raise ActionNotEnabled(a, "cleanExpireMsg not due")
+        s = s._replace(clients=_put(s.clients, i, cl._replace(next_clean=cl.next_clean + self.consume_timeout)))
+        for q in range(self.q_count):
+            pq = s.clients[i].pqs[q]
+            if pq is not None and pq.consume_started:
+                s = self._clean_expired_pq(s, i, q, pq)
+        return s
+
+    def _clean_expired_pq(self, s: State, i: int, q: int, pq: ProcessQueue) -> State:
+        """ProcessQueue.cleanExpiredMsg of one pq (R6.8; ``_clean_expired_msg``)."""
+        b, g, hist = s.broker, s.ghost, s.history
+        queue = b.queues[q]
+        idx = self._ledger(i) * self.q_count + q
+        handled, skipped, dropped = g.handled[idx], g.skipped[idx], 0
+        for _ in range(min(CLEAN_EXPIRED_MAX_LOOPS, pq.tree.bit_count())):
+            o = _lowest(pq.tree)
+            started = next((t for k, t in pq.consume_started if k == o), None)
+            if started is None or s.now - started <= self.consume_timeout or not b.up:
+                break
+            if self.m_expired_no_send_back:
+                cause = "expired-removed"
+            else:
+                b = self._send_back(b, queue.messages[o], s.now, CLEAN_EXPIRED_DELAY_LEVEL)
+                if self.clustering:
+                    handled |= 1 << o
+                    cause = "expired-sent-back"
+                else:
+                    skipped |= 1 << o
+                    dropped |= 1 << o
+                    cause = "expired-to-unsubscribed-retry-topic"
+            pq, _ = self._remove_message(pq, [o], queue)
+            hist = History(Event(s.now, cause, i, q, o, f"consume started at {started}"), hist)
+        if hist is s.history:
+            return s
+        g = g._replace(handled=_put(g.handled, idx, handled), skipped=_put(g.skipped, idx, skipped))
+        if dropped:
+            g = g._replace(skips=(*g.skips, (idx, "expired-to-unsubscribed-retry-topic", dropped)))
+        cl = s.clients[i]
+        return s._replace(
+            clients=_put(s.clients, i, cl._replace(pqs=_put(cl.pqs, q, pq))), broker=b, ghost=g, history=hist
+        )
 
     def _ledger(self, client: int) -> int:
         return 0 if self.clustering else client
@@ -1562,11 +1903,42 @@ class Model:
     # --- fidelity: pull expiry (R6.6, R9.4) ---------------------------------------------------------
     def pull_expired(self, s: State, pq: ProcessQueue) -> bool:
         """ProcessQueue.isPullExpired (R6.6): no pullMessage run for more than 120 s. R9.4 Phase A
-        drops such a pq (push consumers) and Phase B re-creates it in the same pass. The 50 ms
-        flow-control retries that refresh lastPullTimestamp in RocketMQ are folded into SendPull's
-        enabling condition, so a pq held by flow control for 120 s also counts as expired here
-        (docs/spec.md, "Pull expiry")."""
+        drops such a pq (push consumers) and Phase B re-creates it in the same pass. A pq held by flow
+        control is never expired: its 50 ms retries keep lastPullTimestamp fresh, which every Tick
+        applies (``_flow_control_retries``; docs/spec.md, "Pull expiry")."""
         return not self.m_no_pull_expiry and s.now - pq.last_pull > PULL_MAX_IDLE_TIME
+
+    def flow_controlled(self, pq: ProcessQueue, now: int) -> bool:
+        """pullMessage would take this pq's PullRequest now and stop at flow control (R5.1 step 5): the
+        request is runnable and msgCount > pullThresholdForQueue (a dropped pq's request is discarded
+        first, step 1)."""
+        return (
+            pq.pull_state == PULL_READY
+            and pq.pull_ready_at <= now
+            and pq.msg_count > self.config.pull_threshold_for_queue
+            and not pq.dropped
+        )
+
+    def _flow_control_retries(self, s: State) -> State:
+        """What pullMessage's flow-control retries did while the clock advanced to ``s.now`` (R5.1
+        steps 2 and 5): a PullRequest held by flow control is run every 50 ms, and each run only sets
+        lastPullTimestamp and re-queues itself 50 ms later. The retries of one Tick are folded into
+        the last one, at the new time: ``last_pull := now`` (the last real retry ran less than 50 ms
+        before), and the request stays runnable, so the run that finds room is the next SendPull.
+        Nothing else of the state changes, so a per-50 ms step would only add no-op steps; this keeps
+        the state finite and the behaviours the same: flow control alone never makes a pq
+        pull-expired (R6.6, R9.4). A stalled JVM runs no retry."""
+        clients = s.clients
+        for i, cl in enumerate(clients):
+            if not cl.running or self._stalled(s, cl):
+                continue
+            pqs = cl.pqs
+            for q, pq in enumerate(pqs):
+                if pq is not None and pq.last_pull != s.now and self.flow_controlled(pq, s.now):
+                    pqs = _put(pqs, q, pq._replace(last_pull=s.now))
+            if pqs is not cl.pqs:
+                clients = _put(clients, i, cl._replace(pqs=pqs))
+        return s if clients is s.clients else s._replace(clients=clients)
 
     # --- fidelity: retention and OFFSET_ILLEGAL (R5.5, R5.7) -----------------------------------------
     def _fidelity_enabled(self, s: State) -> list[Action]:
@@ -1735,7 +2107,7 @@ class Model:
         start: int | None = None
         if pq.locked:
             before = s.clients[i].mem[q]
-            s, start = self._compute_pull_from_where(s, i, q, False)
+            s, start = self._compute_pull_from_where(s, i, q, pq.uid, False)
             if s.clients[i].mem[q] != before:  # ghost for INV-8: the re-read overwrote memory (increaseOnly=false)
                 s = s._replace(ghost=s.ghost._replace(raised_by_tags=s.ghost.raised_by_tags | {pq_key(i, pq.uid)}))
             if start is None and self.clustering and not s.broker.up and not self.config.read_error_throws:
@@ -1758,6 +2130,7 @@ class Model:
         item = cl.channel[0]
         return s._replace(
             clients=_put(s.clients, i, cl._replace(channel=cl.channel[1:])),
+            ghost=self._lost_overtaken(s.ghost, i),
             budget=s.budget._replace(commit_losses=s.budget.commit_losses - 1),
             history=History(Event(s.now, "commit-lost", i, item.queue, item.offset, item.cause), s.history),
         )
@@ -1808,7 +2181,9 @@ class Model:
         return s._replace(
             broker=b._replace(offsets=b.bak, flushed=b.bak, main_unreadable=True),
             budget=s.budget._replace(offset_file_corruptions=s.budget.offset_file_corruptions - 1),
-            ghost=s.ghost._replace(flushed_writer=s.ghost.bak_writer, last_writer=s.ghost.bak_writer),
+            ghost=self._value_changed(
+                self._note_lost(s.ghost, b.offsets, b.bak, 0, "corrupt-offset-file"), range(self.q_count)
+            )._replace(flushed_writer=s.ghost.bak_writer, last_writer=s.ghost.bak_writer),
         )
 
     def _corrupt_local_offset_file(self, s: State, a: CorruptLocalOffsetFile) -> State:
@@ -1824,6 +2199,7 @@ class Model:
         return s._replace(
             clients=_put(s.clients, i, cl._replace(file=cl.file_bak, file_main_unreadable=True)),
             budget=s.budget._replace(local_offset_file_corruptions=s.budget.local_offset_file_corruptions - 1),
+            ghost=self._note_lost(s.ghost, cl.file, cl.file_bak, i, "corrupt-local-offset-file"),
         )
 
     def _self_missing_possible(self, s: State, i: int) -> bool:
@@ -2312,7 +2688,10 @@ class Model:
         g = s.ghost
         # Semantics INV-9: what lies below an explicit reset's target is a declared skip (a forward reset
         # skips it on purpose; a backward one replays from the target, not before it).
+        jumped = ((1 << target) - 1) & ~(g.handled[q] | g.skipped[q]) & ~((1 << queue.min_offset) - 1)
         g = g._replace(skipped=_put(g.skipped, q, g.skipped[q] | ((1 << target) - 1)))
+        if jumped:
+            g = g._replace(skips=(*g.skips, (q, "admin-reset", jumped)))
         targets = g.reset_targets or (0,) * self.q_count
         g = g._replace(
             reset_targets=_put(targets, q, targets[q] | 1 << target),
@@ -2339,7 +2718,7 @@ class Model:
     def _admin_write(self, s: State, q: int, target: int) -> State:
         """The admin's own write of the broker table (the old method's UPDATE_CONSUMER_OFFSET, or
         5.x assignResetOffset); its writer key is -1, no pq's."""
-        b, g = s.broker, s.ghost
+        b, g = s.broker, self._value_changed(self._note_committed(s.ghost, q), (q,))
         return s._replace(
             broker=b._replace(offsets=_put(b.offsets, q, target)),
             ghost=g._replace(last_writer=_put(g.last_writer, q, ADMIN_WRITER)),
@@ -2444,12 +2823,13 @@ class Model:
         window of R3.10b. Everything else is BrokerReceive as before."""
         cl = s.clients[a.client]
         pending = self._per_q(s.broker.reset_pending)
-        item = cl.channel[0] if cl.channel else None
+        item = cl.channel[a.overtakes] if 0 <= a.overtakes < len(cl.channel) else None
         if item is None or pending[item.queue] is None:
             return self._reset_note_stale(s, self._reset_wrapped[BrokerReceive](s, a), a.client, item)
+        item, rest, victim = self._take_request(s, a)  # the request pools (§18): maybe the second request
         q = item.queue
         if isinstance(item, Commit):
-            cl = cl._replace(channel=cl.channel[1:])
+            cl = cl._replace(channel=rest)
             return s._replace(
                 clients=_put(s.clients, a.client, cl),
                 history=History(Event(s.now, "commit-ignored", a.client, q, item.offset, item.cause), s.history),
@@ -2458,13 +2838,13 @@ class Model:
             return self._reset_wrapped[BrokerReceive](s, a)
         before = s
         target = pending[q]
-        cl = cl._replace(channel=cl.channel[1:])
+        cl = cl._replace(channel=rest)
         s = s._replace(
             clients=_put(s.clients, a.client, cl),
             broker=s.broker._replace(reset_pending=_put(pending, q, None)),
         )
         if item.commit_flag:
-            s = self._land_commit(s, a.client, q, item.commit_offset, item.pq_uid, "piggyback")
+            s = self._land_commit(s, a.client, q, item.commit_offset, item.pq_uid, "piggyback", victim)
         result = PullResult(br.OFFSET_ILLEGAL, (), target)
         epoch = s.broker.epoch
         cl = s.clients[a.client]

@@ -107,6 +107,11 @@ class ProcessQueue(NamedTuple):
     consuming: bool = False  # pq.consuming: set by a dispatching putMessage, cleared by an empty take (R6.2, R6.4)
     dropped: bool = False  # dropped, yet still in processQueueTable: orderly removal failed (R8.8)
     retry_times: tuple[tuple[int, int], ...] = ()  # (offset, local reconsumeTimes) raised by a suspend (R8.7)
+    # --- cleanExpiredMsg (R6.8); () when the consumer is orderly (it never cleans) ---
+    # (offset, CONSUME_START_TIME) of each held message whose listener has started, lowest offset first: the
+    # property ConsumeRequest.run stamps on the message object in msgTreeMap (R7.2 step 3), kept until the
+    # message leaves the tree (a resubmitted request's message keeps its first run's stamp until it runs again)
+    consume_started: tuple[tuple[int, int], ...] = ()
 
 
 class PullResult(NamedTuple):
@@ -233,6 +238,7 @@ class Client(NamedTuple):
     file_bak: tuple[int | None, ...] | None = None
     file_main_unreadable: bool = False
     last_rebalance: int = 0  # 5.x RebalanceService.lastRebalanceTimestamp (R4.2): construction, then each rebalance
+    next_clean: int | None = None  # cleanExpireMsg timer of ConsumeMessageConcurrentlyService (R6.8); None if orderly
 
 
 class Ghost(NamedTuple):
@@ -270,6 +276,41 @@ class Ghost(NamedTuple):
     # slaves: per queue, () meaning no slave: the pq key of the commit that landed last on the slave, or
     # SLAVE_SYNC_WRITER (-2) when SlaveSync wrote it, for INV-8s's stale-owner cause on the slave's table
     slave_last_writer: tuple[int | None, ...] = ()
+    # The causal allow-list (docs/spec.md §4.3): the facts a tolerated anomaly must point to.
+    # committed: bitmask over ledger indices (ledger * queue_count + queue): a commit of that ledger's offset
+    # ever landed (on the master or the slave, an admin write, or a BROADCASTING consumer's offset file). A
+    # group positioned by consumeFromWhere on such a queue is not on its first start (INV-9a).
+    committed: int = 0
+    # offset_lost: per ledger index, "" for none (() when nothing was ever lost): the fault that removed a
+    # stored offset since the last commit of it landed ("broker-crash": landed but never flushed, R3.6;
+    # "corrupt-offset-file": the .bak lacks it, R3.7; "corrupt-local-offset-file", R1.16).
+    offset_lost: tuple[str, ...] = ()
+    # starts: (pq key, start offset, how) of every pq positioned, in creation order; "how" is the source of
+    # the position: "stored-offset", "stored-offset-on-slave", "young-queue-zero" (R3.5), "consume-from-first",
+    # "consume-from-last", "consume-from-timestamp" (R10.1, R10.4). INV-8r's stale-owner cause reads it.
+    starts: tuple[tuple[int, int, str], ...] = ()
+    # readers: per queue, () meaning none: the pq keys that read the master's current value of the queue as
+    # their start (R2.3, R10.1) since it landed. A commit from one of them below that value is not the race
+    # of last-writer-wins: that pq knew the value it undercuts (INV-8r).
+    readers: tuple[frozenset[int], ...] = ()
+    # per client * queue_count + queue, () meaning all 0: what the current pq of that client and queue
+    # received in pull results (INV-22) and handed its listener (the local-retry redelivery cause)
+    received: tuple[int, ...] = ()
+    listened: tuple[int, ...] = ()
+    # redeliveries per cause, sorted (cause, count): "local-retry" (the same pq hands a message to its listener
+    # again: a failed send-back, R7.3; an orderly suspend or rollback, R8.6, R8.7) or "resumed-at-<how>" (a
+    # new pq resumed below what an earlier one had delivered: the unpersisted window)
+    redelivery_causes: tuple[tuple[str, int], ...] = ()
+    # skips: (ledger index, cause, offsets) of every declared skip other than tag filtering and retention:
+    # positioning ("consume-from-last: first-start", "consume-from-last: broker-crash", ...), an admin reset's
+    # target, a BROADCASTING consumer's failed message (R7.3). Message fates name these causes.
+    skips: tuple[tuple[int, str, int], ...] = ()
+    # overtaken: per queue, () meaning all None: (client, request) when the master's current value of the queue
+    # was landed by a request that overtook ``request``, still the oldest on that client's connection
+    # (BrokerReceive with overtakes=1: the broker's request pools, docs/spec.md §18). Cleared by every other
+    # change of the value and when that request is lost (LoseCommit, ExpireChannel). When ``request`` then
+    # lands below it, INV-8r's cause is "request-pool-reorder".
+    overtaken: tuple[tuple[int, Commit | PullRequestMsg] | None, ...] = ()
 
 
 class Budget(NamedTuple):

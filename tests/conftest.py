@@ -1,9 +1,40 @@
-"""Loads the Hypothesis profile (``ci`` when CI=true, else RMQSPEC_PROFILE or ``dev``)."""
+"""Loads the Hypothesis profile (``ci`` when CI=true, else RMQSPEC_PROFILE or ``dev``).
+
+With ``RMQSPEC_COVERAGE=1`` the session also measures the branch coverage of ``spec/`` in this process
+(``rmqspec.spec_coverage.SuiteMeasurement``) and writes ``rmqspec-out/test-coverage.json`` (or the path
+in ``RMQSPEC_COVERAGE_OUT``), which ``rmqspec coverage --from FILE`` prints. About 3x slower; off by default.
+"""
+
+import os
+from pathlib import Path
+from typing import Any
 
 from rmqspec.properties.profiles import load_active_profile
 
 PROFILE = load_active_profile()
+_MEASUREMENT: Any = None
 
 
 def pytest_report_header() -> str:
     return f"rmqspec hypothesis profile: {PROFILE}"
+
+
+def pytest_sessionstart(session: Any) -> None:
+    global _MEASUREMENT
+    if os.environ.get("RMQSPEC_COVERAGE") == "1":
+        from rmqspec.spec_coverage import SuiteMeasurement
+
+        _MEASUREMENT = SuiteMeasurement()
+        _MEASUREMENT.start()
+
+
+def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
+    global _MEASUREMENT
+    if _MEASUREMENT is None:
+        return
+    measurement, _MEASUREMENT = _MEASUREMENT, None
+    path = Path(os.environ.get("RMQSPEC_COVERAGE_OUT", "rmqspec-out/test-coverage.json"))
+    tests = session.testscollected
+    document = measurement.finish(path, f"test suite (profile {PROFILE}, {tests} tests)", tests)
+    t = document["totals"]
+    print(f"\nspec/ branch coverage of the suite: {t['reached']}/{t['reachable']} reachable ({t['percent']} %): {path}")

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
 
+from rmqspec.campaign.report import summarize, write_report
 from rmqspec.campaign.runner import (
     CampaignError,
     CampaignOptions,
@@ -38,6 +39,7 @@ def test_swarm_profiles_switch_perturbations_off() -> None:
     faulty = next(c for k in range(200) if (c := sample_config(random.Random(k))).client_stalls)
     quiet = PROFILE_BY_NAME["calm"].apply(faulty)  # the faults sample_config drew are off in the calm profile
     assert (quiet.client_stalls, quiet.commit_losses, quiet.view_faults, quiet.duplicate_client_id) == (0, 0, 0, False)
+    assert PROFILE_BY_NAME["calm"].apply(replace(faulty, task_deaths=1)).task_deaths == 0
     assert PROFILE_BY_NAME["crashes"].apply(faulty).client_stalls == 1
     assert all(p.name for p in PROFILES)
 
@@ -50,13 +52,14 @@ def test_sample_config_draws_every_fault_family_and_only_combinations_config_acc
         "duplicate_client_id",
         "offset_file_corruptions",
         "local_offset_file_corruptions",
+        "task_deaths",  # its liveness failures are reported as harm (test_a_dead_task_is_harm_...)
     )
     drawn = dict.fromkeys(faults, 0)
     slaves = manual = 0
     for seed in range(600):
         config = sample_config(random.Random(seed))
         assert Config(**{f.name: getattr(config, f.name) for f in fields(config)}) == config  # validated
-        assert config.task_deaths == 0  # a dead task fails liveness by design: never drawn
+        assert config.task_deaths <= 1
         assert config.offset_file_corruptions <= 1 and config.local_offset_file_corruptions <= 1
         assert config.mode == BROADCASTING or not config.local_offset_file_corruptions
         assert not config.offset_check_in_slave  # it restores RMQ-17, which INV-21 reports
@@ -76,6 +79,23 @@ def test_campaign_writes_rows_parquet_summary_and_report(tmp_path: Path) -> None
     assert result.valid and result.determinism_checks == 1  # unit 0 of every 16 runs twice
     assert (tmp_path / "runs.parquet" / "_SUCCESS").exists()
     assert len(list((tmp_path / "batches").glob("batch-*.jsonl"))) == 2
+
+
+def test_every_run_reports_a_fate_for_every_message_and_the_report_sums_them(tmp_path: Path) -> None:
+    options = CampaignOptions(out=tmp_path, master="local[2]", runs=8, steps=120, batch_size=8, lockstep=False)
+    result = run_campaign(options)
+    for r in result.rows:
+        produced = sum(n for fate, n in r["fates"].items() if fate != "dead-lettered")
+        # quiesced runs: a message not consumed has a cause (a skip, an allocation that deals its queue to nobody)
+        assert produced > 0 and "lost" not in r["fates"] and "pending" not in r["fates"], r["fates"]
+        assert set(r["fate_harm"]) <= set(r["fates"])
+    summary = summarize(result, "local[2]")
+    assert summary["fates"]["lost"] == 0
+    assert summary["fates"]["messages"] == sum(sum(r["fates"].values()) for r in result.rows)
+    redelivered = sum(r["redeliveries"] for r in result.rows)
+    assert redelivered <= sum(summary["fates"]["redelivery_causes"].values())  # the quiescences add their own
+    report = write_report(result, summary, tmp_path, tmp_path / "store").read_text()
+    assert "## Message fates" in report and "consumed-and-committed" in report
 
 
 def test_resume_runs_only_the_missing_batches(tmp_path: Path) -> None:

@@ -2,7 +2,8 @@
 
 A record whose configuration plants a bug (``mutations``) must still be refuted by the same
 property: the checker has not lost its teeth. A record found on the real model (no mutations) is a
-RocketMQ-model bug to fix: its test fails while the failure still reproduces.
+RocketMQ-model bug to fix: its test fails while the failure still reproduces. A liveness record
+(``walk_steps``) replays its walk and quiesces the end state again (docs/spec.md §13).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rmqspec.properties.explore import replay
+from rmqspec.properties.explore import replay, replay_liveness
 from rmqspec.properties.serialize import action_from_json, action_to_json, config_from_json
 from rmqspec.spec import actions as act
 
@@ -29,8 +30,13 @@ def test_stored_failure_replays_as_recorded(path: Path) -> None:
     record = json.loads(path.read_text(encoding="utf-8"))
     config = config_from_json(record["config"], where=f"{path.name}: config")
     actions = [action_from_json(a, where=f"{path.name}: action {n}") for n, a in enumerate(record["actions"], 1)]
-    _, violations = replay(config, actions)
-    reproduced = record["id"] in {v.id for v in violations}
+    if "walk_steps" in record:  # a liveness failure: the walk, then its (deterministic) quiescence
+        safety, outcome = replay_liveness(config, actions, record["walk_steps"])
+        found = {v.id for v in safety} | ({v.id for v in outcome.violations} if outcome is not None else set())
+    else:
+        _, violations = replay(config, actions)
+        found = {v.id for v in violations}
+    reproduced = record["id"] in found
     if config.mutations:
         assert reproduced, f"{path.name}: planted bug {sorted(config.mutations)} no longer refuted by {record['id']}"
     else:

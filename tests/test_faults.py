@@ -14,7 +14,7 @@ from rmqspec.spec.invariants import _dealt, _views_agree, allowed_anomalies, che
 from rmqspec.spec.model import ActionNotEnabled, Model
 from rmqspec.spec.state import State, history_list
 
-TIMERS = (act.Tick, act.BrokerFlush, act.PersistOffsets, act.Heartbeat, act.Rebalance, act.LockAll)
+TIMERS = (act.Tick, act.BrokerFlush, act.PersistOffsets, act.Heartbeat, act.Rebalance, act.LockAll, act.CleanExpiredMsg)
 
 
 class Run:

@@ -14,21 +14,33 @@ from hypothesis import strategies as st
 
 from rmqspec.bench_history import write_synthetic_history
 from rmqspec.cli import main
+from rmqspec.properties import fates
 from rmqspec.properties.history import (
+    ADMIN_RESET,
     ANOMALIES,
     CLASSES,
     COMMIT_CAUSES,
     EVENT_TYPES,
+    FAILURE_DROPPED,
+    FIRST_START,
+    LOCAL_RETRY,
+    OFFSET_ILLEGAL_FIX,
+    REMOVAL_CAUSES,
     REQUIRED,
+    RESUMED_AT_STORED,
+    RESUMED_WITHOUT_OFFSET,
     SKIP_CAUSES,
+    SKIP_FAULTS,
     HistoryError,
     allow_list_markdown,
     allowed_anomalies,
     check_history,
     check_lines,
+    describe,
     history_from_model_run,
     history_schema,
     lines_of,
+    model_run,
     read_lines,
     schema_text,
     validate_event,
@@ -96,10 +108,14 @@ def O(t: float, c: str, q: int, owned: bool = True) -> dict[str, Any]:  # noqa: 
     return {"time": t, "type": "own", "consumer": c, "topic": "T", "queue": q, "owned": owned}
 
 
-def S(t: float, q: int, start: int, end: int, cause: str, c: str | None = None) -> dict[str, Any]:
+def S(
+    t: float, q: int, start: int, end: int, cause: str, c: str | None = None, fault: str | None = None
+) -> dict[str, Any]:
     ev: dict[str, Any] = {"time": t, "type": "skip", "topic": "T", "queue": q, "from": start, "to": end, "cause": cause}
     if c is not None:
         ev["consumer"] = c
+    if fault is not None:
+        ev["fault"] = fault
     return ev
 
 
@@ -124,9 +140,12 @@ def test_delivery_below_commit_never_made_is_lost() -> None:
             "consumer": None,
             "committed": 3,
             "failed_deliveries": 0,
+            "produce_line": 3,
+            "commit_line": 7,
         }
     ]
     assert r["not_tolerated"] == {"lost": 1} and r["bad_anomaly_types"] == ["lost"]
+    assert r["fates"] == {"consumed-and-committed": 2, "lost": 1}
 
 
 def test_messages_at_or_above_the_final_commit_are_not_owed() -> None:
@@ -209,14 +228,30 @@ def test_filtered_skip_without_consumer_applies_to_every_broadcast_consumer() ->
 
 
 # --- duplicated, unexpected ----------------------------------------------------------------------
-def test_second_delivery_is_duplicated_and_tolerated_in_every_mode() -> None:
+def test_second_successful_delivery_by_the_same_pq_has_no_cause_in_every_mode() -> None:
     for mode in ("CLUSTERING", "BROADCASTING"):
         for consumption in ("concurrent", "orderly"):
             for version in ("4.9.8", "5.x"):
                 r = check(
-                    P(1, 0, 0), D(2, A, 0, 0), D(3, A, 0, 0), mode=mode, consumption=consumption, rocketmq=version
-                )
-                assert r["valid"] and r["duplicated_count"] == 1 and "S4" in r["tolerated"]["duplicated"]["reason"]
+                    J(0, A), O(0, A, 0), P(1, 0, 0), D(2, A, 0, 0), D(3, A, 0, 0),
+                    mode=mode, consumption=consumption, rocketmq=version,
+                )  # fmt: skip
+                assert r["not_tolerated"] == {"duplicated": 1} and r["redelivery_causes"] == {"no cause": 1}
+                assert "INV-22" in r["duplicated"][0]["uncaused"] and r["duplicated"][0]["uncaused_line"] == 6
+
+
+def test_a_failed_delivery_retried_by_the_same_pq_is_a_local_retry_except_in_broadcasting_concurrent() -> None:
+    events = (J(0, A), O(0, A, 0), P(1, 0, 0), D(2, A, 0, 0, "failure"), D(3, A, 0, 0))
+    for mode, consumption, valid in (
+        ("CLUSTERING", "concurrent", True),
+        ("CLUSTERING", "orderly", True),
+        ("BROADCASTING", "orderly", True),
+        ("BROADCASTING", "concurrent", False),  # R7.3: a failed message is dropped, never retried
+    ):
+        r = check(*events, mode=mode, consumption=consumption)
+        assert r["valid"] is valid, (mode, consumption)
+        assert r["redelivery_causes"] == ({LOCAL_RETRY: 1} if valid else {"no cause": 1})
+        assert classes(r, "duplicated") == ["duplicated:caused" if valid else "duplicated"]
 
 
 def test_duplicate_window_says_what_happened_between_the_deliveries() -> None:
@@ -246,7 +281,205 @@ def test_delivery_never_produced_is_unexpected() -> None:
         (0, 5, 2, [A, B]),
         (1, 0, 1, [A]),
     ]
-    assert r["not_tolerated"] == {"unexpected": 2}
+    # B's delivery of 5 is also a redelivery no event explains (no own or join of B)
+    assert r["not_tolerated"] == {"unexpected": 2, "duplicated": 1}
+
+
+# --- fates and the causal allow-list --------------------------------------------------------------
+def test_every_message_consumed_and_committed_has_that_fate_and_nothing_else() -> None:
+    clustering = check(
+        J(0, A), V(0, A, [A]), O(0, A, 0), O(0, A, 1), P(1, 0, 0), P(1, 0, 1), P(1, 1, 0),
+        D(2, A, 0, 0), D(2, A, 0, 1), D(2, A, 1, 0), K(3, A, 0, 2), K(3, A, 1, 1),
+    )  # fmt: skip
+    assert clustering["valid"] and clustering["fates"] == {"consumed-and-committed": 3}
+    assert clustering["fate_harm"] == {} and clustering["redelivery_causes"] == {}
+    # BROADCASTING: one fate per message and consumer (each consumer is a ledger)
+    broadcasting = check(
+        J(0, A), J(0, B), P(1, 0, 0), D(2, A, 0, 0), D(2, B, 0, 0), K(3, A, 0, 1), K(3, B, 0, 1), mode="BROADCASTING"
+    )
+    assert broadcasting["valid"] and broadcasting["fates"] == {"consumed-and-committed": 2}
+
+
+def test_each_produced_message_gets_exactly_one_fate() -> None:
+    r = check(
+        P(1, 0, 0), S(1, 0, 0, 1, "filtered"), P(1, 0, 1), P(1, 0, 2), P(1, 0, 3), P(1, 0, 4),
+        D(2, A, 0, 1), D(2, A, 0, 2), D(2, A, 0, 3, "failure"),
+        P(2, 0, 3, topic="%RETRY%G", origin={"topic": "T", "queue": 0, "offset": 3}), K(3, A, 0, 3),
+        P(4, 0, 0, topic="%DLQ%G", origin={"topic": "%RETRY%G", "queue": 0, "offset": 3}),
+        P(4, 0, 0, topic="SCHEDULE_TOPIC_XXXX"),  # a stage of a send-back: no fate of its own
+    )  # fmt: skip
+    assert r["valid"] and r["fates"] == {
+        "filtered-by-tag": 1,  # 0
+        "consumed-and-committed": 2,  # 1, 2
+        "consumed-not-yet-committed": 1,  # 3: sent back (forwarded) but above the committed offset
+        "pending": 1,  # 4
+        "retry: consumed-not-yet-committed": 1,  # the retry copy, forwarded to the DLQ
+        "dead-lettered": 1,
+    }
+    assert sum(r["fates"].values()) == r["totals"]["produced"] - 1  # every message but the schedule stage
+
+
+# Consumer A owns queue 0 of four messages, consumes 0 and 1, its commit of 2 lands; it restarts and
+# positions with CONSUME_FROM_LAST at 4, skipping 2 and 3 (lines 2-12 and 13-17; the header is line 1).
+JUMP = (J(0, A), O(0, A, 0), P(1, 0, 0), P(1, 0, 1), P(1, 0, 2), P(1, 0, 3), D(2, A, 0, 0), D(2, A, 0, 1),
+        K(3, A, 0, 2), L(4, A), J(5, A))  # fmt: skip
+AFTER = (S(6, 0, 2, 4, "consume_from_last", A), O(6, A, 0), P(7, 0, 4), D(8, A, 0, 4), K(9, A, 0, 5))
+
+
+def test_consume_from_last_jump_after_a_commit_with_no_cause_is_lost() -> None:
+    r = check(*JUMP, *AFTER)
+    assert not r["valid"] and r["not_tolerated"] == {"lost": 2}
+    assert r["fates"] == {"consumed-and-committed": 3, "lost": 2}
+    first = r["lost"][0]
+    # the loss names the message and the events that show it: its produce, the commit that passed it, and the
+    # positioning skip that could not excuse it
+    assert (first["queue"], first["offset"], first["produce_line"], first["commit_line"]) == (0, 2, 6, 17)
+    assert first["refused_skip"] == {
+        "line": 13,
+        "cause": "consume_from_last",
+        "why_refused": "it held committed offset 2 (line 10) and the history shows no cause",
+    }
+
+
+def test_the_same_jump_after_an_admin_reset_is_skipped_by_the_reset() -> None:
+    r = check(*JUMP, K(5, "admin", 0, 4, "reset"), *AFTER)
+    assert r["valid"] and r["fates"] == {"consumed-and-committed": 3, "skipped: admin-reset": 2}
+    assert r["skipped"][0]["fate"] == "skipped: admin-reset" and r["fate_harm"] == {}
+
+
+@pytest.mark.parametrize(
+    ("removal", "skip_fault", "fate", "harm"),
+    [
+        (K(5, "admin", 0, None, "reset"), None, "skipped: consume-from-last: admin-reset", False),
+        (K(5, "broker", 0, None, "failover"), None, "skipped: consume-from-last: broker-crash", True),
+        (None, "query-error", "skipped: consume-from-last: query-error", True),
+        (None, "failover-to-a-replica-lacking-the-offset",
+         "skipped: consume-from-last: failover-to-a-replica-lacking-the-offset", True),
+    ],
+)  # fmt: skip
+def test_a_jump_whose_missing_offset_has_a_cause_is_skipped_with_that_cause(
+    removal: dict[str, Any] | None, skip_fault: str | None, fate: str, harm: bool
+) -> None:
+    skip = S(6, 0, 2, 4, "consume_from_last", A, fault=skip_fault)
+    r = check(*JUMP, *([removal] if removal else []), skip, *AFTER[1:])
+    assert r["valid"], r["not_tolerated"]
+    assert r["fates"] == {"consumed-and-committed": 3, fate: 2}
+    assert r["fate_harm"] == ({fate: 2} if harm else {})  # a skip a fault caused is that fault's harm
+
+
+def test_first_start_positioning_is_skipped_with_first_start() -> None:
+    r = check(P(1, 0, 0), P(1, 0, 1), S(2, 0, 0, 2, "consume_from_last", A), P(3, 0, 2), D(4, A, 0, 2), K(5, A, 0, 3))
+    assert r["valid"] and r["fates"] == {"consumed-and-committed": 1, "skipped: consume-from-last: first-start": 2}
+
+
+def test_redeliveries_are_counted_per_cause() -> None:
+    r = check(
+        *AGREED, O(1, A, 0), O(1, B, 1), P(2, 0, 0), P(2, 0, 1), P(2, 0, 2),
+        D(3, A, 0, 0), D(3, A, 0, 1, "failure"), D(4, A, 0, 1),  # the failed send-back's local retry (R7.3)
+        D(4, A, 0, 2), K(5, A, 0, 2),  # 2 is consumed, its commit never lands: the unpersisted window
+        L(6, A), O(6, B, 0), V(6, B, [B]), D(7, B, 0, 2), K(8, B, 0, 3),  # B takes queue 0 over, resumes at 2
+        P(9, 1, 0), D(9, B, 1, 0), L(10, B), J(11, B), V(11, B, [B]), O(11, B, 0), O(11, B, 1),
+        D(12, B, 1, 0),  # B restarts; queue 1 has no offset yet: its new pq starts from consumeFromWhere
+    )  # fmt: skip
+    assert r["valid"], r["not_tolerated"]
+    assert r["redelivery_causes"] == {LOCAL_RETRY: 1, RESUMED_WITHOUT_OFFSET: 1, RESUMED_AT_STORED: 1}
+    assert {(e["queue"], e["offset"]): e["causes"] for e in r["duplicated"]} == {
+        (0, 1): {LOCAL_RETRY: 1},
+        (0, 2): {RESUMED_AT_STORED: 1},
+        (1, 0): {RESUMED_WITHOUT_OFFSET: 1},
+    }
+    assert r["fates"] == {"consumed-and-committed": 3, "consumed-not-yet-committed": 1}
+    summary = describe(r)
+    assert "redeliveries: local-retry 1, resumed-at-consume-from-where 1, resumed-at-stored-offset 1" in summary
+    assert "fates: consumed-and-committed 3, consumed-not-yet-committed 1" in summary
+
+
+def test_a_redelivery_with_no_cause_the_history_shows_is_a_violation() -> None:
+    # B takes queue 0 over and resumes *above* the committed offset's window yet delivers 0 again, which the
+    # group had committed: its pq started when the committed offset was 2.
+    r = check(
+        *AGREED, O(1, A, 0), P(2, 0, 0), P(2, 0, 1), D(3, A, 0, 0), D(3, A, 0, 1), K(4, A, 0, 2),
+        O(5, A, 0, False), O(5, B, 0), D(6, B, 0, 0),
+    )  # fmt: skip
+    assert r["not_tolerated"] == {"duplicated": 1} and r["redelivery_causes"] == {"no cause": 1}
+    entry = r["duplicated"][0]
+    assert entry["uncaused_line"] == 14 and "committed offset was 2" in entry["uncaused"]
+    # With no own or join event of the consumer, the history cannot show where its pq started: no cause either.
+    unexplained = check(P(1, 0, 0), D(2, A, 0, 0), D(3, B, 0, 0))
+    assert unexplained["not_tolerated"] == {"duplicated": 1}
+    assert "no own or join event" in unexplained["duplicated"][0]["uncaused"]
+
+
+# --- planted bugs in a synthetic foreign client ------------------------------------------------------
+def foreign_client(bug: str | None = None) -> list[dict[str, Any]]:
+    """The history of a small synthetic foreign client group (A and B, queue 0 of six messages, CLUSTERING).
+
+    A consumes 0-2 and its commit of 3 lands; it delivers 3 and crashes before committing it; B takes the
+    queue over and resumes at the committed offset, so it redelivers 3 (resumed-at-stored-offset), and
+    commits 6. Planted bugs: ``resume_one_behind``: B resumes one below the committed offset (like the model's
+    ``resume_memory_one_behind``/``update_offset_stores_one_less``), redelivering 2, which the group had
+    committed; ``forgets_offsets``: the broker drops the group's offset when its last consumer leaves (the
+    model's ``empty_group_loses_offsets``): A is alone, its restart finds no offset and positions at the end
+    with CONSUME_FROM_LAST, skipping 3-5."""
+    if bug == "forgets_offsets":
+        return [
+            header(), J(0, A), V(0, A, [A]), O(0, A, 0), *(P(1, 0, o) for o in range(6)),
+            D(2, A, 0, 0), D(2, A, 0, 1), D(2, A, 0, 2), K(3, A, 0, 3), L(4, A),
+            K(4, "broker", 0, None),  # a harness polling the broker sees the offset vanish, with no cause
+            J(5, A), S(6, 0, 0, 6, "consume_from_last", A), O(6, A, 0), V(6, A, [A]),
+            P(7, 0, 6), D(8, A, 0, 6), K(9, A, 0, 7),
+        ]  # fmt: skip
+    resume = 2 if bug == "resume_one_behind" else 3
+    return [
+        header(), *AGREED, O(1, A, 0), O(1, B, 1), *(P(2, 0, o) for o in range(6)),
+        D(3, A, 0, 0), D(3, A, 0, 1), D(3, A, 0, 2), K(4, A, 0, 3), D(5, A, 0, 3),
+        L(6, A), O(6, B, 0), V(6, B, [B]), *(D(7, B, 0, o) for o in range(resume, 6)), K(8, B, 0, 6),
+    ]  # fmt: skip
+
+
+def test_planted_foreign_bugs_are_refuted_only_by_the_causal_allow_list() -> None:
+    """Each planted bug's history shows nothing but what the old category tolerance accepted: before the
+    causal allow-list, ``allowed_anomalies`` tolerated the class ``duplicated`` in every mode, whatever caused
+    it, and a consume_from_last skip excused every offset once the ledger's committed offset was null, however
+    it got there (the null itself is a tolerated ``commit_decreased:other_writer``: another writer, R3.2). So
+    both histories were valid. Now a redelivery and a positioning skip need a cause the history shows."""
+    correct = check_lines(lines_of(foreign_client()))
+    assert correct["valid"] and correct["redelivery_causes"] == {RESUMED_AT_STORED: 1}
+    assert correct["fates"] == {"consumed-and-committed": 6}
+
+    behind = check_lines(lines_of(foreign_client("resume_one_behind")))
+    assert set(behind["not_tolerated"]) == {"duplicated"}  # the only finding: the old allow-list tolerated it
+    assert behind["redelivery_causes"] == {"no cause": 1, RESUMED_AT_STORED: 1}
+    (bad,) = [e for e in behind["duplicated"] if e["class"] == "duplicated"]
+    assert bad["offset"] == 2 and "committed offset was 3" in bad["uncaused"]
+
+    forgets = check_lines(lines_of(foreign_client("forgets_offsets")))
+    assert forgets["not_tolerated"] == {"lost": 3}  # 3, 4, 5: the skip is refused
+    assert "commit_decreased:other_writer" in forgets["tolerated"]  # what the old check stopped at
+    assert all("removed at line 16 with no cause" in e["refused_skip"]["why_refused"] for e in forgets["lost"])
+    assert forgets["fates"] == {"consumed-and-committed": 4, "lost": 3}
+    # the same history with the removal's cause recorded (a broker failover to its flushed file) passes
+    caused = [
+        {**ev, "cause": "failover"} if ev.get("consumer") == "broker" else ev
+        for ev in foreign_client("forgets_offsets")
+    ]
+    assert check_lines(lines_of(caused))["fate_harm"] == {"skipped: consume-from-last: broker-crash": 3}
+
+
+def test_fate_and_cause_names_are_the_models() -> None:
+    """The history's fates reuse properties/fates.py's constants, and its causes are the model's names."""
+    import inspect
+
+    from rmqspec.spec import model
+
+    source = inspect.getsource(model)
+    assert {"consume-from-last", "consume-from-timestamp"} <= model.POSITIONED_WITHOUT_OFFSET
+    assert OFFSET_ILLEGAL_FIX in model.RESET_APPLY_CAUSES
+    for name in (FIRST_START, ADMIN_RESET, FAILURE_DROPPED, LOCAL_RETRY, "resumed-at-", "stored-offset"):
+        assert f'"{name}"' in source, name
+    assert set(SKIP_FAULTS) == fates.FAULT_CAUSES
+    assert {"broker-crash", "corrupt-local-offset-file"} <= set(REMOVAL_CAUSES.values())
+    assert all(fates.is_harm(cause) for cause in ("broker-crash", "corrupt-local-offset-file"))
 
 
 # --- commits -------------------------------------------------------------------------------------
@@ -441,8 +674,9 @@ def test_every_mode_has_an_allow_list_with_reasons() -> None:
             for version in ("4.9.8", "5.x"):
                 allowed = allowed_anomalies(mode, consumption, version)
                 assert set(allowed) <= set(CLASSES) and all(reason for reason in allowed.values())
-                assert "duplicated" in allowed and "commit_decreased:declared" in allowed
+                assert "duplicated:caused" in allowed and "commit_decreased:declared" in allowed
                 assert "lost" not in allowed and "unexpected" not in allowed and "commit_beyond_max" not in allowed
+                assert "duplicated" not in allowed  # a redelivery needs a cause the history shows
     assert "double_owned:views_differ" in allowed_anomalies("CLUSTERING", "concurrent", "5.x")
     assert "double_owned:views_differ" not in allowed_anomalies("CLUSTERING", "orderly", "4.9.8")
 
@@ -518,6 +752,9 @@ GOOD = json.dumps(header())
          2, "owned", "true or false"),
         ([GOOD, '{"time": 1, "type": "skip", "topic": "T", "queue": 0, "from": 3, "to": 1, "cause": "reset"}'],
          2, "to", ">= from"),
+        ([GOOD, '{"time": 1, "type": "skip", "topic": "T", "queue": 0, "from": 0, "to": 1, '
+                '"cause": "consume_from_last", "fault": "gremlins"}'],
+         2, "fault", "query-error"),
         ([GOOD, '{"time": 5, "type": "join", "consumer": "a"}', '{"time": 4, "type": "join", "consumer": "b"}'],
          3, "time", "before the previous"),
     ],
@@ -568,7 +805,7 @@ def mutated_history(draw: st.DrawFn) -> list[str]:
         except ValueError:
             obj = None
         if how in ("field", "drop") and isinstance(obj, dict):
-            name = draw(st.sampled_from(sorted(obj) + ["type", "time", "members", "origin"]))
+            name = draw(st.sampled_from(sorted(obj) + ["type", "time", "members", "origin", "fault"]))
             if how == "drop":
                 obj.pop(name, None)
             else:
@@ -663,6 +900,33 @@ MODEL_CONFIGS = [
 ]
 
 
+def test_history_fates_and_redelivery_causes_are_the_models_own() -> None:
+    """check-history gives a model walk's history the fates the model gives the walk's last state
+    (properties/fates.py), fault harm included, and the redeliveries the model counts per cause, but for the
+    consumeFromWhere positions a history cannot tell apart (young-queue-zero, consume-from-first, ...)."""
+    from rmqspec.spec.model import POSITIONED_WITHOUT_OFFSET
+
+    harm: dict[str, int] = {}
+    redelivered: dict[str, int] = {}
+    for config in MODEL_CONFIGS:
+        for seed in range(12):
+            events, model, final = model_run(config, seed, 700)
+            report = check_lines(lines_of(events))
+            expected = fates.message_fates(model, final)
+            assert (report["fates"], report["fate_harm"]) == (dict(expected.counts), dict(expected.harm)), seed
+            causes: dict[str, int] = {}
+            for cause, n in final.ghost.redelivery_causes:
+                if cause.removeprefix("resumed-at-") in POSITIONED_WITHOUT_OFFSET:
+                    cause = RESUMED_WITHOUT_OFFSET
+                causes[cause] = causes.get(cause, 0) + n
+            assert report["redelivery_causes"] == causes, seed
+            harm.update(report["fate_harm"])
+            redelivered.update(causes)
+    # not a vacuous comparison: a broker crash's lost offset is harm, and every redelivery cause occurs
+    assert "skipped: consume-from-last: broker-crash" in harm
+    assert set(redelivered) == {LOCAL_RETRY, RESUMED_AT_STORED, RESUMED_WITHOUT_OFFSET}
+
+
 @pytest.mark.parametrize("config", MODEL_CONFIGS, ids=["clustering", "broadcasting", "tags-failover"])
 def test_correct_model_runs_show_only_tolerated_anomalies(config: Config) -> None:
     seen: set[str] = set()
@@ -708,9 +972,12 @@ def test_cli_exit_codes_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[s
     write_history([header(), P(1, 0, 0), K(3, A, 0, 1)], bad)
     broken.write_text(GOOD + '\n{"time": 1, "type": "deliver"}\n', encoding="utf-8")
     assert main(["check-history", str(good)]) == 0
-    assert "valid: yes" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "valid: yes" in out and "\nfates: consumed-and-committed 1\n" in out
     assert main(["check-history", "--json", str(bad)]) == 1
-    assert json.loads(capsys.readouterr().out)["not_tolerated"] == {"lost": 1}
+    report = json.loads(capsys.readouterr().out)
+    assert report["not_tolerated"] == {"lost": 1}
+    assert (report["fates"], report["fate_harm"], report["redelivery_causes"]) == ({"lost": 1}, {}, {})
     assert main(["check-history", str(broken)]) == 2
     err = capsys.readouterr().err
     assert err == f'rmqspec: error: {broken}: line 2: field "consumer": missing (required for a deliver event)\n'
@@ -735,6 +1002,7 @@ def test_spark_gives_the_local_report_for_jsonl_and_parquet(tmp_path: Path) -> N
     write_history(history_from_model_run(config, 3, 500), path)
     local = check_history(path)
     assert local["duplicated_count"] + local["skipped_count"] + local["unowned_count"] > 0  # not a trivial report
+    assert local["fates"]["consumed-and-committed"] > 0  # fates too, merged across queues as locally
     spark = _session("local[2]", quick_start=True)
     assert check_history_spark(path, spark=spark) == local
     parquet = tmp_path / "model.parquet"

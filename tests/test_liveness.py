@@ -2,19 +2,34 @@
 
 The correct model passes every liveness check after many seeded walks, with consumers restarted and
 with them left down; each liveness-only planted bug is caught by its LIV check and by no safety
-property; and the Hypothesis machine quiesces at the end of each example.
+property; a dead task's failures are its harm, with the task, client and time that explain them, and
+explain nothing else; and the Hypothesis machines quiesce at the end of each example.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
+from hypothesis import Phase, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import run_state_machine_as_test
 
+from rmqspec.cli import main
 from rmqspec.properties.explore import explore, walk
-from rmqspec.properties.liveness import HORIZON_MS, quiesce, quiesce_and_check
-from rmqspec.properties.machines import LivenessMachine, configs, machine_for
-from rmqspec.properties.profiles import scaled
+from rmqspec.properties.liveness import (
+    HORIZON_MS,
+    DeadTask,
+    HeldUncommitted,
+    check_liveness,
+    death,
+    quiesce,
+    quiesce_and_check,
+)
+from rmqspec.properties.machines import machine_for
+from rmqspec.spec import actions as act
 from rmqspec.spec.config import BROADCASTING, CLUSTERING, V5_X, Config
 from rmqspec.spec.model import Model
 from rmqspec.spec.state import State
@@ -88,10 +103,6 @@ def test_a_client_left_down_leaves_its_queues_to_the_survivors() -> None:
     assert owners == set(range(model.q_count))
 
 
-TestLivenessMachine = machine_for(configs(), LivenessMachine).TestCase
-TestLivenessMachine.settings = scaled(0.25)
-
-
 @pytest.mark.parametrize(
     ("task", "mode", "expected"),
     [
@@ -124,3 +135,122 @@ def test_a_background_task_that_dies_is_caught_at_quiescence(task: str, mode: st
     for action in (act.Start(0), act.Rebalance(0), act.Start(1)):
         state = healthy.step(state, action)
     assert quiesce_and_check(healthy, state)[1] == []
+
+
+# --- a dead task's failures are its harm; anything else is a violation ------------------------------
+TWO_BROADCASTING = Config(
+    mode=BROADCASTING, consumers=2, queues=2, backlog=2, messages_per_queue=2, task_deaths=1,
+    consume_from_where="CONSUME_FROM_FIRST_OFFSET", client_crashes=1, client_shutdowns=0, broker_crashes=0,
+)  # fmt: skip
+
+
+def _scripted(model: Model, actions: list[act.Action]) -> tuple[State, list[DeadTask]]:
+    """Apply ``actions`` from the initial state, recording the deaths as a walk does."""
+    state, deaths = model.initial(), []
+    for k, action in enumerate(actions, 1):
+        state = model.step(state, action)
+        if (dead := death(action, state, k)) is not None:
+            deaths.append(dead)
+    return state, deaths
+
+
+def test_a_dead_persist_task_s_failures_are_its_harm_naming_the_task_client_and_time() -> None:
+    model = Model(TWO_BROADCASTING)
+    script = [act.Start(0), act.Rebalance(0), act.Tick(), act.TaskDies(0, "persistAllConsumerOffset"), act.Start(1)]
+    state, deaths = _scripted(model, script)
+    assert deaths == [DeadTask(0, "persistAllConsumerOffset", 4, _scripted(model, script[:4])[0].now)]
+    outcome = check_liveness(model, state, deaths)
+    assert outcome.violations == [] and {h.id for h in outcome.harms} == {"LIV-2", "LIV-5"}
+    assert all(h.causes == tuple(deaths) and "client 0 " in h.detail for h in outcome.harms)
+    # the same end state without the walk's record of the death: nothing explains the failures
+    assert {v.id for v in check_liveness(model, state, ()).violations} == {"LIV-2", "LIV-5"}
+
+
+def test_a_dead_task_explains_nothing_once_its_client_restarted() -> None:
+    # client 0's persist task dies, the process crashes and restarts (its tasks live again), and under
+    # persist_timer_stops the new persist task runs once, before anything is consumed, and never again:
+    # the file lags for good, and the old death must not excuse it
+    model = Model(replace(TWO_BROADCASTING, mutations=frozenset({"persist_timer_stops"})))
+    script = [act.Start(0), act.Rebalance(0), act.TaskDies(0, "persistAllConsumerOffset"), act.Crash(0), act.Start(0)]
+    state, deaths = _scripted(model, script)
+    busy = (act.SendPull, act.ReceivePull, act.StartConsume, act.FinishConsume, act.Produce, *act.PERTURBING)
+    while act.PersistOffsets(0) not in model.enabled(state):  # timers only: nothing is pulled or consumed
+        state = model.step(state, next(a for a in model.enabled(state) if not isinstance(a, busy)))
+    state = model.step(state, act.PersistOffsets(0))
+    assert deaths and not state.clients[0].dead_tasks
+    outcome = check_liveness(model, state, deaths)
+    assert {v.id for v in outcome.violations} == {"LIV-2", "LIV-5"} and outcome.harms == []
+
+
+def test_a_dead_task_does_not_excuse_another_client_s_failure() -> None:
+    model = Model(replace(TWO_BROADCASTING, mutations=frozenset({"persist_timer_stops"})))
+    died = [act.Start(0), act.Rebalance(0), act.TaskDies(0, "persistAllConsumerOffset"), act.Start(1)]
+    outcome = check_liveness(model, *_scripted(model, died))
+    assert {v.id for v in outcome.violations} == {"LIV-2", "LIV-5"}
+    assert all("client 1 " in v.detail for v in outcome.violations)  # client 0's own are its task's harm
+
+
+def test_an_auto_commit_off_listener_holding_messages_is_harm_not_a_violation() -> None:
+    # orderly, autoCommit false: the listener answers SUCCESS without a COMMIT and holds what it took (R8.6);
+    # its queue is then flow-controlled by what it holds (R6.5) and never committed: its choice, shown as harm
+    config = Config(
+        consumers=1, queues=1, messages_per_queue=3, backlog=3, orderly=True, orderly_auto_commit=False,
+        pull_threshold_for_queue=1, pull_batch_size=2, consume_batch_size=1, client_crashes=0, client_shutdowns=0,
+        broker_crashes=0, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+    )  # fmt: skip
+    model = Model(config)
+    state = model.initial()
+    first = (act.FinishConsume, act.StartConsume, act.ApplyConsumeOffset, act.ReceivePull, act.BrokerReceive)
+    for _ in range(40):  # consume whatever can be, the listener answering SUCCESS each time, then pull
+        enabled = [a for a in model.enabled(state) if getattr(a, "status", act.ORDERLY_SUCCESS) == act.ORDERLY_SUCCESS]
+        rank = {kind: k for k, kind in enumerate(first)}
+        state = model.step(state, min(enabled, key=lambda a: rank.get(type(a), len(first) + isinstance(a, act.Tick))))
+    assert state.clients[0].pqs[0] is not None and state.clients[0].pqs[0].consuming_tree
+    outcome = check_liveness(model, state)
+    assert outcome.violations == []
+    assert {type(c) for h in outcome.harms for c in h.causes} == {HeldUncommitted}
+
+
+def _write_config(tmp_path: Path, config: dict[str, object]) -> str:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config), encoding="utf-8")
+    return str(path)
+
+
+def test_rmqspec_run_checks_liveness_by_default_and_a_planted_timer_bug_is_a_counterexample(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = _write_config(tmp_path, {"mode": BROADCASTING, "consumers": 2, "queues": 2})
+    argv = ["run", "--config", config, "--walks", "3", "--steps", "60", "--mutation", "persist_timer_stops"]
+    assert main([*argv, "--out", str(tmp_path / "a")]) == 1
+    out = capsys.readouterr().out
+    assert "LIV-2 liveness at quiescence" in out and "its walk shrunk from" in out
+    summary = json.loads((tmp_path / "a" / "run-summary.json").read_text())
+    assert summary["liveness"] and summary["configs"][0]["liveness"]["violations"] == 1
+    assert main([*argv, "--no-liveness", "--out", str(tmp_path / "b")]) == 0  # safety alone misses it
+    assert "liveness at quiescence: not checked (--no-liveness)" in capsys.readouterr().out
+
+
+def test_rmqspec_run_counts_dead_tasks_failures_as_harm_per_cause(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = _write_config(tmp_path, {"mode": BROADCASTING, "consumers": 2, "queues": 2, "task_deaths": 2})
+    assert main(["run", "--config", config, "--walks", "20", "--steps", "100", "--out", str(tmp_path)]) == 0
+    figures = json.loads((tmp_path / "run-summary.json").read_text())["configs"][0]["liveness"]
+    assert figures["quiesced"] == figures["reached"] == 20 and figures["violations"] == 0
+    assert figures["harm"] and all(cause.startswith("TaskDies(") for cause in figures["harm"])
+    harm_line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("liveness harm"))
+    assert all(cause in harm_line for cause in figures["harm"])
+
+
+def test_the_spec_machine_quiesces_at_teardown_and_refutes_a_liveness_only_bug() -> None:
+    buggy = Config(
+        mode=BROADCASTING, consumers=2, queues=1, client_crashes=0, client_shutdowns=0, broker_crashes=0,
+        mutations=frozenset({"persist_timer_stops"}),
+    )  # fmt: skip
+    # no shrinking: each shrink attempt quiesces a failing state to the horizon, which takes minutes in all
+    quick = settings(max_examples=20, stateful_step_count=30, derandomize=True, database=None)
+    with pytest.raises(AssertionError, match="LIV-2"):
+        run_state_machine_as_test(machine_for(st.just(buggy)), settings=settings(quick, phases=[Phase.generate]))
+    dying = replace(buggy, mutations=frozenset(), task_deaths=1)  # its failures are harm: every example passes
+    run_state_machine_as_test(machine_for(st.just(dying)), settings=quick)

@@ -47,12 +47,23 @@ CASES: dict[str, tuple[str, dict[str, object]]] = {
     "pull_request_requeued": ("INV-20", {"mode": CLUSTERING}),
     # full fidelity area (admin reset, R3.10a): the reset's commit carries no target of any reset
     "client_reset_off_by_one": ("INV-8r", {"mode": CLUSTERING, "admin_resets": 2}),
+    # the causal allow-list: bugs a category would tolerate (tests/test_causal_allow_list.py shows that)
+    "empty_group_loses_offsets": ("INV-9a", {"mode": CLUSTERING, "consumers": 1}),
+    "resume_memory_one_behind": ("INV-8r", {"mode": CLUSTERING}),
+    "pull_cursor_one_behind": ("INV-22", {"mode": CLUSTERING}),
+    # the broker's request pools (docs/spec.md §18): a same-pq decrease with no request overtaken is no reorder
+    "update_offset_stores_one_less": ("INV-8r", {"mode": CLUSTERING}),
+    # cleanExpiredMsg (R6.8): uniform walks answer a listener within a few steps, so none outlives the default
+    # 15 s; at 2 s most walks have the cleaner remove a message, and the next commit passes it unhandled
+    "expired_removed_without_send_back": ("INV-9", {"mode": CLUSTERING, "consume_timeout": 2_000}),
 }
 # Properties refuted a second time by a bug above, watched alone.
 SECOND_WITNESSES = [
     ("ignore_increase_only", "INV-8", {"mode": CLUSTERING}),
     ("avg_blocks_overlap", "INV-13b", {"mode": CLUSTERING}),
     ("commit_past_cached", "INV-9", {"mode": CLUSTERING}),
+    # the end-of-run fates alone (properties/fates.py): the messages INV-9 would report are "lost"
+    ("commit_past_cached", "FATES", {"mode": CLUSTERING}),
 ]
 
 WALKS, STEPS = 300, 300  # enough for every case below; the slowest needs ~60 walks
@@ -106,7 +117,7 @@ def test_shrunk_counterexample_is_one_minimal_and_still_fails() -> None:
 # A stalled pull (no pullMessage for 120 s) needs a scheduler that keeps a ready or answered pull waiting
 # for two minutes; uniform random walks almost never do that. A fixed schedule (start, then only timers
 # and ticks) does, and shows the property refutes the bug alone while the correct model passes.
-TIMERS = (act.Tick, act.BrokerFlush, act.PersistOffsets, act.Heartbeat, act.Rebalance, act.DeliverScheduled)
+TIMERS = act.TIME_ONLY
 SCHEDULED_CASES: dict[str, tuple[str, dict[str, object]]] = {
     "pull_expiry_ignored": ("LIV-3", {"consumers": 1, "queues": 2}),
 }
@@ -155,6 +166,16 @@ RESET_SCRIPTED_CASES: dict[str, tuple[str, dict[str, object]]] = {
 def test_property_refutes_planted_reset_bug_on_the_patient_schedule(mutation: str, prop: str) -> None:
     assert patient_reset_violations(frozenset({mutation})) == [prop]
     assert patient_reset_violations(frozenset()) == []
+
+
+def test_correct_model_passes_inv9_with_a_consume_timeout_that_listeners_outlive() -> None:
+    """R6.8: with the steered timeout of ``expired_removed_without_send_back`` the correct cleaner sends every
+    message it removes back first, so the commits that pass it break no property (in both versions)."""
+    for version in ("4.9.8", "5.x"):
+        config = Config(**{**BASE, "mode": CLUSTERING, "consume_timeout": 2_000, "version": version})  # type: ignore[arg-type]
+        result = explore(config, 100, STEPS)
+        assert result.valid, result.counterexamples[0].describe()
+        assert result.actions["CleanExpiredMsg"] > 0
 
 
 def test_correct_model_passes_inv8r_with_admin_resets() -> None:

@@ -56,9 +56,9 @@ from rmqspec.reference.remote_broker_offset_store import RemoteBrokerOffsetStore
 from rmqspec.reference.scheduler import DelayQueue, ScheduledExecutorService, SchedulerError, VirtualClock
 from rmqspec.reference.system import ReferenceActionError, ReferenceSystem, UnsupportedConfigError
 from rmqspec.spec import actions as act
-from rmqspec.spec.config import Config
+from rmqspec.spec.config import FROM_FIRST, Config
 from rmqspec.spec.invariants import Violation, check_state, check_step
-from rmqspec.spec.model import Model
+from rmqspec.spec.model import PULL_MAX_IDLE_TIME, Model
 from rmqspec.spec.state import PULL_DROPPED, Commit, State, history_list
 
 STEPS = 300
@@ -127,7 +127,14 @@ CONFIGS: dict[str, dict[str, Any]] = {
     },
     "backlog-hot-head-batches": {"backlog": 2, "messages_per_queue": 5, "consume_batch_size": 2, "pull_batch_size": 3},
     "backlog-cold-head": {"backlog": 2, "backlog_head_hot": False, "messages_per_queue": 5},
-    "tags-with-subscription": {"tags": ("A", "B"), "subscription": ("A",), "backlog": 3, "messages_per_queue": 6},
+    # FIRST: with LAST, walks that produce every message before the first rebalance consume nothing
+    "tags-with-subscription": {
+        "tags": ("A", "B"),
+        "subscription": ("A",),
+        "backlog": 3,
+        "messages_per_queue": 6,
+        "consume_from_where": "CONSUME_FROM_FIRST_OFFSET",
+    },
     "dlq-after-one-retry": {"max_reconsume_times": 1, "send_back_failures": 2, "consume_batch_size": 2},
     "from-first-cold-backlog": {
         "consume_from_where": "CONSUME_FROM_FIRST_OFFSET",
@@ -561,7 +568,7 @@ def weighted_chooser(seed: int) -> Chooser:
     return choose
 
 
-TIMER_ACTIONS = (act.Tick, act.BrokerFlush, act.PersistOffsets, act.Heartbeat, act.Rebalance, act.DeliverScheduled)
+TIMER_ACTIONS = act.TIME_ONLY
 
 
 @dataclass
@@ -715,6 +722,124 @@ def test_pull_expired_pq_is_recreated_by_the_next_rebalance_in_model_and_referen
             pq = state.clients[0].pqs[0]
             uids.add(-1 if pq is None else pq.uid)
         assert len(uids - {-1}) >= 2, "the stalled pq was never re-created"
+
+
+def test_a_pq_held_by_flow_control_is_never_pull_expired_in_model_and_reference(tmp_path: Path) -> None:
+    """R5.1 steps 2 and 5, R6.6, R9.4: pullMessage sets lastPullTimestamp before its flow-control check,
+    so the 50 ms retries of a pq over pullThresholdForQueue keep it fresh. A pq held by flow control for
+    140 s survives every rebalance, and once consumption frees room its staleness counts from then, so
+    the rebalance 20 s later keeps it too; model and reference agree at every step."""
+    pulling = (*TIMER_ACTIONS, act.SendPull, act.BrokerReceive, act.ReceivePull)
+    consuming = (act.StartConsume, act.FinishConsume, act.ApplyConsumeOffset)
+
+    threshold = Config().pull_threshold_for_queue  # 4; six cached messages are over it
+
+    def held(s: State) -> bool:
+        pq = s.clients[0].pqs[0]
+        return pq is not None and pq.msg_count > threshold
+
+    def drained(s: State) -> bool:
+        cl = s.clients[0]
+        return not (cl.requests or cl.consuming or cl.offset_updates)
+
+    for version in ("4.9.8", "5.x"):
+        config = Config(consumers=1, queues=1, backlog=6, messages_per_queue=6, version=version)
+        chooser = script_chooser(
+            act.Start(0),
+            Until(held, pulling),
+            Until(lambda s: s.now >= 142_000),  # only timers and ticks: the pq stays over the threshold
+            Until(drained, consuming),  # consumption frees room at 142 s
+            Until(lambda s: s.now >= 165_000),  # the rebalance of 160 s (5.x: 161 s) sees it 18 s after
+        )
+        run = run_lockstep(config, tmp_path / version, chooser, 600, f"flow control {version}")
+        assert run.failure is None, run.report()
+        model = Model(config)
+        state = model.initial()
+        uids, held_since, rebalances = set(), None, 0
+        for action in run.trace:
+            after = model.step(state, action)
+            assert not check_step(model, state, action, after), action
+            pq = after.clients[0].pqs[0]
+            if pq is not None and held(after):
+                held_since = after.now if held_since is None else held_since
+                uids.add(pq.uid)
+                assert pq.last_pull == after.now or not isinstance(action, act.Tick), action
+                if isinstance(action, act.Rebalance):
+                    rebalances += 1
+            state = after
+        final = state.clients[0].pqs[0]
+        assert final is not None and uids == {final.uid}, "the pq held by flow control was re-created"
+        assert held_since is not None and state.now - held_since > PULL_MAX_IDLE_TIME
+        assert rebalances >= 6, rebalances
+        assert final.msg_count == 0 and final.last_pull >= 142_000
+
+
+@pytest.mark.parametrize(("version", "copies"), [("4.9.8", 2), ("5.x", 1)])
+def test_a_listener_outliving_consume_timeout_is_sent_back_and_removed_by_the_cleaner_in_lockstep(
+    version: str, copies: int, tmp_path: Path
+) -> None:
+    """R6.8, R7.3: the listener of offset 0 runs past consumeTimeout; the cleanExpireMsg timer sends the message
+    back at delay level 3 and removes it from the pq without an offset update, while offset 1 (queued, never
+    started) stays. The listener then fails: 4.9.8 sends the message back a second time, 5.x sees it is no
+    longer in its pq and skips it; removeMessage commits offset 1. Model and reference agree at every step
+    and no property breaks."""
+    config = Config(queues=1, consumers=1, backlog=2, messages_per_queue=2, consume_from_where=FROM_FIRST)
+    config = dataclasses.replace(config, version=version)
+    pulling = (*TIMER_ACTIONS, act.SendPull, act.BrokerReceive, act.ReceivePull)
+
+    def cleaned(s: State) -> bool:
+        pq = s.clients[0].pqs[0]
+        return pq is not None and pq.tree == 0b10
+
+    prefix: tuple[act.Action | Until, ...] = (
+        act.Start(0),
+        Until(lambda s: len(s.clients[0].requests) == 2, pulling),
+        Until(lambda s: bool(s.clients[0].consuming), (act.StartConsume,)),  # offset 0's request, the first
+        Until(cleaned),  # timers only: the listener outlives consumeTimeout
+    )
+    state, broken = lockstep_script(config, tmp_path / "prefix", *prefix)
+    assert broken == []
+    (listener,) = state.clients[0].consuming
+    assert listener.msgs == ((0, 0),) and state.clients[0].offset_updates == ()
+    (copy,) = state.broker.scheduled
+    assert copy.message.origin == (0, 0) and copy.due == state.now + 10_000
+    rid = listener.rid
+    state, broken = lockstep_script(
+        config,
+        tmp_path / "full",
+        *prefix,
+        act.FinishConsume(0, rid, act.RECONSUME_LATER, -1, 0),
+        act.ApplyConsumeOffset(0, rid),
+        Until(lambda s: not s.broker.scheduled),  # the copies reach %RETRY%<group>
+    )
+    assert broken == []
+    assert state.clients[0].mem[0] == 1
+    retry = state.broker.queues[1].messages
+    assert [(m.origin, m.reconsume_times) for m in retry] == [((0, 0), 1)] * copies
+
+
+@pytest.mark.parametrize(("seed", "profile"), [(208, "retries"), (36, "calm"), (894, "calm")])
+def test_campaign_runs_whose_cleaner_removes_a_message_pass_in_lockstep(seed: int, profile: str) -> None:
+    """R6.8 at the default consume_timeout: campaign runs reach a CleanExpiredMsg that removes a message (seed
+    208: CLUSTERING 4.9.8, 36: CLUSTERING 5.x, 894: BROADCASTING 5.x), and the run (lockstep with the
+    reference, every property, liveness at quiescence) finds nothing."""
+    from rmqspec.campaign.units import PROFILE_BY_NAME, _choose, run_unit, sample_config
+
+    rng = random.Random(seed)
+    config = PROFILE_BY_NAME[profile].apply(sample_config(rng))
+    model = Model(config)
+    state, removed = model.initial(), 0
+    for _ in range(300):  # the unit's own walk (run_unit draws the same actions from the same rng)
+        action = _choose(rng, model, state, PROFILE_BY_NAME[profile])
+        if action is None:
+            break
+        after = model.step(state, action)
+        if isinstance(action, act.CleanExpiredMsg):
+            removed += sum(1 for e in history_list(after)[len(history_list(state)) :] if e.kind.startswith("expired"))
+        state = after
+    assert removed > 0
+    result = run_unit(seed, seed, profile, 300)
+    assert result.violations == [] and result.rules["CleanExpiredMsg"] > 0
 
 
 # --- unit tests: claims the walks do not make obvious -------------------------------------------------
@@ -1071,6 +1196,41 @@ def test_5x_maps_system_error_to_minus_two_where_4_9_8_reads_no_offset(
     host.fault_injector = lambda request: request.code == RequestCode.QUERY_CONSUMER_OFFSET
     assert store.read_offset(mq, ReadOffsetType.READ_FROM_STORE) == on_system_error
     assert mq not in store.offset_table
+
+
+def _on_wire(s: State, offset: int) -> bool:
+    return any(isinstance(r, Commit) and r.queue == 0 and r.offset == offset for r in s.clients[0].channel)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_commit_overtaking_a_pull_lowers_the_broker_offset_in_lockstep(tmp_path: Path, version: str) -> None:
+    """docs/spec.md §18: the broker's request pools run a later UPDATE_CONSUMER_OFFSET (C = 2) before the pull
+    sent earlier on the same connection, whose piggy-back (P = 1) then lands below it. The reference takes the
+    second request off its connection (``ClientConnection.read_request(1)``) and agrees with the model; INV-8r
+    accepts the fall with its cause, request-pool-reorder, and nothing else fails."""
+    config = Config(consumers=1, queues=1, messages_per_queue=3, pull_batch_size=4, version=version)
+    state, broken = lockstep_script(
+        config,
+        tmp_path,
+        *[act.Produce(0, "A")] * 3,
+        act.Start(0),
+        act.Rebalance(0),
+        act.SendPull(0, 0),
+        act.BrokerReceive(0),
+        act.ReceivePull(0, 0),  # offsets 0, 1, 2: consume requests 2, 3, 4
+        act.StartConsume(0, 2),
+        act.FinishConsume(0, 2, act.CONSUME_SUCCESS, 0, 0),
+        act.ApplyConsumeOffset(0, 2),  # memory 1
+        act.SendPull(0, 0),  # piggy-back P = 1
+        act.StartConsume(0, 3),
+        act.FinishConsume(0, 3, act.CONSUME_SUCCESS, 0, 0),
+        act.ApplyConsumeOffset(0, 3),  # memory 2
+        Until(lambda s: _on_wire(s, 2)),  # the persist timer sends C = 2 behind the pull
+        act.BrokerReceive(0, 1),  # C overtakes the pull
+        act.BrokerReceive(0),  # the pull lands P
+    )
+    assert state.broker.offsets[0] == 1
+    assert broken == []
 
 
 def _rmq14_script(version: str) -> tuple[Config, tuple[act.Action | Until, ...]]:

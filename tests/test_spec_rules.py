@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from rmqspec.properties.orderly_scenarios import advance_paced
 from rmqspec.spec import broker_rules as br
 from rmqspec.spec.actions import (
     CONSUME_SUCCESS,
@@ -14,6 +15,7 @@ from rmqspec.spec.actions import (
     BrokerFlush,
     BrokerReceive,
     BrokerRestart,
+    CleanExpiredMsg,
     CoolQueueHead,
     DeliverScheduled,
     FinishConsume,
@@ -31,7 +33,8 @@ from rmqspec.spec.actions import (
 )
 from rmqspec.spec.allocation import allocate, client_id, mq_text
 from rmqspec.spec.config import BROADCASTING, FROM_FIRST, FROM_TIMESTAMP, Config, ConfigError
-from rmqspec.spec.model import ActionNotEnabled, Model
+from rmqspec.spec.invariants import DECLARED_DECREASE_CAUSES, check_step
+from rmqspec.spec.model import CLEAN_EXPIRED_DELAY_LEVEL, ActionNotEnabled, Model
 from rmqspec.spec.state import BrokerQueue, Message, State, history_list
 
 
@@ -222,6 +225,47 @@ def test_broker_commits_are_last_writer_wins_and_crash_restores_the_flushed_file
     assert s.broker.offsets[0] == 1 and s.broker.next_flush == s.now + 10_000
 
 
+# --- the broker's request pools (docs/spec.md §18) ----------------------------------------------
+def test_a_commit_that_overtakes_a_pull_lets_the_pulls_older_piggyback_lower_the_broker_offset() -> None:
+    """§18.3 item 1: the broker runs PULL_MESSAGE and UPDATE_CONSUMER_OFFSET on different pools
+    (NettyRemotingAbstract#processRequestCommand), and PullMessageProcessor commits a pull's piggy-back when
+    the pull runs. SendPull carries P = 1; the listener finishes; PersistOffsets sends C = 2; the broker runs
+    C first, then the pull: the offset falls from 2 to 1, written by the same pq, and INV-8r names the cause."""
+    m = one_consumer()
+    s = finish(m, pulled(m, 3), 0)  # memory 1
+    s = run(m, SendPull(0, 0), state=s)  # the piggy-back P = 1 on the wire
+    assert s.clients[0].channel[0].commit_flag  # type: ignore[union-attr]
+    s = finish(m, s, 1)  # memory 2
+    s = s._replace(clients=(s.clients[0]._replace(next_persist=s.now),))
+    s = run(m, PersistOffsets(0), state=s)  # C = 2, behind the pull
+    assert BrokerReceive(0, 1) in m.enabled(s)
+    assert run(m, BrokerReceive(0), BrokerReceive(0), state=s).broker.offsets[0] == 2  # in send order: C last
+    t = run(m, BrokerReceive(0, 1), state=s)  # C overtakes the pull
+    assert t.broker.offsets[0] == 2 and t.ghost.overtaken[0] == (0, s.clients[0].channel[0])
+    u = run(m, BrokerReceive(0), state=t)  # the overtaken pull lands P
+    assert u.broker.offsets[0] == 1 and u.ghost.last_writer[0] == t.ghost.last_writer[0]
+    assert check_step(m, t, BrokerReceive(0), u) == []
+    causes = [c.name for c in DECLARED_DECREASE_CAUSES if c.applies(m, t, BrokerReceive(0), u, 0)]
+    assert causes == ["request-pool-reorder"]
+    # the cause is the ghost's overtaken request, not "the same pq wrote it": without it, INV-8 and INV-8r fail
+    blind = t._replace(ghost=t.ghost._replace(overtaken=()))
+    assert {v.id for v in check_step(m, blind, BrokerReceive(0), u)} == {"INV-8", "INV-8r"}
+
+
+def test_only_a_commit_of_the_same_queue_may_overtake_a_commit() -> None:
+    """The abstraction of §18: overtakes=1 is offered only when both requests carry a commit of one queue; a
+    pull without the commit flag (memory 0) commutes with a commit for every offset, so it is not offered."""
+    m = one_consumer()
+    s = run(m, SendPull(0, 0), state=pulled(m, 3))  # memory 0: no commit flag
+    s = s._replace(clients=(s.clients[0]._replace(next_persist=s.now),))
+    s = run(m, PersistOffsets(0), state=s)
+    pull, commit = s.clients[0].channel[:2]
+    assert not pull.commit_flag and commit.queue == 0  # type: ignore[union-attr]
+    assert BrokerReceive(0, 1) not in m.enabled(s)
+    with pytest.raises(ActionNotEnabled):
+        m.step(s, BrokerReceive(0, 1))
+
+
 # --- retry and DLQ (R7.3-R7.7) -----------------------------------------------------------------
 def test_first_retry_waits_ten_seconds_at_delay_level_three() -> None:
     assert br.retry_delay_ms(0) == 10_000
@@ -374,3 +418,119 @@ def test_query_error_is_offered_with_a_due_rebalance_for_queues_without_pq_and_s
     assert not any(isinstance(a, RebalanceQueryError) for a in broadcasting.enabled(run(broadcasting, Start(0))))
     with pytest.raises(ActionNotEnabled):
         m.step(run(m, Rebalance(0), state=s), RebalanceQueryError(0, 0))  # queue 0 has a pq now
+
+
+# --- cleanExpiredMsg (R6.8, R7.3) ---------------------------------------------------------------
+CLEAN_TIMERS = (Heartbeat, PersistOffsets, BrokerFlush, Rebalance, DeliverScheduled)
+
+
+def until_clean_due(model: Model, s: State) -> State:
+    """Fire the other due timers (and ticks) until consumer 0's cleanExpireMsg timer is due."""
+    while CleanExpiredMsg(0) not in (enabled := model.enabled(s)):
+        s = model.step(s, next((a for a in enabled if isinstance(a, CLEAN_TIMERS)), Tick()))
+    return s
+
+
+def listening_on_offset_zero(model: Model) -> State:
+    """One consumer: offsets 0 and 1 pulled, the listener of offset 0 started, offset 1's request still
+    queued (its message carries no consume start time). 5.x first waits out its rebalance pacing (R4.2)."""
+    s = model.initial()
+    for a in (Produce(0, "A"), Produce(0, "A"), Start(0), Rebalance(0), SendPull(0, 0), BrokerReceive(0)):
+        s = model.step(advance_paced(model, s, a), a)
+    s = run(model, ReceivePull(0, 0), state=s)
+    (rid,) = [r.rid for r in s.clients[0].requests if r.msgs[0][0] == 0]
+    return run(model, StartConsume(0, rid), state=s)
+
+
+def test_clean_expired_msg_sends_a_listener_older_than_consume_timeout_back_at_level_three_and_removes_it() -> None:
+    """R6.8: the timer runs every consumeTimeout from start (fixed rate); a message goes only once its listener
+    started *more* than consumeTimeout ago; it is sent back at delay level 3 and removed, and the offset is not
+    updated (removeMessage's result is dropped). A message whose listener has not started stays."""
+    m = one_consumer()
+    timeout = m.config.consume_timeout
+    s = listening_on_offset_zero(m)
+    started = s.now
+    assert started == 0 and s.clients[0].pqs[0] is not None and s.clients[0].pqs[0].consume_started == ((0, 0),)
+    s = until_clean_due(m, s)
+    assert s.now == timeout  # exactly consumeTimeout after the start: not more
+    s = m.step(s, CleanExpiredMsg(0))
+    assert s.clients[0].pqs[0] is not None and s.clients[0].pqs[0].tree == 0b11 and s.broker.scheduled == ()
+    assert s.clients[0].next_clean == 2 * timeout
+    mem = s.clients[0].mem[0]
+    s = m.step(until_clean_due(m, s), CleanExpiredMsg(0))
+    pq = s.clients[0].pqs[0]
+    assert pq is not None and pq.tree == 0b10 and pq.consume_started == () and pq.msg_count == 1
+    (copy,) = s.broker.scheduled
+    assert copy.message.origin == (0, 0) and copy.message.reconsume_times == 1
+    assert copy.due == s.now + br.delay_level_ms(CLEAN_EXPIRED_DELAY_LEVEL) == s.now + 10_000
+    assert s.clients[0].mem[0] == mem and s.clients[0].offset_updates == ()  # no updateOffset (R6.3)
+    assert s.ghost.handled[0] & 1 and s.clients[0].next_clean == 3 * timeout
+    assert [e.kind for e in history_list(s)].count("expired-sent-back") == 1
+
+
+def test_clean_expired_msg_level_three_ignores_reconsume_times_where_a_listener_failure_would_wait_longer() -> None:
+    """R6.8, R7.5 step 6: the broker honours the explicit level 3 (10 s) whatever the stored reconsumeTimes;
+    a failed listener's send-back (level 0) lets the broker choose 3 + reconsumeTimes."""
+    assert br.delay_level_ms(CLEAN_EXPIRED_DELAY_LEVEL) == br.retry_delay_ms(0) == 10_000
+    assert br.retry_delay_ms(1) == 30_000 and br.delay_level_ms(99) == br.delay_level_ms(18)
+
+
+@pytest.mark.parametrize(("version", "copies"), [("4.9.8", 2), ("5.x", 1)])
+def test_a_cleaned_message_whose_listener_then_fails_is_sent_back_again_only_by_4_9_8(
+    version: str, copies: int
+) -> None:
+    """R7.3, R6.8: the stuck listener returns after the cleaner sent its message back and removed it. 4.9.8's
+    processConsumeResult sends it back a second time; 5.x (containsMessage) skips it, so no send-back fault
+    can be injected for it either. removeMessage then commits the lowest offset still held."""
+    m = one_consumer(version=version)
+    s = listening_on_offset_zero(m)
+    (rid,) = [r.rid for r in s.clients[0].consuming]
+    s = m.step(until_clean_due(m, m.step(until_clean_due(m, s), CleanExpiredMsg(0))), CleanExpiredMsg(0))
+    assert s.clients[0].pqs[0] is not None and s.clients[0].pqs[0].tree == 0b10
+    faulted = FinishConsume(0, rid, RECONSUME_LATER, -1, 1)
+    assert (faulted in m.enabled(s)) is (version == "4.9.8")
+    s = run(m, FinishConsume(0, rid, RECONSUME_LATER, -1, 0), ApplyConsumeOffset(0, rid), state=s)
+    assert [e.message.origin for e in s.broker.scheduled] == [(0, 0)] * copies
+    assert s.clients[0].mem[0] == 1
+
+
+def test_clean_expired_msg_leaves_the_message_while_the_broker_is_down() -> None:
+    """R6.8, R7.4: the send-back and its producer fall-back both fail; the exception is logged and the message
+    stays, so a later run sends it back once the broker is up."""
+    m = one_consumer()
+    s = listening_on_offset_zero(m)
+    s = m.step(until_clean_due(m, s), CleanExpiredMsg(0))
+    s = m.step(until_clean_due(m, m.step(s, BrokerCrash())), CleanExpiredMsg(0))
+    assert s.clients[0].pqs[0] is not None and s.clients[0].pqs[0].tree == 0b11 and s.broker.scheduled == ()
+    assert not s.ghost.handled[0] & 1
+    s = m.step(until_clean_due(m, m.step(s, BrokerRestart())), CleanExpiredMsg(0))
+    assert s.clients[0].pqs[0] is not None and s.clients[0].pqs[0].tree == 0b10 and len(s.broker.scheduled) == 1
+
+
+def test_broadcasting_clean_expired_msg_is_a_declared_skip_whose_copy_nobody_consumes() -> None:
+    """R6.8, R7.8: cleanExpiredMsg has no mode check; a BROADCASTING consumer's copy goes to %RETRY%<group>, which
+    it does not subscribe to, so the message is dropped for it: a declared skip. The copy leaves the schedule
+    at its due time and reaches no queue of the model."""
+    m = one_consumer(mode=BROADCASTING, consume_from_where=FROM_FIRST)
+    s = listening_on_offset_zero(m)
+    s = m.step(until_clean_due(m, m.step(until_clean_due(m, s), CleanExpiredMsg(0))), CleanExpiredMsg(0))
+    assert s.clients[0].pqs[0] is not None and s.clients[0].pqs[0].tree == 0b10
+    assert s.ghost.skipped[0] & 1 and not s.ghost.handled[0] & 1
+    assert (0, "expired-to-unsubscribed-retry-topic", 1) in s.ghost.skips
+    (copy,) = s.broker.scheduled
+    s = run(m, DeliverScheduled(), state=s._replace(now=copy.due))
+    assert s.broker.scheduled == () and [len(q.messages) for q in s.broker.queues] == [2]
+
+
+def test_an_orderly_consumer_never_schedules_clean_expired_msg() -> None:
+    """R6.8: ConsumeMessageOrderlyService#start schedules no cleanExpireMsg (and cleanExpiredMsg returns at once
+    for an orderly consumer); a concurrent consumer's timer starts one period after Start and stops at Shutdown."""
+    orderly = one_consumer(orderly=True)
+    s = run(orderly, Start(0))
+    assert s.clients[0].next_clean is None
+    with pytest.raises(ActionNotEnabled):
+        orderly.step(s._replace(now=10 * orderly.config.consume_timeout), CleanExpiredMsg(0))
+    m = one_consumer()
+    s = run(m, Start(0))
+    assert s.clients[0].next_clean == m.config.consume_timeout
+    assert run(m, Shutdown(0), state=s).clients[0].next_clean is None

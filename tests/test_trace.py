@@ -38,6 +38,7 @@ from rmqspec.properties.trace import (
     trace_lines,
     write_trace,
 )
+from rmqspec.spec import actions as act
 from rmqspec.spec import config as cfg
 from rmqspec.spec.actions import (
     CONSUME_SUCCESS,
@@ -175,9 +176,10 @@ PLANTED: dict[str, tuple[dict[str, Any], bool]] = {
     # fidelity area; pull_expiry_ignored needs a stalling schedule, not a random walk (SCHEDULE_ONLY)
     "pull_expiry_ignored": ({}, False),
     "offset_illegal_fix_deferred": ({"version": "5.x", "retention_deletes": 2}, True),
-    # full fidelity area (admin reset, 4.9.8): the first violation of the walk is RMQ-26's race (INV-18),
-    # which the correct model shares, before the off-by-one shows; the skipped update is shown on a schedule
-    "client_reset_off_by_one": ({"admin_resets": 2}, False),
+    # full fidelity area (admin reset, 4.9.8): the first violation of the walk is RMQ-26's race (INV-18), which
+    # the correct model shares; in the first counterexample (seed 2) the reset's off-by-one commit has landed
+    # on the broker by then (observed.broker_offsets); the skipped update is shown on a schedule
+    "client_reset_off_by_one": ({"admin_resets": 2}, True),
     "client_reset_skips_update": ({}, False),
     # orderly area: the first violation is a lock grant, before any observed offset differs
     "lock_ignores_holder": ({"orderly": True}, False),
@@ -193,6 +195,14 @@ PLANTED: dict[str, tuple[dict[str, Any], bool]] = {
     # liveness at quiescence: no safety property fails, so a walk has no counterexample (LIVENESS_ONLY)
     "persist_timer_stops": ({"mode": cfg.BROADCASTING}, False),
     "rebalance_timer_stops": ({}, False),
+    # the causal allow-list
+    "empty_group_loses_offsets": ({"consumers": 1}, True),
+    "resume_memory_one_behind": ({}, True),
+    "pull_cursor_one_behind": ({}, True),
+    # the broker's request pools (docs/spec.md §18): the persist lands one low, which the broker's table shows
+    "update_offset_stores_one_less": ({}, True),
+    # cleanExpiredMsg (R6.8): only the missing retry copy differs, and the broker's schedule is not observed
+    "expired_removed_without_send_back": ({"consume_timeout": 2_000}, False),
 }
 # tests/test_planted_bugs.py, SCHEDULED_CASES and (full fidelity area) RESET_SCRIPTED_CASES
 SCHEDULE_ONLY = {
@@ -219,9 +229,11 @@ def test_a_planted_bug_diverges_when_it_touches_an_observed_field(mutation: str)
     assert (report.divergence is not None) == diverges
     if report.divergence is not None:
         assert report.divergence.kind == "observation" and report.divergence.step <= len(found.actions)
-        # the first mismatch, or (an OFFSET_ILLEGAL fix deferred: the pq also stays owned) one at the same step
+        # the first mismatch, or (an OFFSET_ILLEGAL fix deferred: the pq also stays owned) one at the same step;
+        # a broker-side bug (the group's offsets dropped) shows in the broker's table
         fields = [str(report.divergence.field)] + [m.field for m in report.divergence.mismatches]
-        assert any(f.startswith(("observed.mem.", "observed.next_offset.")) for f in fields), fields
+        observed = ("observed.mem.", "observed.next_offset.", "observed.broker_offsets.")
+        assert any(f.startswith(observed) for f in fields), fields
 
 
 def test_rules_come_from_the_transition_docstrings_and_the_semantics() -> None:
@@ -229,7 +241,7 @@ def test_rules_come_from_the_transition_docstrings_and_the_semantics() -> None:
         fn = getattr(Model, "_" + re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower())
         assert fn.__doc__ and fn.__doc__.startswith(name), name
         assert set(action_rules(name)) == set(re.findall(r"\bR\d+(?:\.\d+[a-z]?)?", fn.__doc__)), name
-    assert action_rules("SendPull") == ["R5.1", "R5.2", "R5.7"]
+    assert action_rules("SendPull") == ["R5.1", "R6.6", "R5.2", "R5.7"]
     assert set(FIELD_RULES) == set(OBSERVATION_KEYS)
     if SEMANTICS.exists():
         text = SEMANTICS.read_text(encoding="utf-8")
@@ -536,7 +548,9 @@ def test_the_schema_and_the_reader_agree_on_keys_actions_and_config() -> None:
     assert [r["$ref"].rsplit("/", 1)[1] for r in defs["action"]["oneOf"]] == list(ACTION_TYPES)
     for name, cls in ACTION_TYPES.items():
         fields = [f.name for f in dataclasses.fields(cls)]
-        assert defs[name]["required"] == ["action", *fields] == list(defs[name]["properties"]), name
+        required = [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING]
+        assert ["action", *fields] == list(defs[name]["properties"]), name
+        assert defs[name]["required"] == ["action", *required], name  # BrokerReceive.overtakes is optional
         assert defs[name]["properties"]["action"] == {"const": name}
     assert defs["FinishConsume"]["properties"]["status"]["enum"] == [
         CONSUME_SUCCESS,
@@ -552,6 +566,37 @@ def test_the_schema_and_the_reader_agree_on_keys_actions_and_config() -> None:
     assert props["consume_from_where"]["enum"] == list(cfg.CONSUME_FROM_WHERE)
     assert props["version"]["enum"] == list(cfg.VERSIONS)
     assert props["mutations"]["items"]["enum"] == list(cfg.MUTATIONS)
+
+
+def test_broker_receive_overtakes_is_optional_in_the_schema_the_reader_and_the_writer() -> None:
+    """docs/spec.md §18: ``BrokerReceive.overtakes`` is written only when 1; a trace without it (every trace
+    written before it existed) reads as 0, and the overtaking step of a run reads back as written."""
+    assert action_from_json({"action": "BrokerReceive", "client": 0}) == act.BrokerReceive(0)
+    assert action_from_json({"action": "BrokerReceive", "client": 0, "overtakes": 1}) == act.BrokerReceive(0, 1)
+    config = Config(consumers=1, queues=1, messages_per_queue=3, pull_batch_size=4)
+    model = Model(config)
+    actions: list[act.Action] = [act.Produce(0, "A")] * 3
+    actions += [act.Start(0), act.Rebalance(0), act.SendPull(0, 0), act.BrokerReceive(0), act.ReceivePull(0, 0)]
+    for rid in (2, 3):  # consume offset 0, send the pull carrying 1, consume offset 1
+        done = act.FinishConsume(0, rid, CONSUME_SUCCESS, 0, 0)
+        actions += [act.StartConsume(0, rid), done, act.ApplyConsumeOffset(0, rid)]
+        actions += [act.SendPull(0, 0)] if rid == 2 else []
+    state = model.initial()
+    for a in actions:
+        state = model.step(state, a)
+    while act.PersistOffsets(0) not in model.enabled(state):  # the persist timer sends 2 behind the pull
+        a = act.Heartbeat(0) if act.Heartbeat(0) in model.enabled(state) else act.Tick()
+        actions.append(a)
+        state = model.step(state, a)
+    actions += [act.PersistOffsets(0), act.BrokerReceive(0, 1), act.BrokerReceive(0)]
+    lines = list(trace_lines(config, actions))
+    events = [json.loads(line) for line in lines[1:]]
+    assert [e["action"] for e in events if "overtakes" in e["action"]] == [
+        {"action": "BrokerReceive", "client": 0, "overtakes": 1}
+    ]
+    assert all(schema_errors(json.loads(line), SCHEMA) == [] for line in lines)
+    report = check_trace(lines)
+    assert report.valid and report.events == len(actions), report.describe()
 
 
 @pytest.mark.parametrize("name", [f.name for f in dataclasses.fields(Config)])

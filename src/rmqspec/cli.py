@@ -19,8 +19,10 @@ import json
 import sys
 import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rmqspec import __version__
 from rmqspec.spec.config import (
@@ -32,6 +34,10 @@ from rmqspec.spec.config import (
     Config,
     ConfigError,
 )
+from rmqspec.spec_coverage import COVERAGE_EVERY
+
+if TYPE_CHECKING:
+    from rmqspec.properties.explore import ExploreResult
 
 EXIT_OK, EXIT_VIOLATION, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_NONDETERMINISM, EXIT_SUT_FAILED = 0, 1, 2, 3, 4, 5
 
@@ -89,7 +95,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     for k, (name, config) in enumerate(configs.items(), 1):
         print(f"[{k}/{len(configs)}] {name}: {args.walks} walks x {args.steps} steps ...", file=sys.stderr, flush=True)
-        result = explore(config, args.walks, args.steps, first_seed=args.seed, track_states=True)
+        result = explore(
+            config, args.walks, args.steps, first_seed=args.seed, track_states=True, liveness=not args.no_liveness
+        )
         total_actions.update(result.actions)
         rows.append(
             {
@@ -106,6 +114,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
                     for c in result.counterexamples
                     for v in c.violations
                 ],
+                "liveness": _liveness_figures(result),
+                **result.fates.as_dict(),  # "fates", "harm": per fate at the walks' ends (properties/fates.py)
+                "redelivery_causes": dict(result.redelivery_causes.most_common()),
             }
         )
         failures += [(name, c) for c in result.counterexamples]
@@ -114,13 +125,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
         "valid": not failures,
         "version": __version__,
         "seconds": round(elapsed, 2),
+        "liveness": not args.no_liveness,
         "configs": rows,
         "actions": dict(total_actions.most_common()),
     }
     _print_summary(summary)
     for name, c in failures:
         small = shrink(c)
-        print(f"\nCounterexample in {name} (shrunk from {len(c.actions)} to {len(small.actions)} steps):")
+        if c.walk_steps is not None and small.walk_steps is not None:  # a liveness failure: its walk is shrunk
+            shrunk = f"its walk shrunk from {c.walk_steps} to {small.walk_steps} steps"
+        else:
+            shrunk = f"shrunk from {len(c.actions)} to {len(small.actions)} steps"
+        print(f"\nCounterexample in {name} ({shrunk}):")
         print(small.describe())
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -132,24 +148,89 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return EXIT_OK if not failures else EXIT_VIOLATION
 
 
+def _liveness_figures(result: ExploreResult) -> dict[str, object]:
+    """A config's liveness figures for run-summary.json: walks quiesced, quiescences that reached their
+    horizon or settled within the step bound, those that settled early, quiescence steps, and per cause
+    of harm (a task still dead) the walks it explained a failed check of, per check id."""
+    return {
+        "quiesced": result.quiesced,
+        "reached": result.quiescence_reached,
+        "settled": result.quiescence_settled,
+        "quiescence_steps": result.quiescence_steps,
+        "violations": sum(1 for c in result.counterexamples if c.walk_steps is not None),
+        "harm": {
+            cause: {"walks": walks, "checks": dict(sorted(result.harm_checks[cause].items()))}
+            for cause, walks in sorted(result.harm_walks.items())
+        },
+    }
+
+
 def _print_summary(summary: dict[str, object]) -> None:
     from rmqspec.spec.invariants import ACTION_PROPERTIES, INVARIANTS
 
-    rows: list[dict[str, object]] = summary["configs"]  # type: ignore[assignment]
+    rows: list[dict[str, Any]] = summary["configs"]  # type: ignore[assignment]
     print(f"rmqspec {summary['version']} model run ({summary['seconds']} s)")
-    print(f"{'config':<28}{'walks':>7}{'steps':>10}{'states':>10}{'checks':>12}{'redeliv.':>10}  violations")
+    print(
+        f"{'config':<28}{'walks':>7}{'steps':>10}{'states':>10}{'checks':>12}{'redeliv.':>10}"
+        f"{'quiesced':>10}{'reached':>9}  violations"
+    )
     for r in rows:
         violations = r["violations"]
-        shown = "none" if not violations else ", ".join(sorted({v["id"] for v in violations}))  # type: ignore[attr-defined]
+        shown = "none" if not violations else ", ".join(sorted({v["id"] for v in violations}))
+        live = r["liveness"]
         print(
             f"{r['config']:<28}{r['walks']:>7}{r['steps']:>10}{r['distinct_states']:>10}"
-            f"{r['invariant_checks']:>12}{r['redeliveries']:>10}  {shown}"
+            f"{r['invariant_checks']:>12}{r['redeliveries']:>10}{live['quiesced']:>10}{live['reached']:>9}  {shown}"
         )
     actions: dict[str, int] = summary["actions"]  # type: ignore[assignment]
     print("\nrules fired: " + ", ".join(f"{name} {count}" for name, count in actions.items()))
     ids = [p.id for p in INVARIANTS] + [p.id for p in ACTION_PROPERTIES]
     print(f"invariants checked at every step: {', '.join(ids)}")
+    if not summary["liveness"]:
+        print("liveness at quiescence: not checked (--no-liveness)")
+    else:
+        quiesced = sum(r["liveness"]["quiesced"] for r in rows)
+        reached = sum(r["liveness"]["reached"] for r in rows)
+        settled = sum(r["liveness"]["settled"] for r in rows)
+        failed = sum(r["liveness"]["violations"] for r in rows)
+        print(
+            f"liveness at quiescence (LIV-1..LIV-5): {quiesced} walks quiesced, {reached} reached the horizon or "
+            f"settled ({settled} settled early), {failed} liveness violations"
+        )
+        print(f"liveness harm (checks failed where a shown cause explains them): {_harm_line(rows)}")
+    fates: Counter[str] = Counter()
+    harm: Counter[str] = Counter()
+    causes: Counter[str] = Counter()
+    for r in rows:
+        fates.update(r["fates"])
+        harm.update(r["harm"])
+        causes.update(r["redelivery_causes"])
+    _print_fates(fates, harm, causes, "after the quiescence" if summary["liveness"] else "at the end of each walk")
     print(f"violations: {'none' if summary['valid'] else 'FOUND (see below)'}")
+
+
+def _print_fates(fates: Mapping[str, int], harm: Mapping[str, int], causes: Mapping[str, int], where: str) -> None:
+    """The fate of every message (properties/fates.py), the fault harm among them, the redeliveries per cause."""
+    print(f"message fates {where}: " + (", ".join(f"{k} {n}" for k, n in sorted(fates.items())) or "no messages"))
+    print("fault harm among them: " + (", ".join(f"{k} {n}" for k, n in sorted(harm.items())) or "none"))
+    ranked = sorted(causes.items(), key=lambda kv: (-kv[1], kv[0]))
+    print("redeliveries by cause: " + (", ".join(f"{k} {n}" for k, n in ranked) or "none"))
+
+
+def _harm_line(rows: list[dict[str, Any]]) -> str:
+    """Harm per cause over every config: walks, and per check the walks it failed in."""
+    walks: Counter[str] = Counter()
+    checks: dict[str, Counter[str]] = {}
+    for r in rows:
+        for cause, harm in r["liveness"]["harm"].items():
+            walks[cause] += harm["walks"]
+            checks.setdefault(cause, Counter()).update(harm["checks"])
+    if not walks:
+        return "none"
+    return "; ".join(
+        f"{cause} in {n} walks ({', '.join(f'{vid} {k}' for vid, k in sorted(checks[cause].items()))})"
+        for cause, n in sorted(walks.items())
+    )
 
 
 def _bar_chart_svg(counts: Counter[str], title: str) -> str:
@@ -210,6 +291,8 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         resume=args.resume,
         lockstep=not args.no_lockstep,
+        liveness=not args.no_liveness,
+        coverage_every=args.coverage_every,
         mutations=frozenset(args.mutation or ()),
         progress=progress,
     )
@@ -234,6 +317,22 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
         f"{summary['invariant_checks']}; determinism self-check: {summary['determinism_checks']} runs repeated"
     )
     print("rules fired: " + ", ".join(f"{k} {v}" for k, v in summary["rules"].items()))
+    live = summary["liveness"]
+    if args.no_liveness:
+        print("liveness at quiescence: not checked (--no-liveness)")
+    else:
+        print(
+            f"liveness at quiescence (LIV-1..LIV-5): {live['checked']} runs quiesced, {live['reached']} reached the "
+            f"horizon or settled ({live['settled']} settled early), {live['violations']} runs with a liveness violation"
+        )
+        harm = "; ".join(
+            f"{cause} in {h['runs']} runs ({', '.join(f'{vid} {n}' for vid, n in h['checks'].items())})"
+            for cause, h in live["harm"].items()
+        )
+        print(f"liveness harm (checks failed where a shown cause explains them): {harm or 'none'}")
+    f = summary["fates"]
+    _print_fates(f["fates"], f["harm"], f["redelivery_causes"], "at the end of the runs")
+    print(_spec_coverage_line(summary["spec_branch_coverage"], out))
     if result.failures:
         print(f"violations: {len(result.failures)} distinct (saved to {store}):")
         for f in summary["failures"]:
@@ -244,6 +343,80 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
     if saved:
         print(f"failure store: {len(saved)} file(s) in {store}")
     return EXIT_OK if result.valid else EXIT_VIOLATION
+
+
+def _spec_coverage_line(figures: dict[str, Any] | None, out: Path) -> str:
+    if figures is None:
+        return "spec/ branch coverage: not measured (--coverage-every 0, or coverage.py missing on the executors)"
+    excluded = ", ".join(f"{c} {n}" for c, n in figures["excluded_by_category"].items()) or "none"
+    stale = f"; {figures['stale_exclusions']} STALE exclusions" if figures["stale_exclusions"] else ""
+    return (
+        f"spec/ branch coverage: {figures['reached']}/{figures['reachable']} reachable branches reached "
+        f"({figures['percent']} %) in {figures['measured_runs']} measured runs; excluded by design: {excluded}; "
+        f"{figures['unreached']} unreached{stale} (rmqspec coverage --campaign {out})"
+    )
+
+
+# --- branch coverage of spec/ (docs/campaign.md, "Branch coverage") ------------------------------
+COVERAGE_EPILOG = """\
+A branch is an arc of coverage.py's branch coverage in spec/*.py: from an if/elif/for/while/match line
+to one of its possible next lines. Reached means executed at least once by the measured runs (not
+verified). Excluded branches are those rmqspec/coverage_exclusions.py lists as unreachable by a default
+campaign, each with its reason (mutation-only, validation, defensive, ...); an exclusion that matches
+another number of branches than it claims is stale, listed, and not applied.
+
+With --campaign DIR: the campaign's coverage.json (or, if it has none, its batches); with --from FILE:
+a coverage.json, e.g. the test suite's (RMQSPEC_COVERAGE=1 make test writes rmqspec-out/test-coverage.json);
+otherwise a campaign with the given budget is run first (default: the default campaign, 120 s).
+
+exit codes: 0 printed (the campaign found no violation); 1 the campaign it ran found a violation;
+2 bad input (a directory without coverage, an unreadable coverage.json: the message names the file and field);
+3 an internal error."""
+
+
+def _cmd_coverage(args: argparse.Namespace) -> int:
+    from rmqspec.spec_coverage import CoverageFileError, campaign_document, describe, load_document, reanalyze
+
+    code = EXIT_OK
+    if args.campaign or args.from_file:
+        path = Path(args.from_file) if args.from_file else Path(args.campaign) / "coverage.json"
+    else:
+        out = Path(args.out) if args.out else Path(time.strftime("rmqspec-out/coverage-%Y%m%d-%H%M%S"))
+        argv = ["campaign", "--out", str(out), "--master", args.master, "--coverage-every", str(args.coverage_every)]
+        argv += ["--runs", str(args.runs)] if args.runs else ["--duration", str(args.duration or 120.0)]
+        code = main(argv)
+        if code not in (EXIT_OK, EXIT_VIOLATION):
+            return code
+        path = out / "coverage.json"
+    try:
+        if args.campaign and not path.exists():  # an interrupted campaign: its batches hold the arcs
+            document = _coverage_from_batches(Path(args.campaign), campaign_document)
+        else:
+            document = reanalyze(load_document(path))
+    except CoverageFileError as err:
+        raise CliError(str(err)) from None
+    if args.json:
+        print(json.dumps({k: v for k, v in document.items() if k != "arcs"}, indent=2))
+    else:
+        print(describe(document, limit=args.limit))
+    return code
+
+
+def _coverage_from_batches(directory: Path, campaign_document: Any) -> dict[str, Any]:
+    from rmqspec.campaign.runner import CampaignError, _load_batches
+    from rmqspec.spec_coverage import CoverageFileError
+
+    try:
+        rows = [row for rows in _load_batches(directory / "batches").values() for row in rows]
+    except CampaignError as err:
+        raise CoverageFileError(str(err)) from None
+    if not any(row.get("spec_arcs") is not None for row in rows):
+        raise CoverageFileError(
+            f"{directory / 'coverage.json'}: no such file, and no run in {directory / 'batches'} has field "
+            "'spec_arcs' (a campaign run with --coverage-every 0, or not a campaign directory)"
+        )
+    document: dict[str, Any] = campaign_document(rows, f"campaign {directory} (from its batches)")
+    return document
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
@@ -415,7 +588,9 @@ A history is JSON Lines (docs/history.schema.json): a header line {"format": "rm
 produce, deliver, commit, skip, join, leave, view or own. With --spark, a Parquet history (one row per
 line, with a seq column) is read too. The report lists lost, duplicated, unexpected,
 commit_decreased, commit_beyond_max, commit_negative, double_owned, unowned and skipped entries,
-counts per queue, and which anomalies the mode's allow-list tolerates and why (docs/oracle.md).
+counts per queue, every message's fate (as the model names them, with the fault harm among them),
+the redeliveries per cause, and which anomalies the mode's allow-list tolerates and why; a
+redelivery or a consumeFromWhere skip needs a cause the history shows (docs/oracle.md).
 
 exit codes: 0 valid (every anomaly found is tolerated); 1 an anomaly the mode does not tolerate;
 2 the history cannot be read (the error names the line and the field); 3 an internal error."""
@@ -489,6 +664,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
     run.add_argument("--mutation", action="append", help="plant a known bug (repeatable); see spec/config.py")
     run.add_argument("--out", default="rmqspec-out", help="where to write run-summary.json (default rmqspec-out)")
+    run.add_argument(
+        "--no-liveness",
+        action="store_true",
+        help="do not quiesce each walk's end state and check liveness (LIV-1..LIV-5; on by default)",
+    )
     run.set_defaults(func=_cmd_run)
     camp = sub.add_parser("campaign", help="a randomized campaign on Spark (the main job)")
     camp.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
@@ -504,8 +684,44 @@ def build_parser() -> argparse.ArgumentParser:
     )
     camp.add_argument("--resume", action="store_true", help="continue the campaign in --out")
     camp.add_argument("--no-lockstep", action="store_true", help="model only, without the reference")
+    camp.add_argument(
+        "--no-liveness",
+        action="store_true",
+        help="do not quiesce each run's end state and check liveness (LIV-1..LIV-5; on by default)",
+    )
     camp.add_argument("--mutation", action="append", help="plant a known bug (repeatable)")
+    camp.add_argument(
+        "--coverage-every",
+        type=_non_negative,
+        default=COVERAGE_EVERY,
+        metavar="N",
+        help=f"measure spec/ branch coverage in one run in N (default {COVERAGE_EVERY}; 1 every run, 0 none)",
+    )
     camp.set_defaults(func=_cmd_campaign)
+    cov = sub.add_parser(
+        "coverage",
+        help="branch coverage of spec/: per file reached/reachable, every unreached branch, exclusions",
+        description="Print which branches of the model (spec/*.py) a campaign or the test suite reached.",
+        epilog=COVERAGE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    where = cov.add_mutually_exclusive_group()
+    where.add_argument("--campaign", metavar="DIR", help="a campaign's output directory")
+    where.add_argument("--from", dest="from_file", metavar="FILE", help="a coverage.json (campaign or test suite)")
+    where.add_argument("--runs", type=_positive, help="run a campaign of this many runs first")
+    where.add_argument("--duration", type=float, help="run a campaign of this many seconds first (default 120)")
+    cov.add_argument("--master", default="local[*]", help="Spark master for the campaign it runs (default local[*])")
+    cov.add_argument(
+        "--coverage-every",
+        type=_non_negative,
+        default=COVERAGE_EVERY,
+        metavar="N",
+        help=f"in the campaign it runs, measure one run in N (default {COVERAGE_EVERY})",
+    )
+    cov.add_argument("--out", help="output directory of the campaign it runs (default rmqspec-out/coverage-<time>)")
+    cov.add_argument("--json", action="store_true", help="print the analysis as JSON (every list in full)")
+    cov.add_argument("--limit", type=_positive, help="unreached branches listed (default: all)")
+    cov.set_defaults(func=_cmd_coverage)
     bench = sub.add_parser("bench", help="print spec and reference steps per second")
     bench.add_argument("--steps", type=_positive, default=20_000, help="spec steps to time (default 20000)")
     bench.add_argument("--reference-steps", type=_positive, default=5_000, help="reference steps (default 5000)")
@@ -635,6 +851,16 @@ def _add_conform_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
         + "; ".join(f"{k}: {v}" for k, v in sorted(PLANTS.items())),
     )
     serve.set_defaults(func=_cmd_serve_reference)
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
+    return value
 
 
 def _positive(text: str) -> int:

@@ -5,8 +5,9 @@ numbered with ``zipWithIndex``) or row (Parquet, numbered by its ``seq`` column)
 the same ``validate_event``; the group's join/leave/view records, which are few, are collected to
 build the membership ``Timeline`` on the driver, which is broadcast; the per-queue records are
 grouped with ``groupByKey`` on (topic, queue), sorted by line, and analysed by the same
-``analyze_queue``; the partial reports are assembled by the same ``assemble_report``. So the
-report is the local path's, field for field (tests/test_history.py checks it on a small history).
+``analyze_queue``; the partial reports are assembled by the same ``assemble_report``, which also merges
+the per-queue fates, fault harm and redelivery causes. So the report is the local path's, field for
+field (tests/test_history.py checks it on a small history).
 RDDs are used rather than ``mapInPandas`` so that pandas is not needed.
 
 A Parquet history is one row per JSON Lines line: a ``seq`` column with the line number (the

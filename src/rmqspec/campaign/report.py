@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rmqspec.campaign.runner import CampaignResult
+from rmqspec.spec_coverage import summary_figures, write_document
 
 COLORS = ("#4a7bd0", "#d0704a", "#3a9a5b", "#9a3a8a")
 
@@ -45,7 +46,105 @@ def summarize(result: CampaignResult, master: str) -> dict[str, Any]:
         ],
         "rules": dict(rules.most_common()),
         "profiles": _per_profile(rows),
+        "liveness": liveness_summary(rows),
+        "fates": fates_summary(rows),
+        "spec_branch_coverage": summary_figures(result.spec_coverage) if result.spec_coverage else None,
     }
+
+
+def liveness_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Liveness at quiescence over the runs: runs checked (ended without a safety violation, liveness on),
+    quiescences that reached the horizon or settled within the step bound, those that settled early,
+    quiescence steps, runs with a liveness violation (a failed check no dead task explains), and harm:
+    per cause (``TaskDies(<task>)``), the runs whose failed checks it explained, and per check id."""
+    harm_runs: Counter[str] = Counter()
+    harm_checks: dict[str, Counter[str]] = defaultdict(Counter)
+    for r in rows:
+        seen: set[str] = set()
+        for text in r["liveness_harm"]:
+            harm = json.loads(text)
+            for cause in dict.fromkeys(c["cause"] for c in harm["causes"]):
+                harm_checks[cause][harm["id"]] += 1
+                seen.add(cause)
+        harm_runs.update(seen)
+    return {
+        "checked": sum(1 for r in rows if r["liveness_checked"]),
+        "reached": sum(1 for r in rows if r["liveness_reached"]),
+        "settled": sum(1 for r in rows if r["liveness_settled"]),
+        "quiescence_steps": sum(r["quiescence_steps"] for r in rows),
+        "violations": sum(1 for r in rows if any("walk_steps" in json.loads(v) for v in r["violations"])),
+        "harm": {
+            cause: {"runs": n, "checks": dict(sorted(harm_checks[cause].items()))}
+            for cause, n in sorted(harm_runs.items())
+        },
+    }
+
+
+def fates_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Message fates over the runs (properties/fates.py): messages per fate, those a modelled fault caused
+    (harm), the runs with any fault harm, and the redeliveries per cause (Ghost.redelivery_causes)."""
+    fates: Counter[str] = Counter()
+    harm: Counter[str] = Counter()
+    causes: Counter[str] = Counter()
+    for r in rows:
+        fates.update(r.get("fates", {}))  # rows of batches written before fates were recorded lack them
+        harm.update(r.get("fate_harm", {}))
+        causes.update(r.get("redelivery_causes", {}))
+    return {
+        "messages": sum(fates.values()),
+        "fates": dict(sorted(fates.items())),
+        "harm": dict(sorted(harm.items())),
+        "runs_with_harm": sum(1 for r in rows if r.get("fate_harm")),
+        "lost": fates.get("lost", 0) + fates.get("retry: lost", 0),
+        "redelivery_causes": dict(causes.most_common()),
+    }
+
+
+def fates_lines(summary: dict[str, Any]) -> list[str]:
+    """report.md's section on message fates and redelivery causes."""
+    f = summary["fates"]
+    lines = [
+        "## Message fates",
+        "",
+        f"{f['messages']} messages over all runs, each with one fate at the end of its run (after the quiescence; "
+        "docs/spec.md §4.3). A skip names its cause; one a modelled fault caused is that fault's harm "
+        f"({f['runs_with_harm']} runs); `lost` is a violation ({f['lost']}).",
+        "",
+        "| fate | messages | of which fault harm |",
+        "| --- | ---: | ---: |",
+    ]
+    for name, n in f["fates"].items():
+        lines.append(f"| {name} | {n} | {f['harm'].get(name, 0)} |")
+    lines += ["", "Redeliveries per cause (every redelivery has one; docs/spec.md §4.3):", ""]
+    if not f["redelivery_causes"]:
+        return [*lines, "None.", ""]
+    lines += ["| cause | redeliveries |", "| --- | ---: |"]
+    lines += [f"| {cause} | {n} |" for cause, n in f["redelivery_causes"].items()]
+    return [*lines, ""]
+
+
+def liveness_lines(summary: dict[str, Any]) -> list[str]:
+    """report.md's liveness section: the runs quiesced and checked, and the harm per cause."""
+    live = summary["liveness"]
+    lines = ["## Liveness at quiescence", ""]
+    if not live["checked"]:
+        return [*lines, "Not checked (`--no-liveness`, or every run stopped at a safety violation).", ""]
+    lines += [
+        f"{live['checked']} runs quiesced and checked (LIV-1..LIV-5, docs/spec.md §13): {live['reached']} reached "
+        f"the horizon or settled within the step bound ({live['settled']} settled early), "
+        f"{live['quiescence_steps']} quiescence steps; {live['violations']} runs with a liveness violation "
+        "(listed with the failures below).",
+        "",
+        "Harm: checks that failed only where a task still dead explains them (a modelled fault, not a violation):",
+        "",
+    ]
+    if not live["harm"]:
+        return [*lines, "None.", ""]
+    lines += ["| cause | runs | failed checks (runs) |", "| --- | ---: | --- |"]
+    for cause, harm in live["harm"].items():
+        checks = ", ".join(f"{vid} {n}" for vid, n in harm["checks"].items())
+        lines.append(f"| `{cause}` | {harm['runs']} | {checks} |")
+    return [*lines, ""]
 
 
 def _per_profile(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -112,7 +211,10 @@ def write_report(result: CampaignResult, summary: dict[str, Any], out: Path, sto
     ]
     for name, p in summary["profiles"].items():
         lines.append(f"| {name} | {p['runs']} | {p['steps']} | {p['violations']} | {p['distinct_states']} |")
-    lines += ["", "## Failures (deduplicated by signature)", ""]
+    lines += ["", *liveness_lines(summary)]
+    lines += fates_lines(summary)
+    lines += spec_coverage_lines(result, out)
+    lines += ["## Failures (deduplicated by signature)", ""]
     if not result.failures:
         lines.append("None.")
     for sig, f in sorted(result.failures.items()):
@@ -127,12 +229,65 @@ def write_report(result: CampaignResult, summary: dict[str, Any], out: Path, sto
     return report
 
 
-def line_chart(title: str, x_label: str, series: list[tuple[str, list[tuple[int, int]]]]) -> str:
-    """A small dependency-free SVG line chart of integer series."""
+UNREACHED_LISTED = 40  # report.md lists this many unreached branches; coverage.json has them all
+
+
+def spec_coverage_lines(result: CampaignResult, out: Path) -> list[str]:
+    """Writes coverage.json and branches.svg; report.md's section on spec/ branch coverage."""
+    lines = ["## Branch coverage of spec/", ""]
+    document = result.spec_coverage
+    if document is None:
+        return [*lines, "Not measured (`--coverage-every 0`, or coverage.py missing on the executors).", ""]
+    write_document(out / "coverage.json", document)
+    totals = document["totals"]
+    curve = [(n, k) for n, k in document["growth"]]
+    if curve and curve[-1][0] < document["runs"]:  # the runs after the last measured one reach no more
+        curve.append((document["runs"], curve[-1][1]))
+    (out / "branches.svg").write_text(
+        line_chart(
+            f"spec/ branches reached (y axis: the {totals['reachable']} reachable)",
+            "runs",
+            [("branches reached (measured runs)", curve)],
+            y_max=totals["reachable"],
+        ),
+        encoding="utf-8",
+    )
+    excluded = ", ".join(f"{c} {n}" for c, n in document["excluded_by_category"].items()) or "none"
+    lines += [
+        f"**{totals['reached']} of {totals['reachable']} reachable branches reached ({totals['percent']} %)** "
+        f"in the {document['measured_runs']} measured runs of {document['runs']}; {totals['branches']} branches "
+        f"in all, {totals['excluded']} excluded as unreachable by design ({excluded}; "
+        "`rmqspec/coverage_exclusions.py`). Reached means executed, not verified. All of it: "
+        f"`coverage.json`, or `rmqspec coverage --campaign {out}`.",
+        "",
+        "![branches](branches.svg)",
+        "",
+        "| file | branches | excluded | reachable | reached | % |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for name, f in document["files"].items():
+        lines.append(
+            f"| `{name}` | {f['branches']} | {f['excluded']} | {f['reachable']} | {f['reached']} | {f['percent']} |"
+        )
+    unreached = document["unreached"]
+    lines += ["", f"Unreached branches: {len(unreached) or 'none'}", ""]
+    for b in unreached[:UNREACHED_LISTED]:
+        lines.append(f"- `{b['where']}` {b['function'] or '(module)'}: `{b['source']}` -> `{b['target']}`")
+    if len(unreached) > UNREACHED_LISTED:
+        lines.append(f"- ... and {len(unreached) - UNREACHED_LISTED} more in `coverage.json`")
+    if document["stale_exclusions"]:
+        lines += ["", f"**Stale exclusions** (not applied): {len(document['stale_exclusions'])}, see `coverage.json`"]
+    return [*lines, ""]
+
+
+def line_chart(
+    title: str, x_label: str, series: list[tuple[str, list[tuple[int, int]]]], y_max: int | None = None
+) -> str:
+    """A small dependency-free SVG line chart of integer series (y from 0 to ``y_max``, default the highest)."""
     width, height, left, bottom, top = 560, 300, 60, 40, 36
     xs = [x for _, pts in series for x, _ in pts] or [1]
     ys = [y for _, pts in series for _, y in pts] or [0]
-    x_max, y_max = max(max(xs), 1), max(max(ys), 1)
+    x_max, y_max = max(max(xs), 1), max(max(ys), y_max or 0, 1)
 
     def sx(x: float) -> float:
         return left + (width - left - 20) * x / x_max

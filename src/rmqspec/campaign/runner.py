@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rmqspec.campaign.units import PROFILES
+from rmqspec.spec_coverage import COVERAGE_EVERY
 
 DEFAULT_MASTER = "local[*]"
 DETERMINISM_SAMPLE = 16  # every 16th unit is executed twice and must produce the same trace hash
@@ -49,6 +50,8 @@ class CampaignOptions:
     batch_size: int = 32
     resume: bool = False
     lockstep: bool = True
+    liveness: bool = True  # quiesce each run's end state and check liveness (docs/spec.md §13)
+    coverage_every: int = COVERAGE_EVERY  # measure spec/ branch coverage in units k % coverage_every == 0; 0: none
     mutations: frozenset[str] = frozenset()
     store: Path | None = None
     progress: Callable[[str], None] | None = None
@@ -63,6 +66,7 @@ class CampaignOptions:
             "steps": self.steps,
             "batch_size": self.batch_size,
             "lockstep": self.lockstep,
+            "liveness": self.liveness,
             "mutations": sorted(self.mutations),
             "profiles": [p.name for p in PROFILES],
         }
@@ -76,6 +80,7 @@ class CampaignResult:
     spark_startup_seconds: float = 0.0
     determinism_checks: int = 0
     parallelism: int = 0
+    spec_coverage: dict[str, Any] | None = None  # coverage.json's document (spec_coverage.coverage_document)
 
     @property
     def valid(self) -> bool:
@@ -87,12 +92,24 @@ def unit_spec(k: int, options: CampaignOptions) -> tuple[int, int, str]:
     return k, options.seed + k, PROFILES[k % len(PROFILES)].name
 
 
-def _execute(task: tuple[int, int, str, int, list[str], bool]) -> dict[str, Any]:
-    """The Spark task: run one unit and return its row (imports stay inside for the workers)."""
+def _execute(task: tuple[int, int, str, int, list[str], bool, bool, bool]) -> dict[str, Any]:
+    """The Spark task: run one unit and return its row (imports stay inside for the workers). A measured
+    unit's row also holds the spec/ arcs it executed (``spec_arcs``, ``spec_digest``; not in Parquet)."""
     from rmqspec.campaign.units import run_unit
 
-    unit, seed, profile, steps, mutations, lockstep = task
-    return run_unit(unit, seed, profile, steps, frozenset(mutations), lockstep).as_row()
+    unit, seed, profile, steps, mutations, lockstep, liveness, measure = task
+    if not measure:
+        return {
+            **run_unit(unit, seed, profile, steps, frozenset(mutations), lockstep, liveness).as_row(),
+            "spec_arcs": None,
+            "spec_digest": None,
+        }
+    from rmqspec.spec_coverage import ArcCollector, encode_arcs
+
+    with ArcCollector() as collector:
+        row = run_unit(unit, seed, profile, steps, frozenset(mutations), lockstep, liveness).as_row()
+    arcs = None if collector.arcs is None else encode_arcs(collector.arcs)
+    return {**row, "spec_arcs": arcs, "spec_digest": collector.digest if arcs is not None else None}
 
 
 def run_campaign(options: CampaignOptions) -> CampaignResult:
@@ -123,6 +140,10 @@ def run_campaign(options: CampaignOptions) -> CampaignResult:
             say(_progress_line(options, result, started))
         result.rows.sort(key=lambda r: r["unit"])
         result.failures = deduplicate(result.rows)
+        if any(r.get("spec_arcs") is not None for r in result.rows):
+            from rmqspec.spec_coverage import campaign_document
+
+            result.spec_coverage = campaign_document(result.rows, "campaign")
         _write_parquet(spark, result.rows, options.out / "runs.parquet")
     finally:
         spark.stop()
@@ -190,8 +211,11 @@ def _run_batch(
     tasks = []
     for k in batch:
         unit, seed, profile = unit_spec(k, options)
-        tasks.append((unit, seed, profile, options.steps, sorted(options.mutations), options.lockstep))
-    rechecks = [t for t in tasks if t[0] % DETERMINISM_SAMPLE == 0]
+        measure = options.coverage_every > 0 and unit % options.coverage_every == 0
+        tasks.append(
+            (unit, seed, profile, options.steps, sorted(options.mutations), options.lockstep, options.liveness, measure)
+        )
+    rechecks = [(*t[:-1], False) for t in tasks if t[0] % DETERMINISM_SAMPLE == 0]  # the trace, not the arcs, again
     everything = tasks + rechecks
     rows: list[dict[str, Any]] = (
         sc.parallelize(everything, max(1, min(len(everything), parallelism * 4))).map(_execute).collect()
@@ -316,6 +340,7 @@ def _spark_session(master: str) -> Any:
 def _write_parquet(spark: Any, rows: list[dict[str, Any]], path: Path) -> None:
     from pyspark.sql.types import (
         ArrayType,
+        BooleanType,
         DoubleType,
         IntegerType,
         LongType,
@@ -339,12 +364,21 @@ def _write_parquet(spark: Any, rows: list[dict[str, Any]], path: Path) -> None:
             StructField("redeliveries", IntegerType(), False),
             StructField("violation_count", IntegerType(), False),
             StructField("violations", ArrayType(StringType()), False),
+            StructField("liveness_checked", BooleanType(), False),
+            StructField("liveness_reached", BooleanType(), False),
+            StructField("liveness_settled", BooleanType(), False),
+            StructField("quiescence_steps", IntegerType(), False),
+            StructField("liveness_harm", ArrayType(StringType()), False),
+            StructField("fates", MapType(StringType(), IntegerType()), False),
+            StructField("fate_harm", MapType(StringType(), IntegerType()), False),
+            StructField("redelivery_causes", MapType(StringType(), IntegerType()), False),
             StructField("trace_hash", StringType(), False),
             StructField("seconds", DoubleType(), False),
         ]
     )
     names = [f.name for f in schema.fields]
-    data = [tuple(r[n] for n in names) for r in rows]
+    late: dict[str, dict[str, int]] = {"fates": {}, "fate_harm": {}, "redelivery_causes": {}}  # older batches
+    data = [tuple(r[n] if n in r else late[n] for n in names) for r in rows]
     spark.createDataFrame(data, schema).coalesce(1).write.mode("overwrite").parquet(str(path))
 
 

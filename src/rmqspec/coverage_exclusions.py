@@ -1,0 +1,260 @@
+"""Branches of ``spec/`` that a default campaign cannot reach, each with the reason it cannot.
+
+``rmqspec coverage`` counts these apart (reached / reachable / excluded-with-reason) instead of as
+misses. An entry names its branch by text, not by line number, so that edits elsewhere in the file do
+not break it: the enclosing function, a piece of the branch's own line (``source``) and of the line it
+goes to (``target``; ``"exit"`` when it leaves the function). An entry must match exactly ``count``
+branches of the source as it is; one that matches another number (the line was edited, moved to
+another function, deleted or duplicated) is *stale*: it is not applied, so it hides nothing, and
+``rmqspec coverage`` lists it until it is fixed. An excluded branch that a measurement did reach is
+counted as reached and listed (a mutation-only branch is reached under ``--mutation`` and in the test
+suite, which plants every bug). Entries may overlap (a glob over ``Model.*`` and a whole function):
+a branch counts once, in the category of the first entry that matches it.
+
+Categories:
+
+- ``mutation``: the planted-bug side of a ``self.m_...`` flag of ``spec/model.py`` (``Config.mutations``,
+  ``--mutation NAME``) or of a planted-bug argument (``avg_blocks_overlap``, ``answers_minus_one``). The
+  correct model never takes it; campaigns with ``--mutation`` and ``tests/test_planted_bugs.py`` do.
+- ``violation``: the side of a property check (``spec/invariants.py``) that reports a violation. A clean
+  campaign of the correct model never takes it (if it did, that would be a finding, and the branch
+  would then count as reached); planted bugs and ``tests/`` take them.
+- ``validation``: ``Config`` (or a strategy's constructor, which Java validates and ``Config`` already
+  has) refusing a bad configuration or naming a bad field; a campaign draws only valid configurations
+  (``units.sample_config``), the unit tests try the bad ones.
+- ``defensive``: a guard against a call the model never makes in a run: an action it did not enable
+  (a campaign's walk and its quiescence step only actions ``Model.enabled`` returned; ``check-trace``,
+  replay and shrinking do step refused ones), an argument it cannot produce.
+- ``excluded-config``: reachable only in a configuration a default campaign never draws on purpose: an
+  admin reset under 4.9.8 (the client-side reset of R3.10a reports RMQ-26 through INV-18 in every run,
+  ``tests/test_admin_reset.py``), ``offset_check_in_slave`` (restores RMQ-17, INV-21).
+- ``outside-campaign``: code a campaign run does not call at all: reading a configuration file
+  (``Config.from_mapping``, ``rmqspec run --config``), names and histories for display.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Any
+
+CATEGORIES = ("mutation", "violation", "validation", "defensive", "excluded-config", "outside-campaign")
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    file: str  # file name in spec/, e.g. "model.py"
+    function: str  # qualified name of the enclosing function, e.g. "Model._crash" ("" at module level); "*" globs
+    source: str  # a piece of the branch's line, e.g. "if self.m_local_remove_deletes"
+    target: str  # a piece of the line it goes to, "exit" for leaving the function, "" for any
+    category: str  # one of CATEGORIES
+    reason: str  # why a default campaign cannot reach it
+    count: int = 1  # how many branches this entry must match (more than one: each named in reason)
+
+    def matches(self, branch: Any) -> bool:
+        if branch.file != self.file or self.source not in branch.source_text:
+            return False
+        if not fnmatchcase(branch.function, self.function):  # "Model._*": one reason shared by many functions
+            return False
+        if self.target == "exit":
+            return bool(branch.target < 0)
+        return self.target in branch.target_text
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "function": self.function,
+            "source": self.source,
+            "target": self.target,
+            "category": self.category,
+            "reason": self.reason,
+            "count": self.count,
+        }
+
+
+def _entries(file: str, category: str, reason: str, rows: list[tuple[Any, ...]]) -> list[Exclusion]:
+    """One exclusion per ``(function, source, target[, count])`` row, all with ``category`` and ``reason``."""
+    return [Exclusion(file, row[0], row[1], row[2], category, reason, *row[3:]) for row in rows]
+
+
+_VIOLATION = (
+    "reports a violation of this property: a clean campaign of the correct model never takes it (one that "
+    "does has found a bug, and the branch counts as reached); tests/test_planted_bugs.py and the rule tests do"
+)
+_MUTATION = (
+    "the planted bug's side of its flag (spec/config.py MUTATIONS): a default campaign plants none; "
+    "rmqspec campaign --mutation NAME and tests/test_planted_bugs.py do"
+)
+_RESET_498 = (
+    "the 4.9.8 client-side admin reset (R3.10a: RESET_CONSUMER_CLIENT_OFFSET, the paused client's 10 s "
+    "sleep): sample_config draws admin resets under 5.x only, since under 4.9.8 every such run reports "
+    "RMQ-26 through INV-18 (docs/spec.md, 'Known bug RMQ-26'); tests/test_admin_reset.py runs it"
+)
+_NOT_ENABLED = (
+    "refuses an action that is not enabled: a campaign's walk and quiescence step only actions "
+    "Model.enabled returned; check-trace, replay and shrinking do step refused ones (tests/test_trace.py)"
+)
+_VALIDATED = (
+    "refuses a configuration Config already refuses (Config.__post_init__, _check_allocation): a campaign "
+    "draws only valid ones; tests/test_spec_allocation.py and tests/test_spec_rules.py try the bad ones"
+)
+
+EXCLUSIONS: tuple[Exclusion, ...] = (
+    *_entries(
+        "invariants.py",
+        "violation",
+        _VIOLATION,
+        [
+            ("_pq_accounting", "if pq.msg_count != count", 'return f"'),
+            ("_pq_accounting", "if pq.msg_size != size", 'return f"'),
+            ("_commit_below_unprocessed", "if unprocessed and mem > _low(unprocessed)", 'return f"'),
+            ("_broker_answers", "if answer is not None and answer < 0", 'return f"'),
+            ("_broker_answers", "if b.offsets[q] is not None and answer != b.offsets[q]", 'return f"'),
+            ("_at_least_once", "if missing", 'who = "the group"'),
+            ("_committed_in_range", "if not 0 <= offset <= high", 'where = "broker"'),
+            ("_exclusive_ownership", "if m.identity[owner[q]] == m.identity[i]", 'return f"'),
+            ("_retry_accounting", "if not 1 <= k <= limit", 'return f"'),
+            ("_retry_accounting", "if due < expected or (exact and due != expected)", 'return f"'),
+            ("_retry_accounting", "if msg.reconsume_times < least", 'return f"'),
+            ("_retry_accounting", "elif msg.reconsume_times != limit + 1", 'return f"'),
+            ("_increase_only", "if old is not None and new is not None and new < old", 'return f"'),
+            ("_dropped_pq_inert", "if t.clients[a.client].mem != cl.mem", 'return f"'),
+            ("_dropped_pq_inert", "if t.ghost.delivered != s.ghost.delivered", 'return f"'),
+            ("_local_file_grows", "if lost", 'return f"'),
+            ("_broker_decrease_attributed", "if t.ghost.last_writer[q] == s.ghost.last_writer[q]", 'return f"'),
+            ("_piggyback_rule", "if req.commit_offset != expected", 'return f"'),
+            ("_resume_at_stored", "and new.next_offset != stored", 'return f"'),
+            ("_pull_stalled_recreated", "if m.clustering and any(_allocation_throws(", 'return f"'),
+            ("_broker_lock_exclusive", "if held_by is not None and held_by != entry[0]", 'return f"'),
+            ("_lock_belief_exclusive", "if len(fresh) > 1", 'return f"'),
+            ("_single_pull_loop", "if n != expected", 'return f"'),
+            ("_single_pull_loop", "if extra", 'return f"'),
+            ("_single_orderly_listener", "if len(set(clients)) < len(clients)", 'return f"'),
+            ("_single_orderly_listener", "if broken >= 0 and broken >= min(running)[0]", 'return f"'),
+            ("_listener_holds_lock", "if pq is None or not pq.locked", "last = None if pq is None"),
+            ("_orderly_commit_point", "if update.offset != max(batch) + 1", 'return f"'),
+            ("_orderly_commit_point", "if open_", 'return f"'),
+            ("_orderly_commit_point", "if missing", 'return f"'),
+            ("_positioning_caused", "if not (jumped or replayed)", 'effect = f"skips'),
+            ("_no_repull_of_consumed", "if again", "return ("),
+            ("_slave_decrease_declared", "if m.tolerate_slave_sync", 'return f"'),
+            (
+                "_slave_decrease_declared",
+                "if landed is not None and landed[0] != s.ghost.slave_last_writer",
+                'return f"',
+            ),
+            ("_committed_decrease_declared", "if not any(cause.applies(", 'return f"'),
+            ("_reset_takes_effect", "if first != expected", "return ("),
+            ("_first_locked_pull_valid", "if after.next_offset < 0", 'return f"'),
+            ("check_state", "if detail is not None", "out.append(Violation("),
+            ("check_step", "if detail is not None", "out.append(Violation("),
+        ],
+    ),
+    *_entries(
+        "model.py",
+        "mutation",
+        _MUTATION,
+        [
+            ("Model._leave", "if self.m_empty_group_loses_offsets", "s = s._replace(broker="),
+            ("Model._persist_all", "elif not self.m_no_pruning", "for q, value in enumerate(cl.mem)"),
+            ("Model._remove_offset", "if self.m_local_remove_deletes", "cl = cl._replace(file="),
+            ("Model._compute_pull_from_where", "if stored >= 0 and not self.m_resume_ignores", "cfw = "),
+            ("Model._send_pull", "if self.m_piggyback_next", "commit_value = pq.next_offset"),
+            ("Model._receive_pull", "if self.m_pull_cursor_one_behind", "next_offset -= 1"),
+            ("Model._remove_message", "if not self.m_count_kept", "size -="),
+            ("Model._clean_expired_pq", "if self.m_expired_no_send_back", 'cause = "expired-removed"'),
+            ("Model._remove_orderly", "if self.m_removal_ignores_lock", "cl = s.clients[i]"),
+        ],
+    ),
+    Exclusion("allocation.py", "allocate", "if avg_blocks_overlap", "start -= 1", "mutation", _MUTATION),
+    Exclusion("broker_rules.py", "query_consumer_offset", "if answers_minus_one", "return -1", "mutation", _MUTATION),
+    *_entries(
+        "model.py",
+        "excluded-config",
+        _RESET_498,
+        [
+            ("Model._next_deadline", "if cl.reset_wake is not None", "times.append(cl.reset_wake)"),
+            ("Model._persist_all", "if cl.reset_held", "return self._reset_persist_all("),
+            ("Model._reset_enabled", "if cl.reset_inbox and cl.reset_wake is None", "out.append(ClientResetReceive"),
+            (
+                "Model._reset_enabled",
+                "if cl.reset_wake is not None and cl.reset_wake <= s.now",
+                "out.append(ClientResetWake",
+            ),
+            ("Model._admin_reset", "if self.config.server_side_reset", "if not b.registered"),
+            ("Model._admin_reset", "if not b.registered", "", 2),
+            ("Model._client_reset_receive", "", "", 6),
+            ("Model._client_reset_wake", "", "", 12),
+            ("Model._reset_persist_all", "", "", 8),
+            ("Model._reset_send_pull", "if not cl.paused", "pq = pq._replace(last_pull=s.now"),
+            ("Model._reset_rebalance", "if not cl.paused", "cl = cl._replace(next_rebalance="),
+        ],
+    ),
+    Exclusion("model.py", "Model.*", "", "raise ActionNotEnabled(", "defensive", _NOT_ENABLED, 47),
+    Exclusion(
+        "model.py", "Model.step", "if handler is None", "raise TypeError", "defensive", "an action of another model"
+    ),
+    *_entries(
+        "allocation.py",
+        "defensive",
+        "the model calls a strategy only with its own clientId and non-empty queue and consumer lists "
+        "(Model._rebalance_topics answers an empty list itself, R9.3 step 3); tests/test_spec_allocation.py",
+        [
+            ("_check", "if not current", "raise"),
+            ("_check", "if not mq_all", "raise"),
+            ("_check", "if not cid_all", "raise"),
+        ],
+    ),
+    Exclusion("config.py", "*", "", "raise ConfigError", "validation", _VALIDATED, 24),
+    Exclusion("config.py", "_check_allocation", "if not (", 'retry = f"', "validation", _VALIDATED),
+    *_entries(
+        "allocation.py",
+        "validation",
+        _VALIDATED,
+        [
+            ("Strategy.__post_init__", "if self.name not in STRATEGIES", "raise"),
+            ("Strategy.__post_init__", "and self.virtual_node_cnt < 0", "raise"),
+            ("Strategy.__post_init__", "if self.inner is None", "raise"),
+            ("Strategy.__post_init__", "if self.resolver is None", "raise"),
+            ("allocate", "if strategy not in (AVG, AVG_BY_CIRCLE, CONSISTENT_HASH)", "raise"),
+            ("allocate", "and virtual_node_cnt < 0", "raise"),
+            ("allocate_queues", "if not room", "raise", 2),
+        ],
+    ),
+    Exclusion(
+        "config.py",
+        "Config.from_mapping",
+        "",
+        "",
+        "outside-campaign",
+        "reads a configuration file (rmqspec run --config, check-trace headers); a campaign builds Config directly",
+        10,
+    ),
+    Exclusion(
+        "allocation.py",
+        "Strategy.java_name",
+        "",
+        "",
+        "outside-campaign",
+        "getName(), for display and the reference's logs; the model never asks a strategy its name",
+        2,
+    ),
+    Exclusion(
+        "state.py",
+        "History.events",
+        "",
+        "",
+        "outside-campaign",
+        "the history as a list, for repr and counterexample reports; a clean campaign run prints none",
+        2,
+    ),
+    Exclusion(
+        "invariants.py",
+        "allowed_anomalies",
+        "if config.mode == CLUSTERING",
+        "return out",
+        "outside-campaign",
+        "in a run only the CLUSTERING properties (INV-13 ownership) ask for the tolerated anomalies; "
+        "BROADCASTING asks only from tests and properties/history",
+    ),
+)
