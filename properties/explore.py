@@ -221,7 +221,7 @@ def lost_counterexample(
 ) -> Counterexample | None:
     """A walk whose end state gives some message the fate "lost" (passed by the committed offset, never
     handled nor skipped with a cause) although no property fired on the way: INV-9 and the fates disagree,
-    and the walk is reported as a ``FATES`` violation (it is not a per-step property, so shrinking keeps it)."""
+    and the walk is reported as a ``FATES`` violation (``shrink`` shortens it with ``_shrink_fates``)."""
     if not fates.lost or (watch is not None and "FATES" not in watch):
         return None
     where = ", ".join(f"ledger {ledger} queue {q} offset {o}" for ledger, q, o in fates.lost[:10])
@@ -319,6 +319,8 @@ def shrink(found: Counterexample) -> Counterexample:
     """
     if found.walk_steps is not None:
         return _shrink_liveness(found)
+    if {v.id for v in found.violations} == {"FATES"}:
+        return _shrink_fates(found)
     target = {v.id for v in found.violations}
     actions = list(found.actions)
     violations = found.violations
@@ -334,6 +336,46 @@ def shrink(found: Counterexample) -> Counterexample:
         if not removed:
             chunk //= 2
     return Counterexample(found.config, found.seed, actions, violations)
+
+
+def _lost_after(model: Model, actions: list[Action]) -> tuple[list[Action], list[tuple[int, int, int]]]:
+    """Replay ``actions`` (skipping those not enabled where they come, checking nothing) and return the
+    actions taken and the messages whose fate is "lost" at their end or, if none, after its quiescence."""
+    state = model.initial()
+    taken: list[Action] = []
+    for action in actions:
+        try:
+            state = model.step(state, action)
+        except ActionNotEnabled:
+            continue
+        taken.append(action)
+    lost = message_fates(model, state).lost
+    if not lost:
+        lost = message_fates(model, check_liveness(model, state, (), check_safety=False).quiescence.state).lost
+    return taken, lost
+
+
+def _shrink_fates(found: Counterexample) -> Counterexample:
+    """``shrink`` for a ``FATES`` counterexample: chunks of the walk are deleted, and a candidate is kept
+    if, replayed and quiesced, some message still ends "lost"; the result is 1-minimal like ``shrink``'s."""
+    model = Model(found.config)
+    actions, lost = _lost_after(model, list(found.actions))
+    if not lost:  # only the walk as it ran shows it (a quiescence that handled the message): keep it
+        return found
+    chunk = max(1, len(actions) // 2)
+    while chunk >= 1:
+        start, removed = 0, False
+        while start < len(actions):
+            taken, still = _lost_after(model, actions[:start] + actions[start + chunk :])
+            if still:
+                actions, lost, removed = taken, still, True
+            else:
+                start += chunk
+        if not removed:
+            chunk //= 2
+    where = ", ".join(f"ledger {ledger} queue {q} offset {o}" for ledger, q, o in lost[:10])
+    violation = Violation("FATES", "every_message_has_a_fate", f"lost: {where}")
+    return Counterexample(found.config, found.seed, actions, [violation])
 
 
 def _shrink_liveness(found: Counterexample) -> Counterexample:

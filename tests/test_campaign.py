@@ -22,6 +22,7 @@ from rmqspec.campaign.runner import (
 )
 from rmqspec.campaign.units import PROFILE_BY_NAME, PROFILES, run_unit, sample_config
 from rmqspec.cli import main
+from rmqspec.properties.serialize import action_from_json
 from rmqspec.properties.trace import check_trace
 from rmqspec.spec.config import BROADCASTING, Config
 
@@ -96,6 +97,27 @@ def test_every_run_reports_a_fate_for_every_message_and_the_report_sums_them(tmp
     assert redelivered <= sum(summary["fates"]["redelivery_causes"].values())  # the quiescences add their own
     report = write_report(result, summary, tmp_path, tmp_path / "store").read_text()
     assert "## Message fates" in report and "consumed-and-committed" in report
+
+
+def test_a_run_that_ends_with_a_lost_message_records_a_shrunk_fates_violation() -> None:
+    # A run whose per-step properties said nothing (here: the walk of a planted commit_past_cached that only
+    # the fates watch) but whose end state has a lost message: the row gets FATES, shrunk like any failure.
+    from rmqspec.campaign.units import RunResult, _record_fates
+    from rmqspec.properties.explore import explore, replay
+    from rmqspec.spec.model import Model
+
+    config = Config(consumers=3, queues=4, messages_per_queue=4, mutations=frozenset({"commit_past_cached"}))
+    found = explore(config, 300, 300, watch=frozenset({"FATES"})).counterexamples[0]
+    model = Model(config)
+    state = model.initial()
+    for action in found.actions:
+        state = model.step(state, action)
+    result = RunResult(0, found.seed, "calm", config)
+    _record_fates(result, model, state, found.actions, violated=False)
+    assert any(fate.endswith("lost") for fate in result.fates), result.fates
+    [record] = result.violations
+    assert record["id"] == "FATES" and record["shrunk_steps"] < 40 < record["original_steps"] == len(found.actions)
+    assert replay(config, [action_from_json(a) for a in record["actions"]])[1]  # INV-9 agrees on the short walk
 
 
 def test_resume_runs_only_the_missing_batches(tmp_path: Path) -> None:

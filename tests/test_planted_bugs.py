@@ -113,6 +113,18 @@ def test_shrunk_counterexample_is_one_minimal_and_still_fails() -> None:
         assert "INV-2" not in {v.id for v in violations}
 
 
+def test_a_lost_fate_shrinks_to_a_short_walk_that_still_loses_the_message() -> None:
+    # commit_past_cached with only the end-of-run fates watched: the walk that first ends with a lost message
+    # (seed 1, 300 steps) shrinks to about 20 steps, replayed from scratch, that still lose one; INV-9, the
+    # per-step property, reports the same walk
+    config = Config(**{**BASE, "mode": CLUSTERING, "mutations": frozenset({"commit_past_cached"})})  # type: ignore[arg-type]
+    found = explore(config, WALKS, STEPS, watch=frozenset({"FATES"})).counterexamples[0]
+    small = shrink(found)
+    assert [v.id for v in small.violations] == ["FATES"] and "lost: ledger 0" in small.violations[0].detail
+    assert len(small.actions) < 40 < len(found.actions)
+    assert [v.id for v in replay(config, small.actions)[1]] == ["INV-9"]  # the per-step property agrees
+
+
 # --- fidelity: planted bugs whose property needs an adversarial schedule ---------------------------------
 # A stalled pull (no pullMessage for 120 s) needs a scheduler that keeps a ready or answered pull waiting
 # for two minutes; uniform random walks almost never do that. A fixed schedule (start, then only timers

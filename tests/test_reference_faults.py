@@ -31,15 +31,7 @@ from rmqspec.spec.config import Config
 from rmqspec.spec.model import Model
 from rmqspec.spec.state import Commit, PullRequestMsg, State
 
-TIMERS = (
-    act.Tick,
-    act.BrokerFlush,
-    act.PersistOffsets,
-    act.Heartbeat,
-    act.Rebalance,
-    act.DeliverScheduled,
-    act.CleanExpiredMsg,
-)
+TIMERS = act.TIME_ONLY
 
 
 @pytest.fixture(autouse=True)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rmqspec.properties.explore import Counterexample, liveness_counterexample, shrink
+from rmqspec.properties.explore import Counterexample, liveness_counterexample, lost_counterexample, shrink
 from rmqspec.properties.fates import message_fates
 from rmqspec.properties.liveness import DeadTask, check_liveness, death
 from rmqspec.properties.serialize import action_to_json, config_to_json
@@ -448,26 +448,15 @@ def run_unit(
 def _record_fates(result: RunResult, model: Model, final: State, taken: list[act.Action], violated: bool) -> None:
     """The fate of every message in ``final`` and the redeliveries per cause (properties/fates.py). A lost
     message in a run without a violation means INV-9 and the fates disagree: recorded as a violation
-    ``FATES`` with the walk's trail, its quiescence re-derived by replaying it (fates are not a per-step
-    property, so the shrinker cannot re-check them: the trail is the walk as it ran)."""
+    ``FATES``, its walk shrunk to one that, replayed and quiesced, still loses a message (``shrink``)."""
     causes = dict.fromkeys(c["cause"] for h in result.liveness_harm for c in h["causes"])
     fates = message_fates(model, final, ", ".join(causes))  # pending after the quiescence: its harm's causes
     result.fates = dict(sorted(fates.counts.items()))
     result.fate_harm = dict(sorted(fates.harm.items()))
     result.redelivery_causes = dict(final.ghost.redelivery_causes)
-    if fates.lost and not violated and not result.violations:
-        lost = ", ".join(f"ledger {ledger} queue {q} offset {o}" for ledger, q, o in fates.lost[:10])
-        result.violations.append(
-            {
-                "id": "FATES",
-                "name": "every_message_has_a_fate_other_than_lost",
-                "detail": f"lost at the end of the run: {lost}",
-                "signature": signature("FATES", taken),
-                "actions": [action_to_json(a) for a in taken],
-                "original_steps": len(taken),
-                "shrunk_steps": len(taken),
-            }
-        )
+    found = lost_counterexample(model, result.seed, taken, fates)
+    if found is not None and not violated and not result.violations:
+        _record_violations(result, found)
 
 
 def _check_liveness(
