@@ -13,6 +13,7 @@ import random
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from rmqspec.properties.fates import Fates, message_fates
 from rmqspec.properties.liveness import DeadTask, LivenessOutcome, check_liveness, death, describe
@@ -21,6 +22,8 @@ from rmqspec.spec.config import Config
 from rmqspec.spec.invariants import ACTION_PROPERTIES, INVARIANTS, Violation, check_state, check_step
 from rmqspec.spec.model import ActionNotEnabled, Model
 from rmqspec.spec.state import State
+
+_W = TypeVar("_W")  # what a shrinking candidate shows of its failure (violations, lost messages)
 
 
 @dataclass
@@ -322,20 +325,32 @@ def shrink(found: Counterexample) -> Counterexample:
     if {v.id for v in found.violations} == {"FATES"}:
         return _shrink_fates(found)
     target = {v.id for v in found.violations}
-    actions = list(found.actions)
-    violations = found.violations
+
+    def still_fails(candidate: list[Action]) -> tuple[list[Action], list[Violation]] | None:
+        taken, result = _replay_skipping(found.config, candidate)
+        return (taken, result) if {v.id for v in result} & target else None
+
+    actions, violations = _delta_debug(list(found.actions), found.violations, still_fails)
+    return Counterexample(found.config, found.seed, actions, violations)
+
+
+def _delta_debug(
+    actions: list[Action], witness: _W, still_fails: Callable[[list[Action]], tuple[list[Action], _W] | None]
+) -> tuple[list[Action], _W]:
+    """Delete chunks of ``actions``, largest first, keeping a deletion when ``still_fails`` gives the
+    actions it actually took and a new witness; 1-minimal: deleting any single action loses the failure."""
     chunk = max(1, len(actions) // 2)
     while chunk >= 1:
         start, removed = 0, False
         while start < len(actions):
-            taken, result = _replay_skipping(found.config, actions[:start] + actions[start + chunk :])
-            if {v.id for v in result} & target:
-                actions, violations, removed = taken, result, True
+            kept = still_fails(actions[:start] + actions[start + chunk :])
+            if kept is not None:
+                (actions, witness), removed = kept, True
             else:
                 start += chunk
         if not removed:
             chunk //= 2
-    return Counterexample(found.config, found.seed, actions, violations)
+    return actions, witness
 
 
 def _lost_after(model: Model, actions: list[Action]) -> tuple[list[Action], list[tuple[int, int, int]]]:
@@ -362,17 +377,12 @@ def _shrink_fates(found: Counterexample) -> Counterexample:
     actions, lost = _lost_after(model, list(found.actions))
     if not lost:  # only the walk as it ran shows it (a quiescence that handled the message): keep it
         return found
-    chunk = max(1, len(actions) // 2)
-    while chunk >= 1:
-        start, removed = 0, False
-        while start < len(actions):
-            taken, still = _lost_after(model, actions[:start] + actions[start + chunk :])
-            if still:
-                actions, lost, removed = taken, still, True
-            else:
-                start += chunk
-        if not removed:
-            chunk //= 2
+
+    def still_fails(candidate: list[Action]) -> tuple[list[Action], list[tuple[int, int, int]]] | None:
+        taken, still = _lost_after(model, candidate)
+        return (taken, still) if still else None
+
+    actions, lost = _delta_debug(actions, lost, still_fails)
     where = ", ".join(f"ledger {ledger} queue {q} offset {o}" for ledger, q, o in lost[:10])
     violation = Violation("FATES", "every_message_has_a_fate", f"lost: {where}")
     return Counterexample(found.config, found.seed, actions, [violation])

@@ -172,7 +172,7 @@ FAMILIES: dict[str, tuple[type, ...]] = {
     "network": (act.BrokerReceive,),
     "client_start": (act.Start,),
     "client_stop": (act.Shutdown, act.Crash),
-    # LockAll: orderly area; TryLockLater, DelayedUnlock: the orderly service's scheduled tasks; CleanExpiredMsg:
+    # LockAll, TryLockLater, DelayedUnlock: the orderly service's scheduled tasks; CleanExpiredMsg:
     # the concurrent service's cleanExpireMsg timer (R6.8)
     "client_timer": (
         act.Heartbeat,

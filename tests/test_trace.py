@@ -176,7 +176,7 @@ PLANTED: dict[str, tuple[dict[str, Any], bool]] = {
     # fidelity area; pull_expiry_ignored needs a stalling schedule, not a random walk (SCHEDULE_ONLY)
     "pull_expiry_ignored": ({}, False),
     "offset_illegal_fix_deferred": ({"version": "5.x", "retention_deletes": 2}, True),
-    # full fidelity area (admin reset, 4.9.8): the first violation of the walk is RMQ-26's race (INV-18), which
+    # admin reset under 4.9.8: the first violation of the walk is RMQ-26's race (INV-18), which
     # the correct model shares; in the first counterexample (seed 2) the reset's off-by-one commit has landed
     # on the broker by then (observed.broker_offsets); the skipped update is shown on a schedule
     "client_reset_off_by_one": ({"admin_resets": 2}, True),
