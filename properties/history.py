@@ -76,6 +76,7 @@ from json.scanner import make_scanner
 from pathlib import Path
 from typing import Any, Final
 
+from rmqspec import jsonin
 from rmqspec.properties.fates import (
     CONSUMED,
     FAULT_CAUSES,
@@ -645,13 +646,10 @@ def _parse_line(text: str, line: int) -> Any:
     if not text.strip():
         return _BLANK
     try:
-        return _DECODER.decode(text)
-    except json.JSONDecodeError as err:
-        raise HistoryError(line, None, f"not JSON: {err.msg} (column {err.colno})") from None
-    except ValueError as err:
-        raise HistoryError(line, None, f"not JSON: {err}") from None
-    except RecursionError:
-        raise HistoryError(line, None, "not JSON: nested too deeply") from None
+        return jsonin.parse(text, "history", line=line, allow_nan=False)
+    except jsonin.InputError as err:  # not JSON, nested too deeply, an integer too long, NaN
+        column = f" (column {err.column})" if err.column is not None else ""
+        raise HistoryError(line, None, f"{err.what}{column}") from None
 
 
 def parse_text(text: str, line: int) -> Any:

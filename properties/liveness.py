@@ -122,6 +122,8 @@ def allowed(action: Action, restart_clients: bool) -> bool:
         return False
     if isinstance(action, act.Start):
         return restart_clients
+    if isinstance(action, act.PersistOffsets) and action.lagging:  # budgeted: offsets.json's writers race (§18.3)
+        return False
     if isinstance(action, act.FinishConsume):
         if action.status in (act.ORDERLY_SUCCESS, act.ORDERLY_COMMIT):  # the orderly listener succeeds (R8.6)
             return action.send_back_fails == 0

@@ -91,6 +91,7 @@ def configs(draw: st.DrawFn, mutations: frozenset[str] = frozenset(), **fixed: A
     values["view_faults"] = draw(st.integers(0, 1))
     values["offset_file_corruptions"] = draw(st.integers(0, 1))
     values["local_offset_file_corruptions"] = draw(st.integers(0, 1))
+    values["lagging_file_writes"] = draw(st.integers(0, 2))
     values["duplicate_client_id"] = draw(st.sampled_from((False, False, False, True)))
     values["task_deaths"] = draw(st.integers(0, 1))
     values.update(fixed)
@@ -115,6 +116,8 @@ def configs(draw: st.DrawFn, mutations: frozenset[str] = frozenset(), **fixed: A
         values["orderly_auto_commit"] = not (values["orderly"] and draw(st.sampled_from((False, False, False, True))))
     if values["mode"] != BROADCASTING and "local_offset_file_corruptions" not in fixed:
         values["local_offset_file_corruptions"] = 0  # only a BROADCASTING consumer has a local file
+    if values["mode"] != BROADCASTING and "lagging_file_writes" not in fixed:
+        values["lagging_file_writes"] = 0
     duplicable = values["mode"] == CLUSTERING and values["consumers"] >= 2 and values["strategy"] != MACHINE_ROOM_NEARBY
     if not duplicable and "duplicate_client_id" not in fixed:
         values["duplicate_client_id"] = False
@@ -177,6 +180,7 @@ FAMILIES: dict[str, tuple[type, ...]] = {
     "client_timer": (
         act.Heartbeat,
         act.PersistOffsets,
+        act.OffsetFileWriteLands,  # a lagging persistAll's write of offsets.json (§18.3)
         act.LockAll,
         act.TryLockLater,
         act.DelayedUnlock,
@@ -193,7 +197,8 @@ FAMILIES: dict[str, tuple[type, ...]] = {
     ),
     "rebalance": (act.Rebalance, act.RebalanceQueryError),
     "pull": (act.SendPull, act.ReceivePull),
-    "consume": (act.StartConsume, act.FinishConsume, act.ApplyConsumeOffset),
+    # OrphanReturns: an orderly listener that outlived its consumer's Shutdown returns (§18.3)
+    "consume": (act.StartConsume, act.FinishConsume, act.ApplyConsumeOffset, act.OrphanReturns),
     # full fidelity area (admin reset): drawn only when a config sets admin_resets (tests/test_admin_reset.py)
     "admin_reset": (act.AdminReset, act.ClientResetReceive, act.ClientResetWake),
     # fidelity area: commit-log retention (budgeted) and the 4.9.8 OFFSET_ILLEGAL task (a timer)

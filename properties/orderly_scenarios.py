@@ -8,6 +8,8 @@ tests: schedules that random walks reach too rarely, each with every property ch
   then gives the queue back to it (the MessageQueueLock is what keeps the two runs apart).
 - ``lock_expiry_regression``: RMQ-10 itself, a stall past the broker's lock expiry and channel expiry.
 - ``stale_delayed_unlock``: 4.9.8's unlockDelay releasing a lock its consumer took again meanwhile.
+- ``listener_outlives_shutdown``: a consumer shuts down while its listener runs; the listener runs on after
+  ``unlockAll``, and the next owner consumes the same batch beside it (docs/spec.md §18.3).
 
 Each returns a :class:`OrderlyRun`: the violations seen (property ids, first occurrence order), whether the
 schedule ran to its end (a correct model may block a step a bug enables), and the broker offsets of queue 0
@@ -138,6 +140,8 @@ class OrderlyRun:
     completed: bool = False
     broker_offsets: list[int | None] = field(default_factory=list)  # queue 0, after every step
     taken: list[act.Action] = field(default_factory=list)
+    overlap: list[tuple[int, int]] = field(default_factory=list)  # listeners (client, rid) seen running at once
+    redelivery_causes: dict[str, int] = field(default_factory=dict)  # the final state's Ghost.redelivery_causes
 
     @property
     def ids(self) -> list[str]:
@@ -213,6 +217,14 @@ class _Schedule:
     def apply(self, client: int) -> None:
         self.fire(act.ApplyConsumeOffset, _by(client))
 
+    def listen_alone_then_join(self, queue: int) -> None:
+        """Consumer 0 starts alone, takes every queue, pulls ``queue`` and listens on it; consumer 1 starts."""
+        self.do(act.Start(0))
+        self.fire(act.Rebalance, _by(0))
+        self.pull(0, queue)
+        self.listen(0)
+        self.do(act.Start(1))
+
 
 def _by(client: int, **fields: object) -> Callable[[act.Action], bool]:
     """An action of ``client`` whose named fields have these values."""
@@ -226,6 +238,7 @@ def _scripted(config: Config, strict: bool, script: Callable[[_Schedule], None])
         sched.run.completed = True
     except ActionNotEnabled:
         pass
+    sched.run.redelivery_causes = dict(sched.state.ghost.redelivery_causes)
     return sched.run
 
 
@@ -240,11 +253,7 @@ def removal_while_listening(version: str, mutations: frozenset[str] = frozenset(
     config = orderly_config(version, queues=2, mutations=mutations)
 
     def script(s: _Schedule) -> None:
-        s.do(act.Start(0))
-        s.fire(act.Rebalance, _by(0))
-        s.pull(0, 1)
-        s.listen(0)
-        s.do(act.Start(1))
+        s.listen_alone_then_join(1)
         s.fire(act.Rebalance, _by(0))
         s.fire(act.Rebalance, _by(1))
         s.pull(1, 1)
@@ -278,11 +287,7 @@ def requeued_while_listening(mutations: frozenset[str] = frozenset()) -> Orderly
     config = orderly_config("5.x", queues=2, client_stalls=1, client_shutdowns=1, mutations=mutations)
 
     def script(s: _Schedule) -> None:
-        s.do(act.Start(0))
-        s.fire(act.Rebalance, _by(0))
-        s.pull(0, 1)
-        s.listen(0)
-        s.do(act.Start(1))
+        s.listen_alone_then_join(1)
         s.do(act.Stall(0, 35_000))
         s.until(lambda st: _awake(st, 0) and st.clients[1].next_rebalance is not None)
         s.fire(act.Rebalance, _by(0))
@@ -306,11 +311,7 @@ def lock_expiry_regression(version: str, strict: bool = True) -> OrderlyRun:
     config = orderly_config(version, client_stalls=1)
 
     def script(s: _Schedule) -> None:
-        s.do(act.Start(0))
-        s.fire(act.Rebalance, _by(0))
-        s.pull(0, 0)
-        s.listen(0)
-        s.do(act.Start(1))
+        s.listen_alone_then_join(0)
         s.fire(act.Rebalance, _by(1))
         s.do(act.Stall(0, 150_000))
         s.until(lambda st: act.ExpireChannel(0) in s.model.enabled(st))
@@ -360,6 +361,36 @@ def stale_delayed_unlock(version: str, strict: bool = True) -> OrderlyRun:
     return _scripted(config, strict, script)
 
 
+def listener_outlives_shutdown(version: str, mutations: frozenset[str] = frozenset()) -> OrderlyRun:
+    """Consumer 0 alone owns the queue and its listener runs on offset 0; consumer 1 joins, and consumer 0
+    shuts down before the listener returns. ``shutdownNow`` does not stop the listener, and ``unlockAll``
+    releases the broker lock (R4.4 step 1, R8.9), so consumer 1 locks the queue, resumes at the last landed
+    commit and hands offset 0 to its listener while consumer 0's still runs: an overlap INV-12 tolerates only
+    because the orphan is in the state. The orphan then returns and changes nothing; consumer 1 commits.
+    ``OrderlyRun.overlap`` records the listeners (client, rid) that ran at once."""
+    config = orderly_config(version, client_shutdowns=1, mutations=mutations)
+
+    def script(s: _Schedule) -> None:
+        s.listen_alone_then_join(0)
+        s.drain(1)
+        s.do(act.Shutdown(0))
+        s.drain(0)
+        s.fire(act.Rebalance, _by(1))
+        s.drain(1)
+        s.pull(1, 0)
+        s.until(lambda st: any(r.ready_at <= st.now for r in st.clients[1].requests))
+        s.listen(1)
+        st = s.state
+        s.run.overlap = [(0, r.rid) for r in st.clients[0].orphaned] + [(1, r.rid) for r in st.clients[1].consuming]
+        s.fire(act.OrphanReturns, _by(0))
+        s.finish(1)
+        s.apply(1)
+        s.until(lambda st: bool(st.clients[1].channel))  # the persist timer sends the commit
+        s.drain(1)
+
+    return _scripted(config, True, script)
+
+
 def forced_removal_under_a_slow_listener(version: str, strict: bool = True) -> OrderlyRun:
     """Consumer 0 alone owns both topic queues and listens on queue 1 for a long time; consumer 1 joins and
     is allocated queue 1. The removal is refused while the listener runs (R8.8). 5.x's lockAll leaves the
@@ -370,11 +401,7 @@ def forced_removal_under_a_slow_listener(version: str, strict: bool = True) -> O
     config = orderly_config(version, queues=2)
 
     def script(s: _Schedule) -> None:
-        s.do(act.Start(0))
-        s.fire(act.Rebalance, _by(0))
-        s.pull(0, 1)
-        s.listen(0)
-        s.do(act.Start(1))
+        s.listen_alone_then_join(1)
         s.fire(act.Rebalance, _by(0))  # refused: the listener runs
         s.fire(act.Rebalance, _by(1))  # the lock is still consumer 0's
         s.until(lambda st: st.clients[1].pqs[1] is not None)  # periodic rebalances: forced removal, then the lock

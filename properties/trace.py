@@ -37,6 +37,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from rmqspec import jsonin
 from rmqspec.properties.explore import walk
 from rmqspec.properties.serialize import ACTION_TYPES, action_to_json, config_to_json
 from rmqspec.spec import actions as act
@@ -256,11 +257,10 @@ def _parse_json(n: int, text: str) -> dict[str, Any]:
     if not text.strip():
         raise TraceFormatError(n, "line", "blank line; every line is one JSON object")
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise TraceFormatError(n, "line", f"not JSON: {err.msg} (column {err.colno})") from None
-    except RecursionError:
-        raise TraceFormatError(n, "line", "not JSON this reader accepts: nested too deeply") from None
+        value = jsonin.parse(text, "trace", line=n)
+    except jsonin.InputError as err:  # not JSON, nested too deeply, an integer too long for int()
+        column = f" (column {err.column})" if err.column is not None else ""
+        raise TraceFormatError(n, "line", f"{err.what}{column}") from None
     if not isinstance(value, dict):
         raise TraceFormatError(n, "line", f"expected a JSON object, got {_type_name(value)}")
     return value

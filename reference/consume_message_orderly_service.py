@@ -226,11 +226,14 @@ class ConsumeRequest:
 class OrderlyConsumeExecutor(ConsumeExecutor["ConsumeRequest", OrderlyListenerAnswer]):
     """The orderly service's consume thread pool: the concurrent service's pool whose threads may not pass
     a queue's MessageQueueLock that another running thread holds (the driver starts no such request). Its
-    ``shutdown`` (R4.4 step 1) closes the running threads, which releases their monitors and consume locks."""
+    ``shutdown`` (R4.4 step 1) closes the running threads but those inside their listener (``orphans``)."""
 
     def __init__(self, message_queue_lock: MessageQueueLock) -> None:
         super().__init__()
         self.message_queue_lock = message_queue_lock
+        self.orphans: dict[
+            ConsumeRequest, Generator[object, OrderlyListenerAnswer | None, None]
+        ] = {}  # outlived shutdownNow
 
     def can_start(self, request: ConsumeRequest) -> bool:
         """A pool thread that takes ``request`` gets past ``synchronized (objLock)`` at once: the pq is
@@ -242,6 +245,26 @@ class OrderlyConsumeExecutor(ConsumeExecutor["ConsumeRequest", OrderlyListenerAn
         if not self.can_start(request):
             raise SchedulerError(f"request {request.rid} would block on the monitor of {request.message_queue}")
         super().start_thread(request, now)
+
+    def shutdown(self) -> None:
+        """``shutdownNow`` (R4.4 step 1): the queue is discarded and the running threads are interrupted. A
+        thread inside its listener runs on (the listener does not check the interrupt) and moves to
+        ``orphans`` with its monitor and consume lock still held; the others end, releasing theirs."""
+        listening = [r for r in self.running if r.state is ConsumeRequestState.LISTENING]
+        self.orphans.update((r, self.running.pop(r)) for r in listening)
+        super().shutdown()
+
+    def orphan_returns(self, request: ConsumeRequest, answer: OrderlyListenerAnswer) -> None:
+        """The orphaned listener of ``request`` returns ``answer``; its thread runs to the end: ``commit()`` on
+        the pq ``destroy()`` dropped, no ``updateOffset`` (R8.6), and the loop's dropped check ends the run."""
+        thread = self.orphans.pop(request)
+        value: OrderlyListenerAnswer | None = answer
+        try:
+            while True:
+                thread.send(value)
+                value = None
+        except StopIteration:
+            return
 
 
 class TryLockLaterTask:

@@ -127,6 +127,7 @@ from rmqspec.reference.consume_message_concurrently_service import (
 from rmqspec.reference.consume_message_orderly_service import (
     ConsumeMessageOrderlyService,
     ConsumeOrderlyStatus,
+    OrderlyConsumeExecutor,
     OrderlyListenerAnswer,
     TryLockLaterTask,
 )
@@ -455,6 +456,12 @@ class ReferenceSystem:
         self.admin_connection = self.host.connect(ADMIN_ADDR)  # full fidelity area (admin reset)
         self.ids = [IdSequence() for _ in range(c.consumers)]
         self.processes: list[ClientProcess | None] = [None] * c.consumers
+        # per client: orderly listeners that outlived its shutdown, with the pool that still runs them (§18.3)
+        self.orphans: list[list[tuple[OrderlyConsumeExecutor, OrderlyConsumeRequest]]] = [
+            [] for _ in range(c.consumers)
+        ]
+        # per client: the BROADCASTING store whose lagging persistAll has merged and not yet written (§18.3)
+        self.lagging_writes: list[LocalFileOffsetStore | None] = [None] * c.consumers
         self.current_cause: str | None = None
         self._handlers: dict[type, Callable[[act.Action], None]] = {
             act.Tick: lambda a: self._tick(),
@@ -471,9 +478,11 @@ class ReferenceSystem:
             act.LoseCommit: self._lose_commit,  # type: ignore[dict-item]  # faults
             act.Start: self._start,  # type: ignore[dict-item]
             act.Shutdown: self._shutdown,  # type: ignore[dict-item]
+            act.OrphanReturns: self._orphan_returns,  # type: ignore[dict-item]
             act.Crash: self._crash,  # type: ignore[dict-item]
             act.Heartbeat: self._heartbeat,  # type: ignore[dict-item]
             act.PersistOffsets: self._persist_offsets,  # type: ignore[dict-item]
+            act.OffsetFileWriteLands: self._offset_file_write_lands,  # type: ignore[dict-item]
             act.CleanExpiredMsg: self._clean_expired_msg,  # type: ignore[dict-item]
             act.Rebalance: self._rebalance,  # type: ignore[dict-item]
             act.RebalanceQueryError: self._rebalance_query_error,  # type: ignore[dict-item]
@@ -515,6 +524,8 @@ class ReferenceSystem:
     def close(self) -> None:
         """Release the process objects (files stay under ``root_dir`` for inspection)."""
         self.processes = [None] * len(self.processes)
+        self.orphans = [[] for _ in self.processes]
+        self.lagging_writes = [None] * len(self.processes)
 
     def _controller(self) -> BrokerController:
         if self.host.controller is None:
@@ -738,21 +749,68 @@ class ReferenceSystem:
         process = self._process(a.client)
         self.current_cause = "shutdown"
         process.consumer.shutdown()
+        service = process.consumer.consume_message_service
+        if isinstance(service, ConsumeMessageOrderlyService):  # its listeners run on (R4.4 step 1, §18.3)
+            executor = service.consume_executor
+            self.orphans[a.client].extend((executor, r) for r in executor.orphans)
         self.processes[a.client] = None
+
+    def _orphan_returns(self, a: act.OrphanReturns) -> None:
+        """The orderly listener ``a.rid`` that outlived client ``a.client``'s shutdown returns SUCCESS (what it
+        answers changes nothing: its pq is dropped) and its thread runs to the end."""
+        process = self.processes[a.client]
+        if process is not None and process.stalled(self.clock.now()):
+            raise ReferenceActionError(f"client {a.client} is stalled until {process.stalled_until}")
+        found = [(k, e, r) for k, (e, r) in enumerate(self.orphans[a.client]) if r.rid == a.rid]
+        if not found:
+            raise ReferenceActionError(f"client {a.client} has no listener {a.rid} that outlived a shutdown")
+        k, executor, request = found[0]
+        del self.orphans[a.client][k]
+        answer = OrderlyListenerAnswer(ConsumeOrderlyStatus.SUCCESS, self.config.orderly_auto_commit)
+        executor.orphan_returns(request, answer)
 
     def _crash(self, a: act.Crash) -> None:
         self._process(a.client, stalled_ok=True)  # a stalled JVM can still be killed
         for connection in self._client_connections(a.client):  # nobody listens any more; pushes are lost
             connection.drop_client()
         self.processes[a.client] = None
+        self.orphans[a.client] = []  # the JVM dies with the listeners that outlived an earlier shutdown
+        self.lagging_writes[a.client] = None  # and with a persistAll that had not written yet
 
     def _heartbeat(self, a: act.Heartbeat) -> None:
         self._process(a.client).instance.scheduled_executor_service.run_due(HEARTBEAT_TASK_NAME)
 
     def _persist_offsets(self, a: act.PersistOffsets) -> None:
+        """The persist timer's task. ``lagging`` 1: the BROADCASTING store's persistAll reads and merges now and
+        writes at ``OffsetFileWriteLands`` (docs/spec.md §18.3)."""
         process = self._process(a.client)
         self.current_cause = "persist-timer"
-        process.instance.scheduled_executor_service.run_due(PERSIST_TASK_NAME)
+        store = process.consumer.offset_store
+        if a.lagging:
+            if not isinstance(store, LocalFileOffsetStore) or self.lagging_writes[a.client] is not None:
+                raise ReferenceActionError("a lagging persistAll needs a local store with no write pending")
+            store.lag_next_persist_all = True
+        held = False
+        try:
+            process.instance.scheduled_executor_service.run_due(PERSIST_TASK_NAME)
+        finally:
+            if isinstance(store, LocalFileOffsetStore):
+                held = bool(a.lagging) and not store.lag_next_persist_all  # persist_all took the request
+                store.lag_next_persist_all = False
+        if a.lagging:
+            if not held or not isinstance(store, LocalFileOffsetStore) or store.pending_write is None:
+                raise ReferenceActionError("the lagging persistAll had nothing to write")
+            self.lagging_writes[a.client] = store
+
+    def _offset_file_write_lands(self, a: act.OffsetFileWriteLands) -> None:
+        """The lagging persistAll's ``string2File`` runs, on a thread that outlives the consumer's shutdown."""
+        process, store = self.processes[a.client], self.lagging_writes[a.client]
+        if store is None:
+            raise ReferenceActionError(f"client {a.client} has no persistAll waiting to write")
+        if process is not None and process.stalled(self.clock.now()):
+            raise ReferenceActionError(f"client {a.client} is stalled until {process.stalled_until}")
+        self.lagging_writes[a.client] = None
+        store.write_pending()
 
     def _clean_expired_msg(self, a: act.CleanExpiredMsg) -> None:
         """R6.8: the cleanExpireMsg task of the concurrent consume service, on its own executor."""
@@ -1073,6 +1131,17 @@ class ReferenceSystem:
             if isinstance(f.task, UnlockDelayTask)
         ]
 
+    def _abstract_orderly_listener(self, r: OrderlyConsumeRequest) -> SpecConsumeRequest:
+        """An orderly listener that runs (or outlived its consumer's shutdown) as the model's ConsumeRequest."""
+        return SpecConsumeRequest(
+            r.rid,
+            self.index_of[r.message_queue],
+            r.process_queue.uid,
+            tuple((m.queue_offset, m.reconsume_times) for m in r.msgs),
+            r.listen_at,
+            r.begin_time,
+        )
+
     def _abstract_orderly_work(
         self, service: ConsumeMessageOrderlyService, instance: MQClientInstance
     ) -> tuple[
@@ -1089,16 +1158,7 @@ class ReferenceSystem:
             for r, when in executor.queue.items()
         )
         consuming = tuple(
-            SpecConsumeRequest(
-                r.rid,
-                self.index_of[r.message_queue],
-                r.process_queue.uid,
-                tuple((m.queue_offset, m.reconsume_times) for m in r.msgs),
-                r.listen_at,
-                r.begin_time,
-            )
-            for r in executor.running
-            if r.state is ConsumeRequestState.LISTENING
+            self._abstract_orderly_listener(r) for r in executor.running if r.state is ConsumeRequestState.LISTENING
         )
         updates = tuple(
             OffsetUpdate(r.rid, self.index_of[r.message_queue], r.process_queue.uid, r.commit_offset, r.begin_time)
@@ -1242,7 +1302,29 @@ class ReferenceSystem:
             raise ReferenceActionError(f"client {a.client}: no reset sleep is over")
         task = next(f for f in instance.scheduled_executor_service.tasks() if f.task is sleeping[1])
         self.current_cause = "admin-reset-client"
-        instance.scheduled_executor_service.run_due(task.name)
+        if a.late_reply == -1:
+            instance.scheduled_executor_service.run_due(task.name)
+            return
+        # §18.3: the pull callback thread takes the reply of pq ``late_reply`` between the reset's
+        # updateConsumeOffset of that pq's queue and its removeUnnecessaryMessageQueue (persist)
+        consumer = self._process(a.client).consumer
+        table = consumer.rebalance_impl.process_queue_table
+        late = next((mq for mq, pq in table.items() if pq.uid == a.late_reply), None)
+        if late is None:
+            raise ReferenceActionError(f"client {a.client}: the reset holds no pq {a.late_reply}")
+        update = consumer.update_consume_offset
+
+        def update_then_reply(mq: MessageQueue, offset: int) -> None:
+            update(mq, offset)
+            if mq == late:
+                self._receive_pull(act.ReceivePull(a.client, a.late_reply))
+                self.current_cause = "admin-reset-client"
+
+        consumer.update_consume_offset = update_then_reply  # type: ignore[method-assign]
+        try:
+            instance.scheduled_executor_service.run_due(task.name)
+        finally:
+            del consumer.update_consume_offset
 
     def _abstract_reset_pending(self, controller: BrokerController | None) -> tuple[int | None, ...]:
         """5.x ``resetOffsetTable`` by queue index; () while the table has no key of the group (the
@@ -1423,8 +1505,18 @@ class ReferenceSystem:
         channel = self._abstract_channel(i)
         file_bak, file_main_unreadable = self._abstract_file_bak(i)  # faults (CorruptLocalOffsetFile)
         process = self.processes[i]
+        orphaned = tuple(self._abstract_orderly_listener(r) for _, r in self.orphans[i])
+        lagging = self.lagging_writes[i]
+        pending = None if lagging is None or lagging.pending_write is None else lagging.pending_write
+        file_write_pending = (
+            None
+            if pending is None
+            else (tuple(pending[0].get(mq) for mq in self.mqs), tuple(pending[1].get(mq) for mq in self.mqs))
+        )
         if process is None:
             return Client(
+                file_write_pending=file_write_pending,
+                orphaned=orphaned,
                 file_bak=file_bak,
                 file_main_unreadable=file_main_unreadable,
                 running=False,
@@ -1511,6 +1603,8 @@ class ReferenceSystem:
         scheduler = instance.scheduled_executor_service
         view = consumer.rebalance_impl.balanced_cid_all
         return Client(
+            file_write_pending=file_write_pending,
+            orphaned=orphaned,
             running=True,
             mem=tuple(mem.get(mq) for mq in self.mqs),
             file=file,

@@ -129,6 +129,18 @@ class Shutdown:
 
 
 @dataclass(frozen=True, slots=True)
+class OrphanReturns:
+    """An orderly listener that outlived its consumer's ``Shutdown`` returns (R4.4 step 1, R8.9; docs/spec.md
+    §18.3). ``shutdownNow`` only interrupts the consume thread, and a listener that ignores the interrupt runs
+    on after ``unlockAll`` released the broker locks; when it returns, ``processConsumeResult`` finds its pq
+    dropped by ``destroy()`` and updates nothing, and the loop ends. Enabled while the listener ``rid`` of
+    ``client`` is in ``Client.orphaned``."""
+
+    client: int
+    rid: int
+
+
+@dataclass(frozen=True, slots=True)
 class Crash:
     client: int
 
@@ -148,6 +160,19 @@ class Heartbeat:
 
 @dataclass(frozen=True, slots=True)
 class PersistOffsets:
+    """The persistAllConsumerOffset timer. ``lagging`` 1 (BROADCASTING, budgeted ``Config.lagging_file_writes``):
+    persistAll reads and merges offsets.json now and its string2File lands later (``OffsetFileWriteLands``), over
+    whatever the other writers of the file wrote meanwhile (no lock between them; docs/spec.md §18.3)."""
+
+    client: int
+    lagging: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFileWriteLands:
+    """The lagging persistAll's ``MixAll.string2File`` of offsets.json runs: it writes the table it merged from
+    the file it read, undoing any entry another writer changed since (a lost update; docs/spec.md §18.3)."""
+
     client: int
 
 
@@ -311,9 +336,15 @@ class ClientResetReceive:
 
 @dataclass(frozen=True, slots=True)
 class ClientResetWake:
-    """4.9.8: resetOffset's 10 s sleep ends (a timer): updateOffset, persist, remove pqs, resume."""
+    """4.9.8: resetOffset's 10 s sleep ends (a timer): updateOffset, persist, remove pqs, resume.
+
+    ``late_reply`` (a pq uid, -1 for none): the reply of that held pq's pull, NO_NEW_MSG or NO_MATCHED_MSG,
+    runs its callback on another thread between the reset's ``updateOffset`` of the pq's queue and its
+    ``persist`` (``MQClientInstance#resetOffset`` 1094-1095; docs/spec.md §18.3): ``correctTagsOffset``
+    raises memory above the target, and the persist sends the raised value."""
 
     client: int
+    late_reply: int = -1
 
 
 Action = (
@@ -332,10 +363,12 @@ Action = (
     | LoseCommit  # faults
     | Start
     | Shutdown
+    | OrphanReturns
     | Crash
     | CorruptLocalOffsetFile  # faults
     | Heartbeat
     | PersistOffsets
+    | OffsetFileWriteLands
     | CleanExpiredMsg
     | Rebalance
     | RebalanceQueryError

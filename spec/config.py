@@ -9,6 +9,8 @@ construction; a bad one raises :class:`ConfigError` naming the field and what it
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Final
 
@@ -172,6 +174,11 @@ class Config:
     # a BROADCASTING consumer's offsets.json unreadable at its restart (CorruptLocalOffsetFile; R1.16). At most 1,
     # for the same reason: a second one would make both files unreadable and the consumer unable to start.
     local_offset_file_corruptions: int = 0
+    # a BROADCASTING consumer's offsets.json has unlocked writers (LocalFileOffsetStore#persistAll on the timer
+    # thread, #persist on the rebalance, OFFSET_ILLEGAL and reset threads: read, merge, string2File): this many
+    # persistAll runs may read and merge now and write later, over what other writers wrote meanwhile
+    # (PersistOffsets(client, lagging=1), OffsetFileWriteLands; docs/spec.md §18.3). BROADCASTING only.
+    lagging_file_writes: int = 0
     # slaves: a slave (brokerId 1) of the broker name. While the master is down, pulls, offset queries,
     # commits and consumer lists go to it (R2.4, R2.5, R5.3, R9.3); it copies the commit log (HA) and the
     # master's offset table every 10 s (SlaveSynchronize, R3.8). Default off: existing runs keep their state space.
@@ -250,6 +257,12 @@ class Config:
             )
         _check_range("offset_file_corruptions", self.offset_file_corruptions, 0, 1)
         _check_range("local_offset_file_corruptions", self.local_offset_file_corruptions, 0, 1)
+        _check_range("lagging_file_writes", self.lagging_file_writes, 0, 100)
+        if self.lagging_file_writes and self.mode != BROADCASTING:
+            raise ConfigError(
+                "lagging_file_writes: got a budget in CLUSTERING; accepted: 0 (only a BROADCASTING consumer writes "
+                "its offsets to a local file, R1.3)"
+            )
         if self.local_offset_file_corruptions and self.mode != BROADCASTING:
             raise ConfigError(
                 "local_offset_file_corruptions: got a budget in CLUSTERING; accepted: 0 (only a BROADCASTING "
@@ -423,6 +436,7 @@ class Config:
             raise ConfigError(f"{where}: unknown field(s) {unknown}; accepted: {sorted(known)}")
         converted: dict[str, object] = {}
         for key, value in values.items():
+            _check_json_type(where, key, str(known[key].type), value)
             if key in ("tags", "subscription", "consumeridcs", "consumer_rooms") and isinstance(value, list):
                 value = tuple(value)
             if key == "allocate_config_queues" and isinstance(value, list):
@@ -434,6 +448,60 @@ class Config:
             return cls(**converted)  # type: ignore[arg-type]
         except TypeError as err:
             raise ConfigError(f"{where}: {err}") from None
+
+
+# The JSON shape each Config annotation accepts in from_mapping: (test, what is accepted). The
+# annotations are strings (``from __future__ import annotations``); a field whose annotation is not
+# listed here is left to __post_init__. JSON has no tuples or sets, so arrays stand for both.
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_strings(v: object) -> bool:
+    return isinstance(v, (list, tuple)) and all(isinstance(t, str) for t in v)
+
+
+def _is_int_lists(v: object) -> bool:
+    return isinstance(v, (list, tuple)) and all(isinstance(x, (list, tuple)) and all(map(_is_int, x)) for x in v)
+
+
+_JSON_TYPES: Final[dict[str, tuple[Callable[[object], bool], str]]] = {
+    "int": (_is_int, "an integer (not true/false, not a decimal)"),
+    "bool": (lambda v: isinstance(v, bool), "true or false"),
+    "str": (lambda v: isinstance(v, str), "a string"),
+    "str | None": (lambda v: v is None or isinstance(v, str), "a string or null"),
+    "tuple[str, ...]": (_is_strings, "an array of strings"),
+    "tuple[str, ...] | None": (lambda v: v is None or _is_strings(v), "an array of strings or null"),
+    "tuple[tuple[int, ...], ...] | None": (
+        lambda v: v is None or _is_int_lists(v),
+        "an array of arrays of integers, or null",
+    ),
+    "frozenset[str]": (_is_strings, "an array of strings"),
+}
+
+
+def _check_json_type(where: str, name: str, annotation: str, value: object) -> None:
+    rule = _JSON_TYPES.get(annotation)
+    if rule is not None and not rule[0](value):
+        try:
+            shown = json.dumps(value)
+        except (TypeError, ValueError):  # not from JSON: a Python caller's object
+            shown = repr(value)
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
+        kind = _JSON_NAMES.get(type(value), type(value).__name__)
+        raise ConfigError(f"{where}: {name}: got {shown} ({kind}); accepted: {rule[1]}")
+
+
+_JSON_NAMES: Final[dict[type, str]] = {
+    dict: "an object",
+    list: "an array",
+    tuple: "an array",
+    str: "a string",
+    bool: "a boolean",
+    int: "an integer",
+    float: "a number",
+    type(None): "null",
+}
 
 
 def _check_range(name: str, value: object, low: int, high: int) -> None:

@@ -28,10 +28,12 @@ from rmqspec.spec.actions import (
     BrokerReceive,  # full fidelity area
     BrokerRestart,
     CleanExpiredMsg,
+    ClientResetWake,  # full fidelity area
     CorruptLocalOffsetFile,
     CorruptOffsetFile,
     FinishConsume,
     FixOffsetIllegal,
+    OffsetFileWriteLands,
     PersistOffsets,
     Rebalance,
     RebalanceQueryError,
@@ -155,6 +157,15 @@ SLAVE_ANOMALIES: dict[str, str] = {
     "INV-8s declares it unless Model.tolerate_slave_sync is off.",
 }
 
+# orderly consume loop: what INV-12 tolerates, for orderly CLUSTERING consumers only (docs/spec.md §18.3).
+ORDERLY_SHUTDOWN_OVERLAP = (
+    "ConsumeMessageOrderlyService#shutdown runs shutdownNow, which only interrupts the consume threads, then "
+    "unlockAll releases the consumer's queues at the broker (R4.4 step 1, R8.9). A listener that ignores the "
+    "interrupt runs on (Client.orphaned) while another consumer locks the queue and consumes it: two listeners "
+    "of one queue at once. Tolerated only for an overlap with such an orphan; its batch, never committed, is "
+    "delivered again by the next owner."
+)
+
 # orderly area: what INV-12a tolerates, for orderly CLUSTERING consumers only.
 ORDERLY_LOCK_TABLE_LOST = (
     "RebalanceLockManager is broker memory (R8.1): a broker crash forgets every lock, so after the restart "
@@ -169,6 +180,7 @@ def allowed_anomalies(config: Config) -> dict[str, str]:
     out = dict(ALLOWED_ANOMALIES[config.mode])
     if config.orderly and config.mode == CLUSTERING:  # orderly area
         out["orderly-lock-table-lost"] = ORDERLY_LOCK_TABLE_LOST
+        out["orderly-listener-outlives-shutdown"] = ORDERLY_SHUTDOWN_OVERLAP
     if config.duplicate_client_id:  # faults (RMQ-11)
         out.update(DUPLICATE_CLIENT_ID_ANOMALIES)
     if config.slave and config.mode == CLUSTERING:  # slaves
@@ -422,13 +434,52 @@ def _persist_all_prunes(m: Model, s: State, a: Action, t: State) -> str | None:
     return f"client {a.client}: after persistAll memory still holds unowned queues {extra}" if extra else None
 
 
+def file_write_race(s: State, a: Action, i: int) -> frozenset[int]:
+    """The queues whose offsets.json entry the step ``a`` undoes as a lost update of client ``i``'s file: ``a``
+    is a lagging persistAll's write (OffsetFileWriteLands) and another writer changed the entry between that
+    persistAll's read and this write (docs/spec.md §18.3). The declared cause ``file-write-race``."""
+    if not isinstance(a, OffsetFileWriteLands) or a.client != i:
+        return frozenset()
+    cl = s.clients[i]
+    if cl.file_write_pending is None:
+        return frozenset()
+    read, content = cl.file_write_pending
+    return frozenset(q for q, value in enumerate(cl.file) if value != read[q] and value != content[q])
+
+
 def _local_file_grows(m: Model, s: State, a: Action, t: State) -> str | None:
+    """INV-6b: no write of offsets.json drops a queue's entry (the 4.9.8 merge keeps what it read), except an
+    entry a lagging persistAll never read because another writer added it meanwhile (``file_write_race``)."""
     if m.clustering or isinstance(a, CorruptLocalOffsetFile):  # an unreadable main falls back to .bak (R1.16)
         return None
     for i, (old, new) in enumerate(zip(s.clients, t.clients, strict=True)):
-        lost = [q for q in range(m.q_count) if old.file[q] is not None and new.file[q] is None]
+        raced = file_write_race(s, a, i)
+        lost = [q for q in range(m.q_count) if old.file[q] is not None and new.file[q] is None and q not in raced]
         if lost:
             return f"client {i}: the offset file lost entries for queues {lost}"
+    return None
+
+
+# The steps whose write of offsets.json may lower an entry by design (INV-6c): the 4.9.8 client reset writes the
+# admin's target (R3.10a), and the OFFSET_ILLEGAL correction writes nextBeginOffset with increaseOnly false
+# (R5.7: the 4.9.8 task, and 5.x at once in the pull callback).
+LOCAL_FILE_LOWERING_STEPS = (ClientResetWake, FixOffsetIllegal, ReceivePull)
+
+
+def _local_file_falls_caused(m: Model, s: State, a: Action, t: State) -> str | None:
+    """INV-6c: a BROADCASTING consumer's offsets.json entry falls only where the step shows why: a lost update
+    of its unlocked writers (``file_write_race``), a reset or an OFFSET_ILLEGAL correction
+    (``LOCAL_FILE_LOWERING_STEPS``), or the fall-back to .bak of an unreadable main (R1.16)."""
+    if m.clustering or isinstance(a, (CorruptLocalOffsetFile, *LOCAL_FILE_LOWERING_STEPS)):
+        return None
+    for i, (old, new) in enumerate(zip(s.clients, t.clients, strict=True)):
+        if old.file == new.file:
+            continue
+        raced = file_write_race(s, a, i)
+        for q in range(m.q_count):
+            before, after = old.file[q], new.file[q]
+            if before is not None and after is not None and after < before and q not in raced:
+                return f"client {i} queue {q}: offsets.json fell from {before} to {after}, no declared cause"
     return None
 
 
@@ -605,7 +656,13 @@ def _single_orderly_listener(m: Model, s: State) -> str | None:
     a BROADCASTING member owns its own progress). Two listeners of one client are never tolerated (the
     MessageQueueLock is local). Two clients' overlap is tolerated only when a timing margin broke (a
     broker crash emptied the lock table, or a consumer stalled) at most 30 s before the older listener
-    began, or after: the margins of R8.3 then no longer hold, which semantics INV-12 puts outside the claim."""
+    began, or after: the margins of R8.3 then no longer hold, which semantics INV-12 puts outside the claim.
+
+    A listener that outlived its consumer's ``Shutdown`` is not in ``consuming`` but in ``Client.orphaned``:
+    ``unlockAll`` released its queue at the broker while it ran on (ORDERLY_SHUTDOWN_OVERLAP, R4.4 step 1,
+    R8.9), so an overlap with it is that design's, with the orphan in the state as the cause; each message the
+    next owner delivers beside it counts as the redelivery cause ``beside-orphaned-listener``. The overlap
+    among the other listeners is checked as before."""
     if not m.orderly:
         return None
     for q in range(m.q_count):
@@ -1128,6 +1185,15 @@ ACTION_PROPERTIES: tuple[ActionProperty, ...] = (
         "R1.12, R1.14",
         "A queue temporarily not owned would restart from consumeFromWhere and skip or replay (RMQ-21).",
         _local_file_grows,
+    ),
+    ActionProperty(
+        "INV-6c",
+        "local_offset_file_falls_with_a_cause",
+        "A BROADCASTING offsets.json entry falls only by a lost update of its unlocked writers, a reset or an "
+        "OFFSET_ILLEGAL correction (docs/spec.md §18.3).",
+        "R1.12, R1.13, R3.10a, R5.7",
+        "The file is where a restarted broadcast consumer resumes: a fall replays what it had consumed.",
+        _local_file_falls_caused,
     ),
     ActionProperty(
         "INV-8",

@@ -53,6 +53,8 @@ from rmqspec.spec.actions import (
     Heartbeat,
     LockAll,
     LoseCommit,
+    OffsetFileWriteLands,
+    OrphanReturns,
     PersistOffsets,
     Produce,
     Rebalance,
@@ -256,9 +258,11 @@ class Model:
             BrokerReceive: self._broker_receive,
             Start: self._start,
             Shutdown: self._shutdown,
+            OrphanReturns: self._orphan_returns,
             Crash: self._crash,
             Heartbeat: self._heartbeat,
             PersistOffsets: self._persist_offsets,
+            OffsetFileWriteLands: self._offset_file_write_lands,
             CleanExpiredMsg: self._clean_expired_msg,
             Rebalance: self._rebalance,
             RebalanceQueryError: self._rebalance_query_error,
@@ -332,6 +336,7 @@ class Model:
             task_deaths=c.task_deaths,
             offset_file_corruptions=c.offset_file_corruptions,
             local_offset_file_corruptions=c.local_offset_file_corruptions,
+            lagging_file_writes=c.lagging_file_writes,
         )
         start = History(Event(0, "start", -1, -1, 0, "initial state"), None)
         slave = None
@@ -394,6 +399,10 @@ class Model:
         for i, cl in enumerate(state.clients):
             if self._channel_expirable(state, i):
                 out.append(ExpireChannel(i))
+            if cl.orphaned and not self._stalled(state, cl):
+                out.extend(OrphanReturns(i, r.rid) for r in cl.orphaned)  # §18.3: listeners past a Shutdown
+            if cl.file_write_pending is not None and not self._stalled(state, cl):
+                out.append(OffsetFileWriteLands(i))  # §18.3: also after a Shutdown, which does not wait for it
             if cl.channel:
                 out.append(BrokerReceive(i))
                 if self.may_overtake(cl):
@@ -420,8 +429,10 @@ class Model:
                 out.append(Crash(i))
             if cl.next_heartbeat is not None and cl.next_heartbeat <= state.now:
                 out.append(Heartbeat(i))
-            if cl.next_persist is not None and cl.next_persist <= state.now:
+            if cl.next_persist is not None and cl.next_persist <= state.now and cl.file_write_pending is None:
                 out.append(PersistOffsets(i))
+                if self._may_lag_write(state, cl):
+                    out.append(PersistOffsets(i, 1))  # §18.3: offsets.json's writers are not serialised
             if cl.next_clean is not None and cl.next_clean <= state.now:
                 out.append(CleanExpiredMsg(i))
             if cl.next_lock_all is not None and cl.next_lock_all <= state.now:
@@ -953,10 +964,19 @@ class Model:
         """Shutdown(client) (budgeted: a consumer leaves). Enabled: running. Effect, in R4.4's
         order: queued and running consume requests are discarded (awaitTermination 0); offsets of
         the owned queues are persisted (oneway / file); the consumer unregisters, which makes the
-        broker notify the others; every pq is dropped and the process ends."""
+        broker notify the others; every pq is dropped and the process ends.
+
+        An orderly consumer's running listeners are not stopped: ``shutdownNow`` interrupts their threads
+        and a listener that does not check the interrupt runs on (``ThreadUtils#shutdownGracefully``), after
+        ``unlockAll`` has released its queues at the broker (R4.4 step 1, R8.9). They become
+        ``Client.orphaned`` until ``OrphanReturns``; meanwhile another consumer may lock the queue and run
+        its listener beside them (INV-12's declared cause ``listener-outlives-shutdown``). A concurrent
+        listener's late return changes nothing either (its pq is dropped, R7.2) and no property compares
+        concurrent listeners, so those are dropped here."""
         i = a.client
         if not s.clients[i].running or s.budget.client_shutdowns <= 0:
             raise ActionNotEnabled(a, "not running or shutdown budget used up")
+        orphaned = (*s.clients[i].orphaned, *s.clients[i].consuming) if self.orderly else s.clients[i].orphaned
         cl = s.clients[i]._replace(requests=(), consuming=(), offset_updates=())
         s = s._replace(
             clients=_put(s.clients, i, cl),
@@ -966,7 +986,20 @@ class Model:
             s = self._unlock_all(s, i)
         s = self._persist_all(s, i, "shutdown")
         s = self._leave(s, i, closed=False)  # the group exists: CHANGE goes out (R9.7)
-        return s._replace(clients=_put(s.clients, i, self._stop_process(s.clients[i])))
+        stopped = self._stop_process(s.clients[i])._replace(orphaned=orphaned)
+        return s._replace(clients=_put(s.clients, i, stopped))
+
+    def _orphan_returns(self, s: State, a: OrphanReturns) -> State:
+        """OrphanReturns(client, rid). Enabled: that listener outlived its consumer's Shutdown and the JVM
+        is not stalled. Effect: it returns; ``processConsumeResult`` commits its batch into a pq that
+        ``destroy()`` dropped, so ``updateOffset`` is skipped (R8.6), and the loop ends at its dropped check
+        (R8.5). Nothing else changes: its offsets were never persisted, so the next owner delivers them
+        again (a redelivery at the last landed commit)."""
+        cl = s.clients[a.client]
+        if self._stalled(s, cl) or all(r.rid != a.rid for r in cl.orphaned):
+            raise ActionNotEnabled(a, "no such listener outlived a shutdown, or its JVM is stalled")
+        cl = cl._replace(orphaned=tuple(r for r in cl.orphaned if r.rid != a.rid))
+        return s._replace(clients=_put(s.clients, a.client, cl))
 
     def _crash(self, s: State, a: Crash) -> State:
         """Crash(client) (budgeted). Enabled: running. Effect: memory is lost (offset table, pqs,
@@ -975,8 +1008,8 @@ class Model:
         i = a.client
         if not s.clients[i].running or s.budget.client_crashes <= 0:
             raise ActionNotEnabled(a, "not running or crash budget used up")
-        return s._replace(
-            clients=_put(s.clients, i, self._stop_process(s.clients[i])),
+        return s._replace(  # the JVM dies, and listeners that outlived an earlier Shutdown with it
+            clients=_put(s.clients, i, self._stop_process(s.clients[i])._replace(orphaned=(), file_write_pending=None)),
             budget=s.budget._replace(client_crashes=s.budget.client_crashes - 1),
         )
 
@@ -990,14 +1023,66 @@ class Model:
         return self._register(s._replace(clients=_put(s.clients, a.client, cl)), a.client)
 
     def _persist_offsets(self, s: State, a: PersistOffsets) -> State:
-        """PersistOffsets(client). Enabled: running and persistAllConsumerOffset due. Effect:
-        ``persistAll(keys(processQueueTable))`` (R4.1, R2.7, R1.12); next run in 5 s."""
+        """PersistOffsets(client, lagging). Enabled: running, persistAllConsumerOffset due, and the timer's last
+        persistAll has written. Effect: ``persistAll(keys(processQueueTable))`` (R4.1, R2.7, R1.12); next run
+        in 5 s.
+
+        ``lagging`` 1 (BROADCASTING, budgeted): LocalFileOffsetStore#persistAll reads offsets.json and merges
+        the owned queues' memory values now, and its ``string2File`` runs later (``OffsetFileWriteLands``).
+        Nothing locks the file against the other writers, ``persist(mq)`` on the rebalance thread (a
+        pull-expired removal, R9.4), the OFFSET_ILLEGAL task (R5.7) and the 4.9.8 reset (R3.10a), so what
+        they write meanwhile is overwritten (docs/spec.md §18.3). Enabled when a pq is owned, the file is
+        readable and no reset sleeps (those persistAlls take the other paths of ``_persist_all``)."""
         cl = s.clients[a.client]
-        if not cl.running or cl.next_persist is None or cl.next_persist > s.now:
-            raise ActionNotEnabled(a, "persist timer not due")
+        if not cl.running or cl.next_persist is None or cl.next_persist > s.now or cl.file_write_pending is not None:
+            raise ActionNotEnabled(a, "persist timer not due, or its last persistAll has not written yet")
+        if a.lagging not in (0, 1) or (a.lagging and not self._may_lag_write(s, cl)):
+            raise ActionNotEnabled(a, "no lagging write: not BROADCASTING, no budget, nothing owned or a reset sleeps")
         nxt = None if self.m_persist_stops else cl.next_persist + PERSIST_INTERVAL
-        s = s._replace(clients=_put(s.clients, a.client, cl._replace(next_persist=nxt)))
+        cl = cl._replace(next_persist=nxt)
+        if a.lagging:
+            content = tuple(
+                cl.mem[q] if cl.pqs[q] is not None and cl.mem[q] is not None else cl.file[q]
+                for q in range(self.q_count)
+            )
+            return s._replace(
+                clients=_put(s.clients, a.client, cl._replace(file_write_pending=(cl.file, content))),
+                budget=s.budget._replace(lagging_file_writes=s.budget.lagging_file_writes - 1),
+            )
+        s = s._replace(clients=_put(s.clients, a.client, cl))
         return self._persist_all(s, a.client, "persist-timer")
+
+    def _may_lag_write(self, s: State, cl: Client) -> bool:
+        """A lagging persistAll is possible: BROADCASTING, budget left, a pq owned (persistAll of nothing writes
+        nothing), the main file readable and no reset asleep (those persistAlls are ``_persist_all``'s others)."""
+        return (
+            not self.clustering
+            and s.budget.lagging_file_writes > 0
+            and any(pq is not None for pq in cl.pqs)
+            and not cl.file_main_unreadable
+            and not cl.reset_held
+        )
+
+    def _offset_file_write_lands(self, s: State, a: OffsetFileWriteLands) -> State:
+        """OffsetFileWriteLands(client). Enabled: a lagging persistAll has merged and not written, and the JVM is
+        not stalled; also after the consumer's Shutdown, whose own persistAll does not wait for the timer's
+        (``ScheduledExecutorService#shutdown`` lets a running task finish, R4.4), so this write may undo it.
+        Effect: ``MixAll.string2File`` of the table it merged: the previous main becomes
+        .bak and main holds that table, so an entry another writer changed since the read goes back to what
+        the read saw (a lost update: INV-6b and INV-6c declare it, ``file-write-race``). A history event names
+        the queues whose newer entry was undone."""
+        i = a.client
+        cl = s.clients[i]
+        if cl.file_write_pending is None or self._stalled(s, cl):
+            raise ActionNotEnabled(a, "no persistAll waits to write, or the JVM is stalled")
+        read, content = cl.file_write_pending
+        undone = [q for q in range(self.q_count) if cl.file[q] != read[q] and cl.file[q] != content[q]]
+        cl = self._write_file(cl, content)._replace(file_write_pending=None)
+        s = s._replace(clients=_put(s.clients, i, cl))
+        if undone:
+            detail = f"undid queues {undone}: written by another thread after this persistAll read the file"
+            s = s._replace(history=History(Event(s.now, "file-write-race", i, undone[0], -1, detail), s.history))
+        return self._file_written(s, i)
 
     def _persist_all(self, s: State, i: int, cause: str) -> State:
         """OffsetStore.persistAll(keys(processQueueTable)).
@@ -1619,10 +1704,24 @@ class Model:
         redeliveries = g.redeliveries
         causes = dict(g.redelivery_causes)
         hist = s.history
+        ledger = self._ledger(i)
+        orphaned = {  # §18.3: a listener that outlived a Shutdown holds these, never to be committed (R4.4)
+            o
+            for j, other in enumerate(s.clients)
+            if self._ledger(j) == ledger
+            for r in other.orphaned
+            if r.queue == q
+            for o, _ in r.msgs
+        }
         for o, times in msgs:
             if delivered >> o & 1:
                 redeliveries += 1
-                cause = "local-retry" if mine >> o & 1 else self._resume_cause(s, i, q)
+                if mine >> o & 1:
+                    cause = "local-retry"
+                elif o in orphaned:
+                    cause = "beside-orphaned-listener"
+                else:
+                    cause = self._resume_cause(s, i, q)
                 causes[cause] = causes.get(cause, 0) + 1
             delivered |= 1 << o
             mine |= 1 << o
@@ -2655,7 +2754,23 @@ class Model:
                 out.append(ClientResetReceive(i))
             if cl.reset_wake is not None and cl.reset_wake <= s.now:
                 out.append(ClientResetWake(i))
+                out.extend(ClientResetWake(i, uid) for uid in self._late_replies(s, i))  # §18.3
         return out
+
+    def _late_replies(self, s: State, i: int) -> list[int]:
+        """The pq uids whose answered pull could land inside client ``i``'s waking reset: a pq the reset holds
+        for a queue of its table, with its reply NO_NEW_MSG or NO_MATCHED_MSG (or held, answered on arrival),
+        the replies whose ``correctTagsOffset`` moves memory (R5.7, R6.7)."""
+        cl = s.clients[i]
+        targets = {q for q, _ in cl.reset_table}
+        held = {uid for q, uid in cl.reset_held if q in targets}
+        return [
+            p.pq_uid
+            for p in cl.pulls
+            if p.pq_uid in held
+            and p.epoch >= 0
+            and (p.result is None or p.result.status in (br.NO_NEW_MSG, br.NO_MATCHED_MSG))
+        ]
 
     def _admin_reset(self, s: State, a: AdminReset) -> State:
         """AdminReset(queue, target, by_timestamp) (budgeted, CLUSTERING). Enabled: the broker is up, the
@@ -2785,11 +2900,18 @@ class Model:
         updateOffset(mq, offset, increaseOnly=false), removeUnnecessaryMessageQueue (persist oneway,
         then removeOffset) and removal from the table; then resume(): pause = false and
         doRebalance now, which reads the broker (READ_FROM_STORE) whether or not the persist has
-        landed: the race of RMQ-26. The reset completes here for each queue the client held."""
+        landed: the race of RMQ-26. The reset completes here for each queue the client held.
+
+        ``late_reply`` names a held pq whose answered NO_NEW_MSG / NO_MATCHED_MSG pull is taken between that
+        queue's updateOffset and its persist (the callback thread, §18.3): ``correctTagsOffset`` (msgCount 0
+        after the clear) raises memory with increaseOnly, and the persist sends the raised value instead of
+        the target, another way to lose the reset (INV-18)."""
         i = a.client
         cl = s.clients[i]
         if not self.reset_on or not cl.running or cl.reset_wake is None or cl.reset_wake > s.now:
             raise ActionNotEnabled(a, "no reset sleep over")
+        if a.late_reply != -1 and a.late_reply not in self._late_replies(s, i):
+            raise ActionNotEnabled(a, "no answered NO_NEW_MSG or NO_MATCHED_MSG pull of a pq this reset holds")
         held = dict(cl.reset_held)
         done: list[tuple[int, int, int]] = []
         for q, offset in cl.reset_table:
@@ -2800,6 +2922,8 @@ class Model:
             if not self.m_reset_skips_update:
                 cl = s.clients[i]
                 s = s._replace(clients=_put(s.clients, i, cl._replace(mem=_put(cl.mem, q, value))))
+            if uid == a.late_reply:  # §18.3: the pull callback runs between updateOffset and persist
+                s = self._receive_pull(s, ReceivePull(i, uid))
             s = self._persist_one(s, i, q, uid, "admin-reset-client")
             s = s._replace(clients=_put(s.clients, i, self._remove_offset(s.clients[i], q)))
             done.append((q, offset, uid))

@@ -239,6 +239,13 @@ class Client(NamedTuple):
     file_main_unreadable: bool = False
     last_rebalance: int = 0  # 5.x RebalanceService.lastRebalanceTimestamp (R4.2): construction, then each rebalance
     next_clean: int | None = None  # cleanExpireMsg timer of ConsumeMessageConcurrentlyService (R6.8); None if orderly
+    # orderly listeners still running after this consumer's Shutdown: shutdownNow interrupts, the listener
+    # ignores it, and unlockAll has released the queue at the broker (R4.4 step 1, R8.9). They end at
+    # OrphanReturns or with the JVM (Crash); a later Start is a new consumer beside them.
+    orphaned: tuple[ConsumeRequest, ...] = ()
+    # BROADCASTING: a persistAll of the timer thread between its merge and its string2File (§18.3): the file it
+    # read and the table it will write. Other writers may write offsets.json meanwhile; OffsetFileWriteLands.
+    file_write_pending: tuple[tuple[int | None, ...], tuple[int | None, ...]] | None = None
 
 
 class Ghost(NamedTuple):
@@ -330,6 +337,7 @@ class Budget(NamedTuple):
     task_deaths: int = 0  # faults: TaskDies
     offset_file_corruptions: int = 0  # faults: CorruptOffsetFile
     local_offset_file_corruptions: int = 0  # faults: CorruptLocalOffsetFile
+    lagging_file_writes: int = 0  # PersistOffsets(client, lagging=1): offsets.json's unlocked writers (§18.3)
 
 
 class Event(NamedTuple):

@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from pathlib import Path
+
+import pytest
 
 from rmqspec.properties.explore import explore, walk
 from rmqspec.properties.machines import configs, machine_for, outcomes
 from rmqspec.properties.profiles import scaled
-from rmqspec.properties.reset_scenarios import QUIET, consumed_then_reset, resume_after_reset
+from rmqspec.properties.reset_scenarios import QUIET, Driver, consumed_then_reset, resume_after_reset
+from rmqspec.reference.system import ReferenceSystem
 from rmqspec.spec import actions as act
 from rmqspec.spec import broker_rules as br
 from rmqspec.spec.config import CLUSTERING, V4_9_8, V5_X, Config
@@ -141,7 +145,7 @@ def test_walks_reach_every_reset_outcome_the_machine_reports() -> None:
 
 
 def test_4_9_8_reset_sleep_lets_a_late_pull_reply_and_the_persist_timer_commit_past_an_unconsumed_message() -> None:
-    # Found in session 3 (docs/spec.md §12): message 0 is consumed (offset 1), message 1 waits in the pq and
+    # Found while modelling (docs/spec.md §12): message 0 is consumed (offset 1), message 1 waits in the pq and
     # a pull at 2 is held. resetOffset drops and clears the pq (msgCount 0) and sleeps 10 s with it still in
     # the table; the held pull comes back NO_NEW_MSG and correctTagsOffset raises memory to 2 (R6.7); the
     # persist timer's persistAll still names the dropped pq and commits 2, past message 1, which was never
@@ -162,3 +166,40 @@ def test_4_9_8_reset_sleep_lets_a_late_pull_reply_and_the_persist_timer_commit_p
         found += [v.id for v in check_step(model, s, action, t) + check_state(model, t)]
         s = t
     assert found == ["INV-9"] and s.broker.offsets[0] == 2 and s.clients[0].reset_wake is not None
+
+
+def _wake_with_a_pull_in_flight(late: bool) -> Driver:
+    """``consumed_then_reset``: message 0 consumed and committed (1), message 1 in the pq, then the admin
+    resets to 0. The next pull (offset 2) is held at the broker; the reset drops and clears the pq and sleeps;
+    at its wake the held pull's reply (NO_NEW_MSG, next 2) is taken after the wake (``late`` false) or between
+    the wake's updateOffset(0) and its persist (``ClientResetWake(0, late_reply=0)``, docs/spec.md §18.3)."""
+    d = consumed_then_reset(V4_9_8)
+    d.do(act.SendPull(0, 0))
+    d.drain()
+    d.fire(act.ClientResetReceive)
+    d.until(act.ClientResetWake)
+    d.do(act.ClientResetWake(0, 0) if late else act.ClientResetWake(0))
+    d.drain()
+    d.fire(act.Rebalance)
+    d.do(act.SendPull(0, 0))
+    d.drain()
+    d.fire(act.ReceivePull)
+    return d
+
+
+@pytest.mark.parametrize("late", [False, True])
+def test_4_9_8_a_pull_reply_inside_the_reset_wake_persists_past_an_unconsumed_message(
+    late: bool, tmp_path: Path
+) -> None:
+    # Inside MQClientInstance#resetOffset (1094-1095) the callback thread's correctTagsOffset (msgCount 0 after
+    # the clear) raises memory from the target 0 to 2 before the persist, which sends 2: the reset is lost and
+    # message 1, never delivered, is skipped (INV-9). Taken after the wake, the reply changes nothing sent.
+    d = _wake_with_a_pull_in_flight(late)
+    assert d.state.broker.offsets[0] == (2 if late else 0)
+    assert sorted({v.split(" ", 1)[0] for v in d.violations}) == (["INV-9"] if late else [])
+    reference = ReferenceSystem(d.model.config, tmp_path)  # the reference takes the reply at the same statement
+    s = d.model.initial()
+    for a in d.taken:
+        s = d.model.step(s, a)
+        reference.apply(a)
+        assert reference.abstract() == (s.now, s.broker, s.clients), a

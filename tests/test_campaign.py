@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections import Counter
 from dataclasses import fields, replace
 from pathlib import Path
 
@@ -20,11 +21,23 @@ from rmqspec.campaign.runner import (
     run_campaign,
     save_failures,
 )
-from rmqspec.campaign.units import PROFILE_BY_NAME, PROFILES, run_unit, sample_config
+from rmqspec.campaign.units import (
+    _FAMILY_OF,
+    HOLD_CRASH,
+    HOLD_OUTAGE,
+    PROFILE_BY_NAME,
+    PROFILES,
+    SHORT_CONSUME_TIMEOUT,
+    _choose,
+    run_unit,
+    sample_config,
+)
 from rmqspec.cli import main
 from rmqspec.properties.serialize import action_from_json
 from rmqspec.properties.trace import check_trace
-from rmqspec.spec.config import BROADCASTING, Config
+from rmqspec.spec import actions as act
+from rmqspec.spec.config import BROADCASTING, CLUSTERING, MACHINE_ROOM, V5_X, Config
+from rmqspec.spec.model import Model
 
 
 def test_a_run_is_a_pure_function_of_its_inputs() -> None:
@@ -71,6 +84,60 @@ def test_sample_config_draws_every_fault_family_and_only_combinations_config_acc
     assert all(drawn.values()), drawn
     assert max(drawn.values()) < 600 / 4, drawn  # modest: each fault in well under a quarter of the runs
     assert slaves and manual  # a slave (docs/spec.md §16) and an orderly listener with autoCommit off (§14)
+
+
+def test_sample_config_draws_every_configuration_steered_for_branch_coverage_and_keeps_the_common_ones() -> None:
+    """The draws docs/campaign.md "Branch coverage" relies on, each in a fair share of 2,000 seeds (a default
+    campaign runs about 420), while most runs keep the default consumeTimeout and draw no fault at all."""
+    seeds = 2_000
+    drawn: Counter[str] = Counter()
+    for seed in range(seeds):
+        c = sample_config(random.Random(seed))
+        short = c.consume_timeout == SHORT_CONSUME_TIMEOUT
+        assert not (short and c.orderly)  # cleanExpiredMsg never runs for an orderly consumer (R6.8)
+        drawn["short consumeTimeout"] += short
+        drawn["short consumeTimeout, 5.x CLUSTERING"] += short and c.version == V5_X and c.mode == CLUSTERING
+        drawn["maxReconsumeTimes -1"] += c.max_reconsume_times == -1
+        drawn["slave with retention"] += c.slave and c.retention_deletes > 0
+        drawn["MACHINE_ROOM broker name ending in @"] += c.strategy == MACHINE_ROOM and c.broker_name.endswith("@")
+        drawn["orderly CLUSTERING stall"] += c.orderly and c.mode == CLUSTERING and c.client_stalls > 0
+        drawn["default consumeTimeout"] += c.consume_timeout == Config().consume_timeout
+    # the expected shares: 1/4 of the concurrent runs (3/4); 1/8; a slave in 1/2 of the 5.x retention runs
+    # allowed one; 2/5 x 1/4 x 1/5; 1/4 x 3/4 x 1/3. At least half the expected count each, so that a change
+    # of the draws that starves one fails here and not silently in the coverage figures.
+    expected = {
+        "short consumeTimeout": 3 / 16,
+        "short consumeTimeout, 5.x CLUSTERING": 3 / 16 * 1 / 2 * 3 / 4,
+        "maxReconsumeTimes -1": 1 / 8,
+        "slave with retention": 1 / 6 * 1 / 2 * 1 / 2,
+        "MACHINE_ROOM broker name ending in @": 2 / 5 * 1 / 4 * 1 / 5,
+        "orderly CLUSTERING stall": 1 / 4 * 3 / 4 * 1 / 3,
+    }
+    for name, share in expected.items():
+        assert drawn[name] >= seeds * share / 2, (name, drawn)
+    assert drawn["default consumeTimeout"] > seeds * 3 / 4, drawn  # the common configurations keep the majority
+    # a profile with broker crashes doubles the slave draw (one in four of the runs allowing one -> one in two)
+    failover = PROFILE_BY_NAME["broker-failover"]
+    slaves = sum(sample_config(random.Random(seed), profile=failover).slave for seed in range(seeds))
+    plain = sum(sample_config(random.Random(seed)).slave for seed in range(seeds))
+    assert slaves > plain * 3 / 2, (slaves, plain)
+
+
+def test_choose_holds_a_master_crash_for_unflushed_commits_and_keeps_a_downed_master_down() -> None:
+    """HOLD_CRASH and HOLD_OUTAGE: a crash of a master whose table equals its last flush, and the restart of a
+    master that is down, are each picked in far fewer steps than their family's share of the pick."""
+    profile = PROFILE_BY_NAME["broker-failover"]
+    model = Model(profile.apply(Config(consumers=1, queues=1)))
+    trials = 1_000
+    for state, kind, hold in (
+        (model.initial(), act.BrokerCrash, HOLD_CRASH),  # nothing committed yet: offsets == flushed
+        (model.step(model.initial(), act.BrokerCrash()), act.BrokerRestart, HOLD_OUTAGE),
+    ):
+        families = {_FAMILY_OF[type(a)] for a in model.enabled(state)}
+        assert _FAMILY_OF[kind] in families and len(families) > 1
+        picked = sum(isinstance(_choose(random.Random(k), model, state, profile), kind) for k in range(trials))
+        unsteered = trials / len(families)
+        assert picked < unsteered * (1 - hold) * 2, (kind, picked, unsteered)
 
 
 def test_campaign_writes_rows_parquet_summary_and_report(tmp_path: Path) -> None:

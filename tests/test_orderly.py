@@ -303,6 +303,37 @@ def test_4_9_8_delayed_unlock_releases_a_lock_its_consumer_took_again_and_5x_unl
 
 
 @pytest.mark.parametrize("version", ["4.9.8", "5.x"])
+def test_a_listener_that_outlives_an_orderly_shutdown_runs_beside_the_next_owner_and_changes_nothing(
+    version: str, tmp_path: Path
+) -> None:
+    # docs/spec.md §18.3: shutdownNow leaves the listener running, unlockAll frees the queue (R4.4 step 1,
+    # R8.9); consumer 1 consumes offset 0 beside it. INV-12 accepts the overlap with the orphan as its cause,
+    # the redelivery is counted as beside-orphaned-listener, and the orphan's return commits nothing.
+    run = scenarios.listener_outlives_shutdown(version)
+    assert run.completed and run.ids == []
+    assert run.overlap == [(0, 2), (1, 2)]
+    assert run.redelivery_causes == {"beside-orphaned-listener": 1}
+    returned = run.taken.index(act.OrphanReturns(0, 2))
+    assert run.broker_offsets[returned] == run.broker_offsets[returned - 1]  # the orphan's return changes nothing
+    assert run.broker_offsets[-1] == 1  # the next owner commits offset 0
+    _in_lockstep(run, scenarios.orderly_config(version, client_shutdowns=1), tmp_path)
+
+
+def test_the_orderly_overlap_is_tolerated_only_because_one_listener_outlived_its_shutdown() -> None:
+    # The same overlap with the orphan counted as a running consumer's listener is INV-12's violation: the
+    # tolerance is earned by the orphan in the state, not granted to overlaps after any shutdown.
+    run = scenarios.listener_outlives_shutdown("4.9.8")
+    model = Model(scenarios.orderly_config("4.9.8", client_shutdowns=1))
+    s = model.initial()
+    for a in run.taken[: run.taken.index(act.OrphanReturns(0, 2))]:
+        s = model.step(s, a)
+    assert check_state(model, s) == []
+    orphan = s.clients[0].orphaned
+    pretend = s._replace(clients=(s.clients[0]._replace(running=True, consuming=orphan, orphaned=()), s.clients[1]))
+    assert [v.id for v in check_state(model, pretend)] == ["INV-12"]
+
+
+@pytest.mark.parametrize("version", ["4.9.8", "5.x"])
 def test_a_running_listener_keeps_its_queue_locked_through_a_rebalance_that_takes_it_away(
     version: str, tmp_path: Path
 ) -> None:

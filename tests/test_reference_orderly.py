@@ -500,8 +500,14 @@ def test_shutdown_discards_runs_and_relock_tasks_then_unlocks_all(tmp_path: Path
     assert orderly.try_lock_later_tasks() and first.state is ConsumeRequestState.LISTENING
     ref.apply(act.Shutdown(0))
     assert not orderly.try_lock_later_tasks() and not orderly.consume_executor.running
-    assert not orderly.message_queue_lock.is_held(ref.mqs[0])
+    # shutdownNow only interrupts: the listener on queue 0 runs on, holding its monitor, while unlockAll has
+    # released both queues at the broker (R4.4 step 1, R8.9; docs/spec.md §18.3)
+    assert list(orderly.consume_executor.orphans) == [first]
+    assert orderly.message_queue_lock.is_held(ref.mqs[0])
     assert broker_lock_holder(ref, 0) is None and broker_lock_holder(ref, 1) is None
+    ref.apply(act.OrphanReturns(0, first.rid))  # it returns into a dropped pq: no offset update, run ends
+    assert not orderly.consume_executor.orphans and not orderly.message_queue_lock.is_held(ref.mqs[0])
+    assert first.state is ConsumeRequestState.DONE
 
 
 def test_a_stalled_client_runs_nothing_and_its_timers_wait(tmp_path: Path) -> None:

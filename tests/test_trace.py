@@ -605,7 +605,7 @@ def test_the_schemas_config_bounds_are_configs(name: str) -> None:
     if "minimum" not in spec:
         return
     base: dict[str, object] = {"messages_per_queue": 60} if name == "backlog" else {}
-    if name == "local_offset_file_corruptions":
+    if name in ("local_offset_file_corruptions", "lagging_file_writes"):
         base = {"mode": "BROADCASTING"}  # only a BROADCASTING consumer keeps a local file
     for value in (spec["minimum"], spec["maximum"]):
         Config.from_mapping({**base, name: value})

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rmqspec import __version__
+from rmqspec.jsonin import InputError, read_file
 from rmqspec.spec.config import (
     AVG_BY_CIRCLE,
     BROADCASTING,
@@ -64,13 +65,9 @@ class CliError(Exception):
 def load_config(path: str) -> Config:
     """A Config from a JSON file whose keys are Config fields."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as err:
-        raise CliError(f"{path}: cannot read: {err.strerror}") from None
-    try:
-        values = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise CliError(f"{path}: line {err.lineno}: not JSON: {err.msg}") from None
+        values = read_file(path, "the config")
+    except InputError as err:
+        raise CliError(str(err)) from None
     if not isinstance(values, dict):
         raise CliError(f"{path}: expected a JSON object of Config fields, got {type(values).__name__}")
     try:
@@ -258,6 +255,7 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
     from rmqspec.campaign.report import summarize, write_report
     from rmqspec.campaign.runner import (
         CampaignError,
+        CampaignInterrupted,
         CampaignOptions,
         DeterminismError,
         run_campaign,
@@ -300,6 +298,11 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
         result = run_campaign(options)
     except CampaignError as err:
         raise CliError(str(err)) from None
+    except CampaignInterrupted as err:  # main() prints it: what is saved, and this command to resume
+        if interactive:
+            print(file=sys.stderr)  # end the progress line
+        err.resume_command = _resume_command(args, out)
+        raise
     except DeterminismError as err:
         print(f"\nrmqspec: NONDETERMINISM: {err}", file=sys.stderr)
         return EXIT_NONDETERMINISM
@@ -343,6 +346,20 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
     if saved:
         print(f"failure store: {len(saved)} file(s) in {store}")
     return EXIT_OK if result.valid else EXIT_VIOLATION
+
+
+def _resume_command(args: argparse.Namespace, out: Path) -> str:
+    """The command that continues an interrupted campaign: every setting the manifest pins, the same budget."""
+    import shlex
+
+    argv = ["rmqspec", "campaign", "--resume", "--out", str(out), "--master", args.master]
+    argv += ["--runs", str(args.runs)] if args.runs is not None else ["--duration", f"{args.duration:g}"]
+    argv += ["--steps", str(args.steps), "--seed", str(args.seed), "--batch-size", str(args.batch_size)]
+    argv += ["--coverage-every", str(args.coverage_every), "--store", str(args.store)]
+    argv += ["--no-lockstep"] * args.no_lockstep + ["--no-liveness"] * args.no_liveness
+    for mutation in sorted(set(args.mutation or ())):
+        argv += ["--mutation", mutation]
+    return shlex.join(argv)
 
 
 def _spec_coverage_line(figures: dict[str, Any] | None, out: Path) -> str:
@@ -757,8 +774,9 @@ conform generates request sequences with Hypothesis over the components the SUT 
 each request to the SUT and to the reference, and stops at the first reply that differs. The
 finding is shrunk and saved as a script that `--replay` runs again.
 
-exit codes: 0 every reply agreed; 1 a divergence; 2 bad input (bad arguments or an unreadable
-script); 3 an internal error; 5 the SUT crashed, hung, wrote garbage or answered the wrong request."""
+exit codes: 0 every reply agreed; 1 a divergence; 2 bad input (bad arguments, an unreadable script
+or one with a request the reference rejects); 3 an internal error; 5 the SUT crashed, hung, wrote
+garbage, answered the wrong request or wrote a line no request asked for."""
 
 
 def _cmd_conform(args: argparse.Namespace) -> int:
@@ -878,12 +896,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         code: int = args.func(args)
         return code
-    except CliError as err:
+    except (CliError, InputError) as err:  # InputError: a JSON input, named by the reader that refused it
         print(f"rmqspec: error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        print("rmqspec: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as err:  # a campaign's (CampaignInterrupted) says what it saved and how to resume
+        print(f"rmqspec: {str(err) or 'interrupted'}", file=sys.stderr)
+        return int(getattr(err, "exit_code", 130))  # 143 for a campaign's SIGTERM
     except Exception as err:  # never a bare traceback: say what broke and where to report it
         print(f"rmqspec: internal error: {type(err).__name__}: {err} (please report this)", file=sys.stderr)
         return EXIT_INTERNAL

@@ -99,6 +99,16 @@ _VALIDATED = (
     "draws only valid ones; tests/test_spec_allocation.py and tests/test_spec_rules.py try the bad ones"
 )
 
+_FIX_498 = (
+    "4.9.8's deferred OFFSET_ILLEGAL correction (R5.7: FixOffsetIllegal 10 s later; 5.x corrects at once, "
+    "Config.offset_illegal_fixed_at_once): a default campaign meets OFFSET_ILLEGAL on the master only below "
+    "minOffset after RetentionDelete, which sample_config draws under 5.x only (4.9.8's 10 s window is a real "
+    "bug, INV-17, tests/test_fidelity.py); 4.9.8's other source, a pull at -1 after a failed read, needs one of "
+    "the two configurations excluded above (a 4.9.8 query error, an outage at a 4.9.8 orderly locked pull); a "
+    "slave turns OFFSET_ILLEGAL into NO_MATCHED_MSG (offset_check_in_slave is never drawn, RMQ-17). The planted "
+    "bug offset_illegal_fix_deferred takes it (tests/test_planted_bugs.py)"
+)
+
 EXCLUSIONS: tuple[Exclusion, ...] = (
     *_entries(
         "invariants.py",
@@ -184,13 +194,111 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
             ("Model._admin_reset", "if self.config.server_side_reset", "if not b.registered"),
             ("Model._admin_reset", "if not b.registered", "", 2),
             ("Model._client_reset_receive", "", "", 6),
-            ("Model._client_reset_wake", "", "", 12),
+            ("Model._client_reset_wake", "", "", 16),
             ("Model._reset_persist_all", "", "", 8),
             ("Model._reset_send_pull", "if not cl.paused", "pq = pq._replace(last_pull=s.now"),
             ("Model._reset_rebalance", "if not cl.paused", "cl = cl._replace(next_rebalance="),
         ],
     ),
-    Exclusion("model.py", "Model.*", "", "raise ActionNotEnabled(", "defensive", _NOT_ENABLED, 47),
+    Exclusion("model.py", "Model.*", "", "raise ActionNotEnabled(", "defensive", _NOT_ENABLED, 51),
+    Exclusion(
+        "model.py",
+        "Model._next_deadline",
+        "if b.next_flush is not None",
+        "if b.scheduled",
+        "defensive",
+        "the master's flush timer is None only while it is down: the initial state and _broker_restart set it, "
+        "_broker_flush advances it, and only _broker_crash clears it, together with up=False",
+    ),
+    Exclusion(
+        "model.py",
+        "Model._rebalance_topics",
+        "if self.retry_queue is not None",
+        "lists, complete, thrown, balanced",
+        "defensive",
+        "retry_queue is None only in BROADCASTING (Config.has_retry_queue), and _rebalance_topics returns "
+        "before this line when not clustering",
+    ),
+    Exclusion(
+        "model.py",
+        "Model._note_lost",
+        "if after is None",
+        "return g",
+        "defensive",
+        "every caller passes a table: the flushed one (a tuple, Broker.flushed), or a .bak that "
+        "CorruptOffsetFile and CorruptLocalOffsetFile are enabled only with (their handlers refuse None first)",
+    ),
+    Exclusion(
+        "invariants.py",
+        "_reset_takes_effect",
+        "if pull is None",
+        "return None",
+        "defensive",
+        "the ReceivePull the walk steps was enabled, and Model.enabled offers ReceivePull(i, uid) only for a pull "
+        "of that pq with epoch != -1, the very pull this looks up",
+    ),
+    *_entries(
+        "invariants.py",
+        "excluded-config",
+        "a slave answering OFFSET_ILLEGAL, which only offset_check_in_slave = true gives "
+        "(broker_rules.slave_pull_result); it restores RMQ-17, which INV-21 reports, so sample_config never "
+        "draws it (tests/test_slaves.py sets it)",
+        [
+            ("_correction_from_master_bounds", "if result.status != br.OFFSET_ILLEGAL", "master = m._pull_result("),
+            (
+                "_correction_from_master_bounds",
+                "if master.status == br.OFFSET_ILLEGAL and master.next_begin == result.next_begin",
+                "",
+                2,
+            ),
+        ],
+    ),
+    *_entries(
+        "model.py",
+        "excluded-config",
+        "a failed offset query under 4.9.8 (R2.3), which reads as 'no offset' [RMQ-14] and which INV-15 "
+        "reports: sample_config draws query_errors under 5.x only, and no profile sets them",
+        [
+            ("Model._compute_pull_from_where", "if not self.config.broker_error_reads_as_no_offset", "stored = None"),
+            (
+                "Model.missing_offset_cause",
+                "if query_error and self.clustering and self.config.broker_error_reads_as_no_offset",
+                'return "query-error"',
+            ),
+        ],
+    ),
+    Exclusion(
+        "model.py",
+        "Model._orderly_pull_gate",
+        "if start is None and self.clustering and not s.broker.up and not self.config.read_error_throws",
+        "start = -1",
+        "excluded-config",
+        "a 4.9.8 orderly CLUSTERING consumer's locked first pull while the master is down: the master goes "
+        "down only by BrokerCrash, which run_unit switches off for exactly these runs (the outage is a real "
+        "bug, INV-19, tests/test_orderly.py), and Config refuses a slave with orderly",
+    ),
+    *_entries(
+        "model.py",
+        "excluded-config",
+        _FIX_498,
+        [
+            (
+                "Model._offset_illegal",
+                "if self.m_fix_deferred or not self.config.offset_illegal_fixed_at_once",
+                "fix = OffsetFix(",
+            ),
+            ("Model._fix_offset_illegal", "if not cl.running or k is None", "fix = cl.offset_fixes[k]"),
+        ],
+    ),
+    *_entries(
+        "invariants.py",
+        "excluded-config",
+        _FIX_498,
+        [
+            ("_offset_illegal_fix_while_owned", "if not isinstance(a, FixOffsetIllegal)", "cl = s.clients[a.client]"),
+            ("_offset_illegal_fix_while_owned", "if not fix.live or (pq is not None and pq.uid == fix.pq_uid)", "", 2),
+        ],
+    ),
     Exclusion(
         "model.py", "Model.step", "if handler is None", "raise TypeError", "defensive", "an action of another model"
     ),
@@ -205,7 +313,7 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
             ("_check", "if not cid_all", "raise"),
         ],
     ),
-    Exclusion("config.py", "*", "", "raise ConfigError", "validation", _VALIDATED, 24),
+    Exclusion("config.py", "*", "", "raise ConfigError", "validation", _VALIDATED, 25),
     Exclusion("config.py", "_check_allocation", "if not (", 'retry = f"', "validation", _VALIDATED),
     *_entries(
         "allocation.py",
@@ -229,6 +337,15 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
         "outside-campaign",
         "reads a configuration file (rmqspec run --config, check-trace headers); a campaign builds Config directly",
         10,
+    ),
+    Exclusion(
+        "config.py",
+        "_check_json_type",
+        "",
+        "",
+        "outside-campaign",
+        "checks a value read from a configuration file; its only caller is Config.from_mapping",
+        2,
     ),
     Exclusion(
         "allocation.py",

@@ -8,23 +8,36 @@ campaign resumable (``--resume`` skips the batches on disk, so no run is lost or
 killed worker costs only time (Spark re-runs the deterministic task). A sample of units is run
 twice in every batch and their trace hashes must agree: the determinism self-check.
 
+``--resume`` accepts a batch file only if it verifies (``_verified_batches``): it holds exactly its own
+units, once each, every row a JSON object with the fields and types of a row, its unit's seed, profile
+and configuration (re-derived from the manifest's seed), and a ``row_sha256`` digest that matches the
+row. A batch that does not verify is named on stderr and re-run, never accepted: the run is reproducible
+from its seed. SIGINT and SIGTERM stop the campaign through one path (``CampaignInterrupted``): Spark is
+stopped, its JVM too, and the error says how many batches are saved (docs/campaign.md).
+
 At the end the rows become ``runs.parquet`` (one row per run), violations are deduplicated by
 signature into the failure store, and ``summary.json`` plus ``report.md`` with pictures are written.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import os
 import re
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rmqspec.campaign.units import PROFILES
+from rmqspec.jsonin import InputError, iter_lines, parse
 from rmqspec.spec_coverage import COVERAGE_EVERY
 
 DEFAULT_MASTER = "local[*]"
@@ -37,6 +50,30 @@ class CampaignError(Exception):
 
 class DeterminismError(Exception):
     """The same unit produced two different traces (exit code 4): results cannot be trusted."""
+
+
+class CampaignInterrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM stopped the campaign after Spark and its JVM were stopped. ``str()`` is one
+    line: what is saved in ``out`` and, once the CLI has set ``resume_command``, how to resume."""
+
+    def __init__(self, signum: int, out: Path, batches: int, runs: int) -> None:
+        super().__init__(signum, out, batches, runs)
+        self.signum, self.out, self.batches, self.runs = signum, out, batches, runs
+        self.resume_command = ""
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum  # 130 for SIGINT, 143 for SIGTERM, as a shell reports a signal
+
+    def __str__(self) -> str:
+        what = "terminated (SIGTERM)" if self.signum == signal.SIGTERM else "interrupted"
+        resume = f"; resume with: {self.resume_command}" if self.resume_command else "; resume with --resume"
+        return f"{what}: {self.batches} batches ({self.runs} runs) saved in {self.out}{resume}"
+
+
+class _Signalled(KeyboardInterrupt):
+    """Raised by the campaign's SIGINT/SIGTERM handler; a KeyboardInterrupt, so that py4j, interrupted in
+    the middle of a call, closes that connection instead of leaving it half read."""
 
 
 @dataclass
@@ -55,6 +92,7 @@ class CampaignOptions:
     mutations: frozenset[str] = frozenset()
     store: Path | None = None
     progress: Callable[[str], None] | None = None
+    notice: Callable[[str], None] | None = None  # one line per batch --resume re-runs (default: stderr)
 
     def manifest(self) -> dict[str, Any]:
         """What must match for ``--resume`` to continue the same campaign."""
@@ -118,37 +156,176 @@ def run_campaign(options: CampaignOptions) -> CampaignResult:
         raise CampaignError("give --runs N or --duration SECONDS to bound the campaign")
     batches_dir = options.out / "batches"
     _prepare_output(options, batches_dir)
-    done_rows = _load_batches(batches_dir)
-    started = time.perf_counter()
-    spark = _spark_session(options.master)
-    result = CampaignResult(spark_startup_seconds=round(time.perf_counter() - started, 2))
-    sc = spark.sparkContext
-    result.parallelism = sc.defaultParallelism
-    result.rows = [row for rows in done_rows.values() for row in rows]
-    say = options.progress or (lambda line: None)
-    if done_rows:
-        say(f"resuming: {len(done_rows)} batches ({len(result.rows)} runs) already on disk")
+    done_rows = _verified_batches(options, batches_dir)
+    saved = [len(done_rows), sum(len(rows) for rows in done_rows.values())]  # batches, runs in <out>
+    signals = _SignalsInterrupt()
+    spark: Any = None
+    completed = False
     try:
-        for batch in _batches(options, done_rows):
-            if _out_of_budget(options, result, started, batch):
-                break
-            rows, rechecked = _run_batch(sc, options, batch, result.parallelism)
-            _check_determinism(rows, rechecked)
-            result.determinism_checks += len(rechecked)
-            _write_batch(batches_dir, batch[0] // options.batch_size, rows)
-            result.rows.extend(rows)
-            say(_progress_line(options, result, started))
-        result.rows.sort(key=lambda r: r["unit"])
-        result.failures = deduplicate(result.rows)
-        if any(r.get("spec_arcs") is not None for r in result.rows):
-            from rmqspec.spec_coverage import campaign_document
+        try:
+            started = time.perf_counter()
+            spark = _spark_session(options.master)
+            signals.install()  # again: the SparkContext put its own SIGINT handler, which calls into the JVM
+            result = CampaignResult(spark_startup_seconds=round(time.perf_counter() - started, 2))
+            sc = spark.sparkContext
+            result.parallelism = sc.defaultParallelism
+            result.rows = [row for rows in done_rows.values() for row in rows]
+            say = options.progress or (lambda line: None)
+            if done_rows:
+                say(f"resuming: {len(done_rows)} batches ({len(result.rows)} runs) already on disk")
+            for batch in _batches(options, done_rows):
+                if _out_of_budget(options, result, started, batch):
+                    break
+                rows, rechecked = _run_batch(sc, options, batch, result.parallelism)
+                _check_determinism(rows, rechecked)
+                result.determinism_checks += len(rechecked)
+                _write_batch(batches_dir, batch[0] // options.batch_size, rows)
+                saved[0], saved[1] = saved[0] + 1, saved[1] + len(rows)
+                result.rows.extend(rows)
+                say(_progress_line(options, result, started))
+            result.rows.sort(key=lambda r: r["unit"])
+            result.failures = deduplicate(result.rows)
+            if any(r.get("spec_arcs") is not None for r in result.rows):
+                from rmqspec.spec_coverage import campaign_document
 
-            result.spec_coverage = campaign_document(result.rows, "campaign")
-        _write_parquet(spark, result.rows, options.out / "runs.parquet")
-    finally:
-        spark.stop()
+                result.spec_coverage = campaign_document(result.rows, "campaign")
+            _write_parquet(spark, result.rows, options.out / "runs.parquet")
+            completed = True
+        finally:
+            signals.raising = False  # from here a signal is only recorded: it must not cut the stopping short
+            try:
+                _stop_spark(spark, stop_jvm=not completed or signals.signum is not None)
+            finally:
+                signals.uninstall()
+    except BaseException:
+        if signals.signum is None:
+            raise
+    if signals.signum is not None:  # a signal, even one that came while Spark was stopping after the last batch
+        raise CampaignInterrupted(signals.signum, options.out, *saved) from None
     result.seconds = round(time.perf_counter() - started, 2)
     return result
+
+
+class _SignalsInterrupt:
+    """While a campaign runs, SIGINT and SIGTERM raise ``_Signalled`` in the main thread (the first one
+    only, and only while ``raising``: not while the campaign stops Spark and its JVM) and silence Python logging:
+    py4j logs the interrupted call's traceback through the root logger. Outside the main thread (where
+    ``signal.signal`` is refused) it does nothing."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.raising = True
+        self.previous: dict[signal.Signals, Any] | None = None
+        self.logging_disabled = logging.root.manager.disable
+        self.install()
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        previous = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
+        if self.previous is None:
+            self.previous = previous
+
+    def uninstall(self) -> None:
+        if self.previous is not None:
+            for s, handler in self.previous.items():
+                signal.signal(s, handler)
+            self.previous = None
+        logging.disable(self.logging_disabled)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.signum is not None:
+            return
+        self.signum = signum
+        logging.disable(logging.CRITICAL)
+        if self.raising:
+            raise _Signalled(signum)
+
+
+def _stop_spark(spark: Any, stop_jvm: bool) -> None:
+    """Stop the SparkSession; with ``stop_jvm`` (an interrupt or an error) quietly, within a bound, and
+    then its JVM too. After a clean campaign the JVM stays for the next session in this process, and
+    exits with it (it reads its stdin until the driver's end closes)."""
+    if not stop_jvm:
+        if spark is not None:
+            spark.stop()
+        return
+    if spark is not None:
+        with suppress(Exception):
+            spark.sparkContext.setLogLevel("OFF")  # the executors' errors about the cancelled tasks
+
+        def stop() -> None:
+            with suppress(Exception):
+                spark.stop()
+
+        stopper = threading.Thread(target=stop, daemon=True)
+        stopper.start()
+        stopper.join(JVM_STOP_SECONDS)
+    _stop_jvm()
+
+
+JVM_STOP_SECONDS = 15.0  # how long an interrupted campaign waits for spark.stop(), then for its JVM to exit
+
+
+def _stop_jvm() -> None:
+    """End the py4j gateway's JVM (``SparkContext._gateway.proc``, the JVM that spark-submit exec'd
+    into): close its stdin, on which it exits, then kill it if it is still there. A JVM whose launch was
+    interrupted before pyspark kept its handle is found among this process's children."""
+    try:
+        from pyspark import SparkContext
+    except ImportError:  # pragma: no cover - pyspark is a dependency
+        return
+    gateway = SparkContext._gateway
+    proc = getattr(gateway, "proc", None)
+    if gateway is not None:
+        with suppress(Exception):
+            gateway.close()
+        SparkContext._gateway = None  # a later session in this process launches a new JVM
+        SparkContext._jvm = None
+    pids = [proc.pid] if proc is not None else _spark_children()
+    if proc is not None:
+        with suppress(Exception):
+            proc.stdin.close()
+    deadline = time.monotonic() + JVM_STOP_SECONDS
+    for pid in pids:
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if _alive(pid):
+            with suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+    if proc is not None:
+        with suppress(Exception):
+            proc.wait(5)  # reap it
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)  # no /proc: ask the kernel
+        except OSError:
+            return False
+        return True
+
+
+def _spark_children() -> list[int]:
+    """This process's children that are Spark's launcher or JVM (``pyspark-shell`` on their command line)."""
+    me, found = os.getpid(), []
+    with suppress(OSError):
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            with suppress(OSError, IndexError, ValueError):
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if ppid == me and b"pyspark-shell" in f.read():
+                        found.append(int(entry))
+    return found
 
 
 def _prepare_output(options: CampaignOptions, batches_dir: Path) -> None:
@@ -158,34 +335,195 @@ def _prepare_output(options: CampaignOptions, batches_dir: Path) -> None:
         if options.resume:
             if not manifest_path.exists():
                 raise CampaignError(f"{manifest_path}: nothing to resume (run without --resume first)")
-            on_disk = json.loads(manifest_path.read_text(encoding="utf-8"))
+            on_disk = parse(manifest_path.read_bytes(), str(manifest_path))
+            if not isinstance(on_disk, dict):
+                kind = "null" if on_disk is None else type(on_disk).__name__
+                raise CampaignError(
+                    f"{manifest_path}: expected a JSON object of the campaign's settings, got {kind}{_AFRESH}"
+                )
             if on_disk != manifest:
-                diff = sorted(k for k in manifest if on_disk.get(k) != manifest[k])
-                raise CampaignError(f"{manifest_path}: --resume with different settings: {', '.join(diff)}")
+                diff = sorted(k for k in manifest.keys() | on_disk.keys() if on_disk.get(k) != manifest.get(k))
+                raise CampaignError(
+                    f"{manifest_path}: --resume with different settings: {', '.join(diff)}; resume with the "
+                    "settings this file holds, or start afresh without --resume in another --out"
+                )
+            if not batches_dir.is_dir() and batches_dir.exists():
+                raise CampaignError(f"{batches_dir}: not a directory; move it away, then resume again")
             return
         if batches_dir.exists() and any(batches_dir.iterdir()):
             raise CampaignError(f"{options.out}: holds a campaign already; use --resume or another --out")
         batches_dir.mkdir(parents=True, exist_ok=True)
         _atomic_write(manifest_path, json.dumps(manifest, indent=2) + "\n")
-    except json.JSONDecodeError as err:
-        raise CampaignError(f"{manifest_path}: line {err.lineno}: not JSON: {err.msg}") from None
+    except InputError as err:
+        raise CampaignError(f"{err}{_AFRESH}") from None
     except OSError as err:
-        raise CampaignError(f"{options.out}: {err.strerror}") from None
+        raise CampaignError(f"{err.filename or options.out}: {err.strerror}") from None
+
+
+_AFRESH = (
+    "; it is the file a campaign writes when it starts: restore it, or start afresh without --resume in another --out"
+)
 
 
 def _load_batches(batches_dir: Path) -> dict[int, list[dict[str, Any]]]:
+    """Every batch file's rows, unverified (``rmqspec coverage --campaign`` reads the arcs in them)."""
     out: dict[int, list[dict[str, Any]]] = {}
     if not batches_dir.exists():
         return out
     for path in sorted(batches_dir.glob("batch-*.jsonl")):
-        rows = []
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as err:
-                raise CampaignError(f"{path}: line {n}: not JSON ({err.msg}); delete the file to re-run it") from None
-        out[int(path.stem.split("-")[1])] = rows
+        if (name := BATCH_NAME.fullmatch(path.name)) is None:
+            continue
+        try:
+            rows = [row for _, row in iter_lines(path, str(path))]
+        except InputError as err:
+            raise CampaignError(f"{err}; delete the file to re-run it") from None
+        out[int(name.group(1))] = rows
     return out
+
+
+BATCH_NAME = re.compile(r"batch-(\d{6,})\.jsonl")  # _write_batch's names
+ROW_DIGEST = "row_sha256"  # a batch row's digest of the rest of the row (_row_digest)
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+# The element types of a row's collections, as Parquet stores them (_write_parquet)
+_ROW_ELEMENTS: dict[str, type] = {"abstract_states": int, "violations": str, "liveness_harm": str}
+_ROW_MAPS = ("rules", "fates", "fate_harm", "redelivery_causes")  # str -> int
+
+
+def _row_digest(row: dict[str, Any]) -> str:
+    """SHA-256 of the row's canonical JSON (sorted keys): what a JSON round trip leaves unchanged."""
+    return hashlib.sha256(json.dumps(row, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def _verified_batches(options: CampaignOptions, batches_dir: Path) -> dict[int, list[dict[str, Any]]]:
+    """The batches on disk that ``--resume`` may keep, by index, each as its rows in unit order. Any other
+    batch is named on stderr (``options.notice``) with why, and left to be re-run: batch ``k`` must hold
+    exactly units ``k * batch_size`` up to the next batch's first or ``--runs`` (``_verify_batch``). Files
+    that are not batches are ignored with a note; batches at or past ``--runs`` are left out of the result."""
+    notice = options.notice or (lambda line: print(line, file=sys.stderr, flush=True))
+    if not options.resume:
+        return {}  # _prepare_output made sure there are none
+    if not batches_dir.exists():
+        notice(f"rmqspec: {batches_dir}: missing; re-running every batch")
+        try:
+            batches_dir.mkdir(parents=True)
+        except OSError as err:
+            raise CampaignError(f"{batches_dir}: cannot create: {err.strerror}") from None
+        return {}
+    try:
+        paths = sorted(batches_dir.iterdir())
+    except OSError as err:
+        raise CampaignError(f"{batches_dir}: cannot list: {err.strerror}; fix its permissions") from None
+    done: dict[int, list[dict[str, Any]]] = {}
+    for path in paths:
+        name = BATCH_NAME.fullmatch(path.name)
+        if name is None:
+            if not path.name.endswith(".tmp"):  # a .tmp is a write cut short: the batch is re-run
+                notice(f"rmqspec: {path}: not a batch file (batch-NNNNNN.jsonl); ignored")
+            continue
+        index = int(name.group(1))
+        first = index * options.batch_size
+        if options.runs is not None and first >= options.runs:
+            notice(f"rmqspec: {path}: past --runs {options.runs}; left out of this result")
+            continue
+        if not path.is_file():
+            raise CampaignError(f"{path}: not a regular file, so it cannot be replaced; remove it, then resume again")
+        rows, problem = _verify_batch(options, path, index)
+        if problem is None:
+            done[index] = rows
+        else:
+            end = first + options.batch_size if options.runs is None else min(first + options.batch_size, options.runs)
+            notice(f"rmqspec: {path}: {problem}; re-running batch {index} (units {first}..{end - 1})")
+    return done
+
+
+def _verify_batch(options: CampaignOptions, path: Path, index: int) -> tuple[list[dict[str, Any]], str | None]:
+    """(the rows of units ``want`` in order, None) if batch file ``index`` holds exactly its own units, once
+    each, every row valid (``_row_problem``); else ([], why, naming the line). A unit of the batch at or
+    past ``--runs`` (the campaign was started with a larger bound) is left out."""
+    first = index * options.batch_size
+    own = range(first, first + options.batch_size)
+    want = own if options.runs is None else range(first, min(own.stop, options.runs))
+    rows: dict[int, dict[str, Any]] = {}
+    try:
+        for n, value in iter_lines(path, str(path)):
+            problem = _row_problem(options, value, own)
+            if problem is not None:
+                return [], f"line {n}: {problem}"
+            if value["unit"] in rows:
+                return [], f"line {n}: unit {value['unit']} a second time"
+            rows[value["unit"]] = {k: v for k, v in value.items() if k != ROW_DIGEST}
+    except InputError as err:
+        return [], err.detail
+    except OSError as err:
+        return [], f"cannot read: {err.strerror}"
+    missing = [u for u in want if u not in rows]
+    if missing:
+        held = f"{len(rows)} runs" if rows else "no runs"
+        return (
+            [],
+            f"holds {held}, missing {len(missing)} of units {want.start}..{want.stop - 1}, unit {missing[0]} first",
+        )
+    return [rows[u] for u in want], None
+
+
+def _row_problem(options: CampaignOptions, row: Any, own: range) -> str | None:
+    """Why ``row`` is not a valid row of a batch holding units ``own``, or None. Checked: a JSON object whose
+    ``row_sha256`` matches the rest of it (an edited or cut row fails here); a unit of this batch; every field
+    of a row with its type (re-derived: ``run_unit`` of zero steps gives the unit's row without a walk, 0.3 ms);
+    the seed, profile and configuration that the manifest's seed gives the unit; steps within ``--steps``; a
+    trace hash that is a SHA-256; violations that ``deduplicate`` can read. Not checked: that the walk's
+    results and trace hash are the ones its seed gives, which takes re-running the unit."""
+    from rmqspec.campaign.units import run_unit
+
+    if not isinstance(row, dict):
+        return f"expected a JSON object (a run's row), got {'null' if row is None else type(row).__name__}"
+    digest = row.get(ROW_DIGEST)
+    if not isinstance(digest, str):
+        return f"no field {ROW_DIGEST!r} (not a row this rmqspec wrote)"
+    body = {k: v for k, v in row.items() if k != ROW_DIGEST}
+    if _row_digest(body) != digest:
+        return f"{ROW_DIGEST} does not match the row: it was edited or damaged"
+    unit = body.get("unit")
+    if type(unit) is not int or unit not in own:
+        return f"unit {unit!r} is not one of this batch's units {own.start}..{own.stop - 1}"
+    k, seed, profile = unit_spec(unit, options)
+    expected = run_unit(k, seed, profile, 0, options.mutations, lockstep=False, liveness=False).as_row()
+    expected.update(spec_arcs=None, spec_digest=None)
+    for name, value in expected.items():
+        if name not in body:
+            return f"no field {name!r}"
+        got = body[name]
+        if not (type(got) is type(value) or _float_like(value, got) or name.startswith("spec_")):
+            return f"field {name!r} is {type(got).__name__}, expected {type(value).__name__}"
+    if not (body["spec_arcs"] is None or isinstance(body["spec_arcs"], dict)) or not (
+        body["spec_digest"] is None or isinstance(body["spec_digest"], str)
+    ):
+        return "field 'spec_arcs' or 'spec_digest' of the wrong type"
+    for name in ("seed", "profile", "config"):
+        if body[name] != expected[name]:
+            return f"{name} is not the one the manifest's seed {options.seed} gives unit {unit}"
+    if not 0 <= body["steps"] <= options.steps or not _SHA256_HEX.fullmatch(body["trace_hash"]):
+        return "steps or trace_hash out of range"
+    for name, element in _ROW_ELEMENTS.items():
+        if any(type(e) is not element for e in body[name]):
+            return f"field {name!r} holds something other than {element.__name__}"
+    for name in _ROW_MAPS:
+        if any(type(v) is not int for v in body[name].values()):
+            return f"field {name!r} maps to something other than int"
+    if body["violation_count"] != len(body["violations"]):
+        return "violation_count is not the number of violations"
+    for text in body["violations"]:
+        try:
+            v = json.loads(text)
+        except ValueError:
+            return "a violation that is not JSON"
+        if not (isinstance(v, dict) and isinstance(v.get("signature"), str) and type(v.get("shrunk_steps")) is int):
+            return "a violation without its signature and shrunk_steps"
+    return None
+
+
+def _float_like(value: Any, got: Any) -> bool:
+    return type(value) is float and type(got) is int  # JSON may write a whole float as an int
 
 
 def _batches(options: CampaignOptions, done: dict[int, list[dict[str, Any]]]) -> Iterator[list[int]]:
@@ -235,8 +573,15 @@ def _check_determinism(rows: list[dict[str, Any]], rechecked: list[dict[str, Any
 
 
 def _write_batch(batches_dir: Path, index: int, rows: list[dict[str, Any]]) -> None:
-    text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)
-    _atomic_write(batches_dir / f"batch-{index:06d}.jsonl", text)
+    """One line per row, with its digest (``row_sha256``), which ``--resume`` checks."""
+    text = "".join(json.dumps({**r, ROW_DIGEST: _row_digest(r)}, sort_keys=True) + "\n" for r in rows)
+    path = batches_dir / f"batch-{index:06d}.jsonl"
+    try:
+        _atomic_write(path, text)
+    except OSError as err:
+        raise CampaignError(
+            f"{path}: cannot write: {err.strerror}; make room or fix permissions, then resume"
+        ) from None
 
 
 def _atomic_write(path: Path, text: str) -> None:

@@ -75,6 +75,7 @@ _FAMILY_OF: dict[type, str] = {
     act.Crash: "client_stop",
     act.Heartbeat: "client_timer",
     act.PersistOffsets: "client_timer",
+    act.OffsetFileWriteLands: "client_timer",  # a lagging persistAll's write of offsets.json (docs/spec.md §18.3)
     act.CleanExpiredMsg: "client_timer",
     act.Rebalance: "rebalance",
     act.RebalanceQueryError: "rebalance",
@@ -83,6 +84,7 @@ _FAMILY_OF: dict[type, str] = {
     act.StartConsume: "consume",
     act.FinishConsume: "consume",
     act.ApplyConsumeOffset: "consume",
+    act.OrphanReturns: "consume",  # an orderly listener that outlived a Shutdown returns (docs/spec.md §18.3)
     act.LockAll: "client_timer",  # orderly area
     act.RetentionDelete: "retention",  # fidelity area
     act.AdminReset: "admin_reset",  # full fidelity area (admin reset)
@@ -145,8 +147,11 @@ PROFILES: tuple[SwarmProfile, ...] = (
 PROFILE_BY_NAME = {p.name: p for p in PROFILES}
 
 
-def sample_config(rng: random.Random, mutations: frozenset[str] = frozenset()) -> Config:
-    """A small configuration; every field a campaign varies is drawn from ``rng``."""
+def sample_config(
+    rng: random.Random, mutations: frozenset[str] = frozenset(), profile: SwarmProfile | None = None
+) -> Config:
+    """A small configuration; every field a campaign varies is drawn from ``rng``. ``profile``, the run's
+    swarm profile, only weighs the slave draw (a slave matters while the master is down)."""
     messages = rng.randint(1, 5)
     tags: tuple[str, ...] = ("A",)
     subscription: tuple[str, ...] | None = None
@@ -198,16 +203,29 @@ def sample_config(rng: random.Random, mutations: frozenset[str] = frozenset()) -
     # slaves: one run in four of those it is modelled for (no orderly, admin reset, stalls or dead tasks) gets a
     # slave (docs/spec.md §16), drawn last; offset_check_in_slave never (it restores RMQ-17, which INV-21 reports)
     # Branch coverage (docs/campaign.md, "Branch coverage"): one in two where retention is on, so that a slave
-    # serving pulls meets OFFSET_ILLEGAL (broker_rules.slave_pull_result) in a default campaign.
+    # serving pulls meets OFFSET_ILLEGAL (broker_rules.slave_pull_result) in a default campaign, and one in two
+    # under the profiles with broker crashes, so that more runs fail over to it (a slave in about one run in
+    # eight before, one in six now).
+    failover = profile is not None and profile.broker_crashes > 0
     if not (config.orderly or config.admin_resets or config.client_stalls or config.task_deaths) and rng.random() < (
-        1 / 2 if config.retention_deletes else 1 / 4
+        1 / 2 if config.retention_deletes or failover else 1 / 4
     ):
         config = replace(config, slave=True)
     # Branch coverage: maxReconsumeTimes -1 (the default: 16, or Integer.MAX_VALUE for an orderly consumer;
     # Config.effective_max_reconsume_times) in one run in eight, drawn last.
     if rng.random() < 1 / 8:
         config = replace(config, max_reconsume_times=-1)
+    # Branch coverage: a short consumeTimeout (cleanExpiredMsg, R6.8) in one concurrent run in four, drawn last.
+    # At the default 15 s only the p99 listener outlives it (Config.consume_timeout: about 2 runs in 100
+    # remove a message); at 2 s a listener left running over one or two Ticks does, so these runs send
+    # expired messages back and meet their listener's late answer (5.x: the skip of R7.3). Measured at 3 s
+    # in one run in six: a message removed in 11 of 52 such runs, the late failure answer in none.
+    if not config.orderly and rng.random() < 1 / 4:
+        config = replace(config, consume_timeout=SHORT_CONSUME_TIMEOUT)
     return config
+
+
+SHORT_CONSUME_TIMEOUT = 2_000  # ms; sample_config's short consumeTimeout (the default is 15 s)
 
 
 def with_faults(rng: random.Random, config: Config) -> Config:
@@ -231,7 +249,9 @@ def with_faults(rng: random.Random, config: Config) -> Config:
     ``Config`` refuses the admin reset together with stalls, lost commits, view faults, a shared clientId and
     dead tasks, so a run with an admin reset draws none of these (and a run with a dead task no slave)."""
     free = not config.admin_resets  # Config.__post_init__: not modelled together with the admin reset (yet)
-    if free and rng.random() < 1 / 8:
+    # Branch coverage: one orderly run in three stalls, so that a lock expires under a queued consume request
+    # (a stall outlasts the 30 s lock: tryLockLaterAndReconsume, R8.5); about one run in six in all stalls.
+    if free and rng.random() < (1 / 3 if config.orderly else 1 / 8):
         config = replace(config, client_stalls=1)
     if free and rng.random() < 1 / 8:
         config = replace(config, commit_losses=1)
@@ -247,6 +267,10 @@ def with_faults(rng: random.Random, config: Config) -> Config:
         config = replace(config, local_offset_file_corruptions=1)
     if free and rng.random() < 1 / 8:
         config = replace(config, task_deaths=1)
+    # offsets.json's unlocked writers (docs/spec.md §18.3) in half the BROADCASTING runs: two lagging persistAlls,
+    # so one can still race a removal's persist(mq) after the other landed before anything else wrote
+    if config.mode == BROADCASTING and rng.random() < 1 / 2:
+        config = replace(config, lagging_file_writes=2)
     return config
 
 
@@ -262,7 +286,8 @@ def with_allocation_strategy(rng: random.Random, config: Config) -> Config:
         lists = tuple(tuple(q for q in queues if rng.random() < 0.5) for _ in range(config.consumers))
         return replace(config, strategy=CONFIG, allocate_config_queues=lists)
     if kind == MACHINE_ROOM:
-        broker = rng.choice(("r1@broker-a", "r1@broker-a", "r2@broker-a", "broker-a"))
+        # "r1@broker-a@": Java's split drops the trailing empty part (allocation.java_split), so it is r1's too
+        broker = rng.choice(("r1@broker-a", "r1@broker-a", "r2@broker-a", "broker-a", "r1@broker-a@"))
         idcs = rng.choice((("r1",), ("r1", "r2"), ("r2",), None))
         return replace(config, strategy=MACHINE_ROOM, broker_name=broker, consumeridcs=idcs)
     if kind == MACHINE_ROOM_NEARBY:
@@ -383,7 +408,7 @@ def run_unit(
     started = time.perf_counter()
     rng = random.Random(seed)
     profile = PROFILE_BY_NAME[profile_name]
-    config = profile.apply(sample_config(rng, mutations))
+    config = profile.apply(sample_config(rng, mutations, profile))
     if config.orderly and config.version == V4_9_8 and config.mode == CLUSTERING:
         # orderly area: a broker outage at a 4.9.8 orderly consumer's first locked pull is a real bug that
         # INV-19 reports (tests/test_orderly.py reproduces it): clean runs keep the broker up there.
@@ -505,6 +530,32 @@ def _check_liveness(
     return q.state
 
 
+# Branch coverage: while the master is down, how often _choose leaves the healing family (its restart) out.
+# Picked like any family, the restart comes within a few steps, before a timer brings the clients' commits,
+# offset queries and pulls to the slave (R2.4, R2.5, R5.3) or a consumer queries an offset the slave lacks;
+# at 3/4 the outage lasts about four times as long, still a small share of the run's 300 steps.
+HOLD_OUTAGE = 3 / 4
+# Branch coverage: how often _choose holds a master crash back while its offset table equals the last flush
+# (half as often while only entries never flushed differ). The crash family is enabled from the first step,
+# so the crash came before any commit, and a restart lost nothing; held back, it comes with commits not yet
+# flushed (R3.6): the restart loses entries never flushed, so a consumer is positioned without one
+# (Model.missing_offset_cause, INV-9a), or lowers flushed ones (INV-8r's failover cause), and commits that
+# land on the slave meanwhile meet a master table that has the entry.
+HOLD_CRASH = 9 / 10
+# Branch coverage: how often _choose holds a stall back while no client has a consume request queued. The
+# stall family is enabled from the first step, so a stall came within the first few steps, before any lock
+# or request existed; held back, it tends to come with a request queued, and an orderly run then finds its
+# lock expired (tryLockLaterAndReconsume, R8.5). At 3/4, 3 of 5 orderly stalls looked at still came in a run's
+# first 5 steps; at 9/10 a run without requests still stalls, a few dozen steps in.
+HOLD_STALL = 9 / 10
+# Branch coverage: how often _choose holds an orderly consumer's Shutdown back while none of the consumers it
+# could stop has a listener running. Picked like any stop, the shutdown found a listener in none of 104 orderly
+# shutdowns of 150 sampled runs, so a listener outliving its shutdown (Client.orphaned, OrphanReturns,
+# docs/spec.md §18.3) never came up; held back like a stall, a shutdown tends to come while one runs, and one
+# is always preferred when offered.
+HOLD_SHUTDOWN = 9 / 10
+
+
 def _choose(rng: random.Random, model: Model, state: State, profile: SwarmProfile) -> act.Action | None:
     """Pick an enabled action the profile allows: a family first, then one of its actions, so that
     rare families are as likely as busy ones."""
@@ -515,6 +566,33 @@ def _choose(rng: random.Random, model: Model, state: State, profile: SwarmProfil
         by_family.setdefault(_FAMILY_OF[type(a)], []).append(a)
     if not by_family:
         return None
+    if not state.broker.up and len(by_family) > 1 and "broker_heal" in by_family and rng.random() < HOLD_OUTAGE:
+        del by_family["broker_heal"]  # keep the master down a while: see HOLD_OUTAGE
+    b = state.broker
+    if b.up and "broker_crash" in by_family and len(by_family) > 1:  # see HOLD_CRASH
+        reverted = [f for o, f in zip(b.offsets, b.flushed, strict=True) if o != f]  # what a crash would restore
+        hold = HOLD_CRASH if not reverted else HOLD_CRASH / 2 if all(f is None for f in reverted) else 0.0
+        if hold and rng.random() < hold:
+            del by_family["broker_crash"]  # while it is up, BrokerCrash is the family's only action
+    if "stall" in by_family:  # stall a client with consume requests queued: see HOLD_STALL
+        busy: list[act.Action] = [
+            a for a in by_family["stall"] if isinstance(a, act.Stall) and state.clients[a.client].requests
+        ]
+        if busy:
+            by_family["stall"] = busy
+        elif len(by_family) > 1 and rng.random() < HOLD_STALL:
+            del by_family["stall"]
+    stops = by_family.get("client_stop", [])
+    if model.orderly and any(isinstance(a, act.Shutdown) for a in stops):  # see HOLD_SHUTDOWN
+        others: list[act.Action] = [a for a in stops if not isinstance(a, act.Shutdown)]
+        listening = [a for a in stops if isinstance(a, act.Shutdown) and state.clients[a.client].consuming]
+        if listening:
+            by_family["client_stop"] = listening + others
+        elif len(by_family) > 1 and rng.random() < HOLD_SHUTDOWN:
+            if others:
+                by_family["client_stop"] = others
+            else:
+                del by_family["client_stop"]
     family = sorted(by_family)[rng.randrange(len(by_family))]
     options = by_family[family]
     return options[rng.randrange(len(options))]

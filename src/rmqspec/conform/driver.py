@@ -29,11 +29,13 @@ from typing import Any, Final
 from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
+from hypothesis.errors import Flaky
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_state_machine_as_test
 
 from rmqspec.conform import protocol as p
 from rmqspec.conform.reference_adapter import ReferenceAdapter
 from rmqspec.conform.sut import SutFailure, SutProcess
+from rmqspec.jsonin import InputError, iter_lines
 
 SCRIPT_FORMAT: Final = "rmqspec-conform-script"
 SCRIPT_VERSION: Final = 1
@@ -42,6 +44,18 @@ OBSERVERS: Final = ("pq.state", "store.clone", "com.table")  # requests that onl
 
 class ScriptError(ValueError):
     """A replay script that cannot be read; the message names the file and line."""
+
+
+class RejectedRequest(RuntimeError):
+    """The reference answered a request with ``ProtocolError``: the request is malformed. From the
+    generator that is a bug of rmqspec; from a replay script, bad input (:func:`replay_script` names
+    the line). ``position`` is the request's index in the script :func:`replay` was running."""
+
+    def __init__(self, request: dict[str, Any], error: dict[str, Any]) -> None:
+        super().__init__(f"conform generated a request the reference rejects: {request}: {error}")
+        self.request = request
+        self.error = error
+        self.position: int | None = None
 
 
 @dataclass
@@ -120,6 +134,9 @@ class Session:
         # What the run reached: requests per (op, outcome), the outcome being "ok" or the Java
         # exception type the reference expected. A run that never reached an outcome proves nothing of it.
         self.outcomes: Counter[tuple[str, str]] = Counter()
+        # The last finding raised, for when Hypothesis reports a flaky test instead of it (a SUT whose
+        # behaviour depends on more than the requests makes a rerun fail differently).
+        self.last_finding: Finding | None = None
 
     def begin(self, fresh_process: bool = False) -> None:
         """A fresh start on both sides: ``reset``, after restarting the SUT if it died or if
@@ -130,9 +147,15 @@ class Session:
         if not self.sut.alive():
             self.sut.start()
         self.reference.reset()
-        reply = self.sut.call("reset", {})
+        try:
+            reply = self.sut.call("reset", {})
+        except SutFailure as failure:
+            self.last_finding = SutBroke(failure, [])
+            raise self.last_finding from None
         if not reply["ok"]:
-            raise SutBroke(SutFailure("bad-reply", {"op": "reset", "args": {}}, json.dumps(reply), "reset failed"), [])
+            refused = SutFailure("bad-reply", {"op": "reset", "args": {}}, json.dumps(reply), "reset failed")
+            self.last_finding = SutBroke(refused, [])
+            raise self.last_finding
 
     def exchange(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
         """Send one request to both sides; the reference's reply, or Divergence / SutBroke."""
@@ -141,15 +164,17 @@ class Session:
         self.requests += 1
         expected = self.reference.handle(op, copy.deepcopy(args))
         if not expected["ok"] and expected["error"]["type"] == "ProtocolError":
-            raise RuntimeError(f"conform generated a request the reference rejects: {request}: {expected['error']}")
+            raise RejectedRequest(request, expected["error"])
         self.outcomes[op, "ok" if expected["ok"] else expected["error"]["type"]] += 1
         try:
             got = self.sut.call(op, args)
         except SutFailure as failure:
-            raise SutBroke(failure, list(self.script)) from None
+            self.last_finding = SutBroke(failure, list(self.script))
+            raise self.last_finding from None
         if p.normalise(got) != p.normalise(expected):
             got = {k: v for k, v in got.items() if k != "id"}
-            raise Divergence(request, got, expected, list(self.script))
+            self.last_finding = Divergence(request, got, expected, list(self.script))
+            raise self.last_finding
         return expected
 
     def close(self) -> None:
@@ -163,7 +188,7 @@ def replay(session: Session, script: list[dict[str, Any]], fresh_process: bool =
     try:
         session.begin(fresh_process)
         created: set[tuple[str, str]] = set()
-        for request in script:
+        for position, request in enumerate(script):
             spec = p.OPS.get(request["op"])
             if (
                 spec is not None
@@ -171,7 +196,11 @@ def replay(session: Session, script: list[dict[str, Any]], fresh_process: bool =
                 and (spec.handle, request["args"][spec.handle]) not in created
             ):
                 continue
-            session.exchange(request["op"], request["args"])
+            try:
+                session.exchange(request["op"], request["args"])
+            except RejectedRequest as rejected:
+                rejected.position = position
+                raise
             if spec is not None and spec.creates is not None:
                 created.add((spec.creates, request["args"][spec.creates]))
     except (Divergence, SutBroke) as finding:
@@ -611,6 +640,8 @@ def conform(
         )
     except Exception as error:  # the finding is inside; anything else is re-raised
         finding = _first_finding(error)
+        if finding is None and isinstance(error, Flaky):
+            finding = session.last_finding  # the rerun failed differently; report what was found first
         if finding is None:
             session.close()
             raise
@@ -653,17 +684,18 @@ def write_script(path: Path, script: list[dict[str, Any]], session: Session, res
 
 def read_script(path: str) -> list[dict[str, Any]]:
     """The requests of a saved script; ScriptError names the line that cannot be read."""
+    return [request for _, request in read_numbered_script(path)]
+
+
+def read_numbered_script(path: str) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, request) for every request of a saved script; ScriptError names the line."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as e:
-        raise ScriptError(f"{path}: cannot read: {e.strerror or e}") from None
-    except UnicodeDecodeError as e:
-        raise ScriptError(f"{path}: not UTF-8 text ({e.reason})") from None
-    lines = list(_numbered_lines(text))
+        lines = list(iter_lines(path, path))
+    except InputError as e:
+        raise ScriptError(str(e)) from None
     if not lines:
         raise ScriptError(f'{path}: empty; expected a header line {{"format": "{SCRIPT_FORMAT}", ...}}')
-    number, first = lines[0]
-    header = _json_line(path, number, first)
+    number, header = lines[0]
     if not isinstance(header, dict) or header.get("format") != SCRIPT_FORMAT:
         raise ScriptError(f'{path}: line {number}: expected a header with "format": "{SCRIPT_FORMAT}"')
     if header.get("version") != SCRIPT_VERSION:
@@ -671,30 +703,18 @@ def read_script(path: str) -> list[dict[str, Any]]:
             f"{path}: line {number}: script version {header.get('version')!r}; this rmqspec reads {SCRIPT_VERSION}"
         )
     script = []
-    for number, line in lines[1:]:
+    for number, value in lines[1:]:
         try:
-            script.append(p.check_request(_json_line(path, number, line), f"{path}: line {number}"))
+            script.append((number, p.check_request(value, f"{path}: line {number}")))
         except p.ProtocolError as e:
             raise ScriptError(str(e)) from None
     return script
 
 
-def _numbered_lines(text: str) -> Iterator[tuple[int, str]]:
-    for number, line in enumerate(text.splitlines(), start=1):
-        if line.strip():
-            yield number, line
-
-
-def _json_line(path: str, number: int, line: str) -> Any:
-    try:
-        return json.loads(line)
-    except ValueError as e:
-        raise ScriptError(f"{path}: line {number}: not JSON ({e})") from None
-
-
 def replay_script(command: str, script_path: str, out_dir: Path, timeout: float = 10.0) -> ConformResult:
     """Run a saved script against the SUT and the reference; no generation, no shrinking."""
-    script = read_script(script_path)
+    numbered = read_numbered_script(script_path)
+    script = [request for _, request in numbered]
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     session = Session(command, timeout, out_dir)
@@ -705,7 +725,15 @@ def replay_script(command: str, script_path: str, out_dir: Path, timeout: float 
             raise ValueError(
                 f"{script_path}: the script uses {sorted(needed)} (not declared by the SUT: {list(session.components)})"
             )
-        result.finding = replay(session, script, fresh_process=True)
+        try:
+            result.finding = replay(session, script, fresh_process=True)
+        except RejectedRequest as rejected:
+            line = numbered[rejected.position][0] if rejected.position is not None else "?"
+            message = rejected.error.get("message", "")
+            raise ScriptError(
+                f"{script_path}: line {line}: the reference rejects this request as malformed ({message}); "
+                "fix the request's arguments or remove the line"
+            ) from None
         result.requests = session.requests
     finally:
         session.close()

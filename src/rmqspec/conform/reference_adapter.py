@@ -14,7 +14,6 @@ waits for a reply takes the next of the request's ``answers`` (a timeout once th
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 from collections.abc import Iterable
@@ -24,6 +23,7 @@ from typing import Any, Final, TextIO, cast
 
 from rmqspec import __version__
 from rmqspec.conform import protocol as p
+from rmqspec.jsonin import InputError, parse
 from rmqspec.reference.allocate import (
     AllocateMachineRoomNearby,
     AllocateMessageQueueAveragely,
@@ -219,7 +219,9 @@ class ReferenceAdapter:
         except _JAVA_EXCEPTION_TYPES as e:
             java_type = next(name for cls, name in _JAVA_EXCEPTIONS.items() if isinstance(e, cls))
             return {"ok": False, "error": {"type": java_type, "message": str(e)}, "sent": self.broker.sent}
-        except (p.ProtocolError, KeyError, TypeError, ValueError) as e:
+        except (p.ProtocolError, KeyError, TypeError, ValueError, OverflowError, AttributeError) as e:
+            # OverflowError: a number too large for what it sizes (1e400 as an offset, 10**30 bytes);
+            # AttributeError: a value of the wrong JSON type where an object is expected.
             detail = f"missing argument {e}" if isinstance(e, KeyError) else str(e)
             return {"ok": False, "error": {"type": "ProtocolError", "message": f"{op}: {detail}"}}
         return {"ok": True, "result": result, "sent": self.broker.sent}
@@ -509,9 +511,9 @@ def serve(lines: Iterable[str], out: TextIO, version: str = "4.9.8", plant: str 
             if not line.strip():
                 continue
             try:
-                request = json.loads(line)
-            except ValueError as e:
-                request = {"op": None, "bad": f"not JSON: {e}"}
+                request = parse(line, "request")
+            except InputError as e:
+                request = {"op": None, "bad": e.what if e.column is None else f"{e.what} (column {e.column})"}
             if not isinstance(request, dict):
                 request = {"op": None, "bad": "a request must be a JSON object"}
             if "bad" in request or not isinstance(request.get("args", {}), dict):

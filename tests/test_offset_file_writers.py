@@ -1,0 +1,150 @@
+"""offsets.json has unlocked writers (docs/spec.md §18.3): a BROADCASTING consumer's persist timer reads, merges
+and writes the file (LocalFileOffsetStore#persistAll) while the rebalance thread's persist(mq) of a pull-expired
+queue does the same, so a persistAll that read before the other write and writes after it undoes that write.
+
+The model splits the timer's persistAll (``PersistOffsets(client, lagging=1)``, ``OffsetFileWriteLands``), the
+reference holds its string2File back in lockstep, and INV-6c (the file falls only with a cause) accepts the fall
+because the step shows the race; without that cause, or with a planted bug that lowers the file, it fails.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rmqspec.properties.explore import explore
+from rmqspec.properties.orderly_scenarios import wait_step
+from rmqspec.properties.reset_scenarios import QUIET
+from rmqspec.reference.system import ReferenceSystem
+from rmqspec.spec import actions as act
+from rmqspec.spec import invariants as inv
+from rmqspec.spec.config import BROADCASTING, FROM_FIRST, Config
+from rmqspec.spec.invariants import check_state, check_step
+from rmqspec.spec.model import PULL_MAX_IDLE_TIME, Model
+from rmqspec.spec.state import State, history_list
+
+ALL = frozenset(p.id for p in inv.INVARIANTS) | frozenset(p.id for p in inv.ACTION_PROPERTIES)
+
+
+def _config(**overrides: object) -> Config:
+    values: dict[str, object] = {
+        "mode": BROADCASTING,
+        "consumers": 1,
+        "queues": 1,
+        "backlog": 3,
+        "messages_per_queue": 3,
+        "consume_from_where": FROM_FIRST,
+        **QUIET,
+        "lagging_file_writes": 1,
+        "consume_timeout": 900_000,  # RocketMQ's 15 min: the cleaner stays out of this schedule (R6.8)
+    }
+    values.update(overrides)
+    return Config(**values)  # type: ignore[arg-type]
+
+
+def _race(model: Model) -> list[act.Action]:
+    """Consumer 0 consumes offset 0 (memory 1) and starts the listener of offset 1; its next pull is never
+    answered, so the pq is pull-expired after 120 s (R9.4). When the persist timer and the rebalance are both
+    due, the timer's persistAll reads the file and merges memory 1, then the listener returns (memory 2), the
+    rebalance removes the expired pq with persist(mq) (file 2) and re-creates it, and the lagging write lands:
+    the file goes back to 1."""
+    s = model.initial()
+    taken: list[act.Action] = []
+
+    def do(a: act.Action) -> None:
+        nonlocal s
+        while (wait := wait_step(model, s, a)) is not None:  # 5.x paces rebalances and first pulls (R4.2, R9.4)
+            s = model.step(s, wait)
+            taken.append(wait)
+        assert a in model.enabled(s), (a, s.now)
+        s = model.step(s, a)
+        taken.append(a)
+
+    def first(kind: type, **fields: object) -> act.Action:
+        return next(
+            a for a in model.enabled(s) if isinstance(a, kind) and all(getattr(a, k) == v for k, v in fields.items())
+        )
+
+    do(act.Start(0))
+    do(act.Rebalance(0))
+    do(act.SendPull(0, 0))
+    do(act.BrokerReceive(0))
+    do(first(act.ReceivePull))
+    for kind in (act.StartConsume, act.FinishConsume, act.ApplyConsumeOffset, act.StartConsume):
+        do(first(kind, **({"ack_index": 0} if kind is act.FinishConsume else {})))
+    do(act.SendPull(0, 0))
+    while True:
+        enabled = model.enabled(s)
+        pq = s.clients[0].pqs[0]
+        expired = pq is not None and s.now - pq.last_pull > PULL_MAX_IDLE_TIME
+        if expired and act.PersistOffsets(0) in enabled and act.Rebalance(0) in enabled:
+            break
+        timers = [
+            a
+            for a in enabled
+            if isinstance(a, (act.Heartbeat, act.BrokerFlush, act.PersistOffsets, act.Rebalance))
+            and not getattr(a, "lagging", 0)
+        ]
+        do(timers[0] if timers else act.Tick())
+    do(act.PersistOffsets(0, 1))
+    do(first(act.FinishConsume, ack_index=0))
+    do(first(act.ApplyConsumeOffset))
+    do(act.Rebalance(0))
+    do(act.OffsetFileWriteLands(0))
+    return taken
+
+
+def _replay(model: Model, taken: list[act.Action]) -> list[State]:
+    states = [model.initial()]
+    for a in taken:
+        states.append(model.step(states[-1], a))
+    return states
+
+
+def test_a_lagging_persist_all_undoes_a_removals_persist_and_inv_6c_names_the_race(tmp_path: Path) -> None:
+    model = Model(_config())
+    taken = _race(model)
+    states = _replay(model, taken)
+    assert [s.clients[0].file[0] for s in states[-3:]] == [1, 2, 1]  # persist(mq) wrote 2, the late write 1
+    for before, a, after in zip(states, taken, states[1:], strict=False):
+        assert check_step(model, before, a, after) + check_state(model, after) == [], a
+    races = [e for e in history_list(states[-1]) if e.kind == "file-write-race"]
+    assert len(races) == 1 and races[0].queue == 0
+    reference = ReferenceSystem(model.config, tmp_path)  # the reference holds the write back the same way
+    for before, a, after in zip(states, taken, states[1:], strict=False):
+        reference.apply(a)
+        assert reference.abstract() == (after.now, after.broker, after.clients), (a, before.now)
+
+
+def test_inv_6c_refutes_the_same_fall_when_the_step_shows_no_race(monkeypatch: pytest.MonkeyPatch) -> None:
+    model = Model(_config())
+    taken = _race(model)
+    states = _replay(model, taken)
+    monkeypatch.setattr(inv, "file_write_race", lambda s, a, i: frozenset())
+    found = check_step(model, states[-2], taken[-1], states[-1])
+    assert [v.id for v in found] == ["INV-6c"] and "fell from 2 to 1" in found[0].detail
+
+
+def test_inv_6c_refutes_a_consumer_whose_updates_ignore_increase_only_without_inv_4() -> None:
+    config = Config(
+        mode=BROADCASTING,
+        consumers=2,
+        queues=3,
+        messages_per_queue=4,
+        consume_from_where=FROM_FIRST,
+        lagging_file_writes=2,
+        mutations=frozenset({"ignore_increase_only"}),
+    )
+    refuted = explore(config, 60, 200, watch=frozenset({"INV-6c"}))
+    assert not refuted.valid and "no declared cause" in refuted.counterexamples[0].violations[0].detail
+
+
+@pytest.mark.parametrize("version", ["4.9.8", "5.x"])
+def test_the_correct_model_with_lagging_writes_keeps_every_property(version: str) -> None:
+    config = Config(
+        mode=BROADCASTING, consumers=2, queues=3, messages_per_queue=4, lagging_file_writes=2, version=version
+    )
+    result = explore(config, 100, 300, watch=ALL)
+    assert result.valid, result.counterexamples[0].describe()
+    assert result.actions["OffsetFileWriteLands"] > 0  # each one landed a lagging persistAll
