@@ -341,7 +341,8 @@ class ClientResetWake:
     ``late_reply`` (a pq uid, -1 for none): the reply of that held pq's pull, NO_NEW_MSG or NO_MATCHED_MSG,
     runs its callback on another thread between the reset's ``updateOffset`` of the pq's queue and its
     ``persist`` (``MQClientInstance#resetOffset`` 1094-1095; docs/spec.md §18.3): ``correctTagsOffset``
-    raises memory above the target, and the persist sends the raised value."""
+    raises memory above the target, and the persist sends the raised value: a lost reset, and a skip of
+    what the cleared pq held unconsumed."""
 
     client: int
     late_reply: int = -1

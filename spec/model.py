@@ -970,7 +970,7 @@ class Model:
         and a listener that does not check the interrupt runs on (``ThreadUtils#shutdownGracefully``), after
         ``unlockAll`` has released its queues at the broker (R4.4 step 1, R8.9). They become
         ``Client.orphaned`` until ``OrphanReturns``; meanwhile another consumer may lock the queue and run
-        its listener beside them (INV-12's declared cause ``listener-outlives-shutdown``). A concurrent
+        its listener beside them (INV-12's allowed anomaly ``orderly-listener-outlives-shutdown``). A concurrent
         listener's late return changes nothing either (its pq is dropped, R7.2) and no property compares
         concurrent listeners, so those are dropped here."""
         i = a.client
@@ -2905,7 +2905,7 @@ class Model:
         ``late_reply`` names a held pq whose answered NO_NEW_MSG / NO_MATCHED_MSG pull is taken between that
         queue's updateOffset and its persist (the callback thread, §18.3): ``correctTagsOffset`` (msgCount 0
         after the clear) raises memory with increaseOnly, and the persist sends the raised value instead of
-        the target, another way to lose the reset (INV-18)."""
+        the target: the reset is lost (INV-18), and what the cleared pq held unconsumed is skipped (INV-9)."""
         i = a.client
         cl = s.clients[i]
         if not self.reset_on or not cl.running or cl.reset_wake is None or cl.reset_wake > s.now:
