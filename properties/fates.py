@@ -46,6 +46,7 @@ FAULT_CAUSES = frozenset(
         "query-error",
         "failover-to-a-replica-lacking-the-offset",
         "slave-only-commit",
+        "file-write-race",  # not injected: RocketMQ's unlocked offsets.json writers (docs/spec.md §18.3)
     }
 )
 

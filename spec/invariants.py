@@ -28,7 +28,7 @@ from rmqspec.spec.actions import (
     BrokerReceive,  # full fidelity area
     BrokerRestart,
     CleanExpiredMsg,
-    ClientResetWake,  # full fidelity area
+    ClientResetWake,  # the 4.9.8 client-side admin reset
     CorruptLocalOffsetFile,
     CorruptOffsetFile,
     FinishConsume,
@@ -460,17 +460,31 @@ def _local_file_grows(m: Model, s: State, a: Action, t: State) -> str | None:
     return None
 
 
-# The steps whose write of offsets.json may lower an entry by design (INV-6c): the 4.9.8 client reset writes the
-# admin's target (R3.10a), and the OFFSET_ILLEGAL correction writes nextBeginOffset with increaseOnly false
-# (R5.7: the 4.9.8 task, and 5.x at once in the pull callback).
-LOCAL_FILE_LOWERING_STEPS = (ClientResetWake, FixOffsetIllegal, ReceivePull)
+def local_file_lowering(s: State, a: Action, i: int, q: int) -> bool:
+    """Whether step ``a`` writes client ``i``'s offsets.json entry of queue ``q`` with increaseOnly false by design
+    (INV-6c): the 4.9.8 client reset's wake for a queue of its table (the admin's target, R3.10a), or the
+    OFFSET_ILLEGAL correction of that queue (nextBeginOffset, R5.7): the 4.9.8 task, or 5.x at once in the
+    callback of a pull answered OFFSET_ILLEGAL."""
+    if getattr(a, "client", None) != i:
+        return False
+    cl = s.clients[i]
+    if isinstance(a, ClientResetWake):
+        return any(target == q for target, _ in cl.reset_table)
+    if isinstance(a, FixOffsetIllegal):
+        return a.queue == q
+    if isinstance(a, ReceivePull):
+        return any(
+            p.pq_uid == a.pq_uid and p.queue == q and p.result is not None and p.result.status == br.OFFSET_ILLEGAL
+            for p in cl.pulls
+        )
+    return False
 
 
 def _local_file_falls_caused(m: Model, s: State, a: Action, t: State) -> str | None:
     """INV-6c: a BROADCASTING consumer's offsets.json entry falls only where the step shows why: a lost update
-    of its unlocked writers (``file_write_race``), a reset or an OFFSET_ILLEGAL correction
-    (``LOCAL_FILE_LOWERING_STEPS``), or the fall-back to .bak of an unreadable main (R1.16)."""
-    if m.clustering or isinstance(a, (CorruptLocalOffsetFile, *LOCAL_FILE_LOWERING_STEPS)):
+    of its unlocked writers (``file_write_race``), a reset or an OFFSET_ILLEGAL correction of that queue
+    (``local_file_lowering``), or the fall-back to .bak of an unreadable main (R1.16)."""
+    if m.clustering or isinstance(a, CorruptLocalOffsetFile):
         return None
     for i, (old, new) in enumerate(zip(s.clients, t.clients, strict=True)):
         if old.file == new.file:
@@ -478,7 +492,9 @@ def _local_file_falls_caused(m: Model, s: State, a: Action, t: State) -> str | N
         raced = file_write_race(s, a, i)
         for q in range(m.q_count):
             before, after = old.file[q], new.file[q]
-            if before is not None and after is not None and after < before and q not in raced:
+            if before is None or after is None or after >= before or q in raced:
+                continue
+            if not local_file_lowering(s, a, i, q):
                 return f"client {i} queue {q}: offsets.json fell from {before} to {after}, no declared cause"
     return None
 

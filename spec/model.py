@@ -1077,6 +1077,8 @@ class Model:
             raise ActionNotEnabled(a, "no persistAll waits to write, or the JVM is stalled")
         read, content = cl.file_write_pending
         undone = [q for q in range(self.q_count) if cl.file[q] != read[q] and cl.file[q] != content[q]]
+        # an entry another writer added after the read is gone: a restart positions without it (INV-9a's cause)
+        s = s._replace(ghost=self._note_lost(s.ghost, cl.file, content, i, "file-write-race"))
         cl = self._write_file(cl, content)._replace(file_write_pending=None)
         s = s._replace(clients=_put(s.clients, i, cl))
         if undone:

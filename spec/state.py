@@ -290,7 +290,8 @@ class Ghost(NamedTuple):
     committed: int = 0
     # offset_lost: per ledger index, "" for none (() when nothing was ever lost): the fault that removed a
     # stored offset since the last commit of it landed ("broker-crash": landed but never flushed, R3.6;
-    # "corrupt-offset-file": the .bak lacks it, R3.7; "corrupt-local-offset-file", R1.16).
+    # "corrupt-offset-file": the .bak lacks it, R3.7; "corrupt-local-offset-file", R1.16; "file-write-race": a
+    # lagging persistAll wrote over the entry another writer had added to offsets.json, docs/spec.md §18.3).
     offset_lost: tuple[str, ...] = ()
     # starts: (pq key, start offset, how) of every pq positioned, in creation order; "how" is the source of
     # the position: "stored-offset", "stored-offset-on-slave", "young-queue-zero" (R3.5), "consume-from-first",

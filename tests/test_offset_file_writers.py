@@ -148,3 +148,15 @@ def test_the_correct_model_with_lagging_writes_keeps_every_property(version: str
     result = explore(config, 100, 300, watch=ALL)
     assert result.valid, result.counterexamples[0].describe()
     assert result.actions["OffsetFileWriteLands"] > 0  # each one landed a lagging persistAll
+
+
+def test_an_entry_the_race_removes_makes_a_restart_skip_reported_as_the_races_harm() -> None:
+    # The 4.9.8 OFFSET_ILLEGAL task (retention) persists a queue whose entry the lagging persistAll never read;
+    # the late write drops it, and the re-created pq positions by CONSUME_FROM_LAST past unconsumed messages.
+    # Ghost.offset_lost names the race, so INV-9a accepts the skip and the fates count it as harm.
+    config = Config(
+        mode=BROADCASTING, consumers=2, queues=3, messages_per_queue=4, lagging_file_writes=2, retention_deletes=2
+    )
+    result = explore(config, 150, 300, watch=ALL)
+    assert result.valid, result.counterexamples[0].describe()
+    assert any(fate.endswith(": file-write-race") for fate in result.fates.harm), result.fates.harm
