@@ -142,6 +142,7 @@ class OrderlyRun:
     taken: list[act.Action] = field(default_factory=list)
     overlap: list[tuple[int, int]] = field(default_factory=list)  # listeners (client, rid) seen running at once
     redelivery_causes: dict[str, int] = field(default_factory=dict)  # the final state's Ghost.redelivery_causes
+    config: Config | None = None  # the configuration the schedule ran under
 
     @property
     def ids(self) -> list[str]:
@@ -233,6 +234,7 @@ def _by(client: int, **fields: object) -> Callable[[act.Action], bool]:
 
 def _scripted(config: Config, strict: bool, script: Callable[[_Schedule], None]) -> OrderlyRun:
     sched = _Schedule(config, strict)
+    sched.run.config = config
     try:
         script(sched)
         sched.run.completed = True

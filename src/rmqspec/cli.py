@@ -320,6 +320,11 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
         f"{summary['invariant_checks']}; determinism self-check: {summary['determinism_checks']} runs repeated"
     )
     print("rules fired: " + ", ".join(f"{k} {v}" for k, v in summary["rules"].items()))
+    directed = summary["directed_starts"]
+    print(
+        f"directed starts: {directed['runs']} runs began with a scripted prefix, "
+        f"{len(directed['per_start'])} distinct starts (report.md lists them)"
+    )
     live = summary["liveness"]
     if args.no_liveness:
         print("liveness at quiescence: not checked (--no-liveness)")

@@ -367,6 +367,45 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
     ),
     Exclusion(
         "invariants.py",
+        "file_write_race",
+        "if cl.file_write_pending is None",
+        "return frozenset()",
+        "defensive",
+        "OffsetFileWriteLands is enabled only while the client has a lagging write pending (Model.enabled); "
+        "check-trace steps a refused one (tests/test_trace.py)",
+    ),
+    *_entries(
+        "invariants.py",
+        "violation",
+        "INV-6c's search for a fall's cause runs only where a BROADCASTING consumer's offsets.json entry falls "
+        "outside a lagging write's race, and in a default campaign nothing else lowers it: Config refuses an admin "
+        "reset in BROADCASTING (so no ClientResetWake writes the file), 4.9.8's FixOffsetIllegal needs retention, "
+        "which sample_config draws under 5.x only, and 5.x's correction in the pull callback writes nextBeginOffset, "
+        "a minOffset above the pulled offset, so it raises (R5.7; 400 walks of BROADCASTING 5.x with retention, "
+        "crashes and lagging writes met no fall). Planted bugs that lower the file reach it "
+        "(tests/test_offset_file_writers.py, the INV-6c tests)",
+        [
+            ("local_file_lowering", "", "", 8),
+            ("_local_file_falls_caused", "if before is None or after is None", "if not local_file_lowering"),
+            ("_local_file_falls_caused", "if not local_file_lowering(s, a, i, q)", "", 2),
+        ],
+    ),
+    *_entries(
+        "invariants.py",
+        "excluded-config",
+        "the strict form of the orderly exclusivity checks (Model.tolerate_shared_client_id, "
+        "tolerate_broken_margins, tolerate_stale_unlock set False), which the scenario tests use to show that "
+        "RocketMQ's anomaly happens (tests/test_orderly.py, tests/test_faults.py); a campaign checks with each "
+        "anomaly tolerated only where its recorded cause (a shared clientId, a stall or broker crash, a stale "
+        "unlock) is in the state",
+        [
+            ("_lock_belief_exclusive", "if m.tolerate_shared_client_id", "if len(fresh) > 1"),
+            ("_single_orderly_listener", "if m.tolerate_broken_margins", "if m.tolerate_stale_unlock"),
+            ("_single_orderly_listener", "if m.tolerate_stale_unlock", "if broken >= 0"),
+        ],
+    ),
+    Exclusion(
+        "invariants.py",
         "allowed_anomalies",
         "if config.mode == CLUSTERING",
         "return out",

@@ -46,10 +46,28 @@ def summarize(result: CampaignResult, master: str) -> dict[str, Any]:
         ],
         "rules": dict(rules.most_common()),
         "profiles": _per_profile(rows),
+        "directed_starts": directed_starts_summary(rows),
         "liveness": liveness_summary(rows),
         "fates": fates_summary(rows),
         "spec_branch_coverage": summary_figures(result.spec_coverage) if result.spec_coverage else None,
     }
+
+
+def directed_starts_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The runs that began with a directed start (properties/scenario_starts.py): how many, and per start the
+    runs and those whose script ran to its end (``start_steps``; a planted bug can cut a script short)."""
+    from rmqspec.properties.scenario_starts import START_BY_KEY
+
+    per: dict[str, dict[str, int]] = {}
+    for r in rows:
+        key = r.get("start", "")
+        if not key:
+            continue
+        entry = per.setdefault(key, {"runs": 0, "whole_script": 0})
+        entry["runs"] += 1
+        start = START_BY_KEY.get(key)
+        entry["whole_script"] += int(start is not None and r.get("start_steps", 0) == len(start.prefix()[1]))
+    return {"runs": sum(e["runs"] for e in per.values()), "per_start": dict(sorted(per.items()))}
 
 
 def liveness_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -211,6 +229,10 @@ def write_report(result: CampaignResult, summary: dict[str, Any], out: Path, sto
     ]
     for name, p in summary["profiles"].items():
         lines.append(f"| {name} | {p['runs']} | {p['steps']} | {p['violations']} | {p['distinct_states']} |")
+    directed = summary["directed_starts"]
+    lines += ["", f"Directed starts: {directed['runs']} runs began with a scripted prefix (docs/campaign.md)."]
+    for key, e in directed["per_start"].items():
+        lines.append(f"- `{key}`: {e['runs']} runs, {e['whole_script']} ran the whole script")
     lines += ["", *liveness_lines(summary)]
     lines += fates_lines(summary)
     lines += spec_coverage_lines(result, out)

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rmqspec.campaign.units import PROFILES
+from rmqspec.campaign.units import PROFILES, directed_start
 from rmqspec.jsonin import InputError, iter_lines, parse
 from rmqspec.spec_coverage import COVERAGE_EVERY
 
@@ -88,7 +88,7 @@ class CampaignOptions:
     resume: bool = False
     lockstep: bool = True
     liveness: bool = True  # quiesce each run's end state and check liveness (docs/spec.md §13)
-    coverage_every: int = COVERAGE_EVERY  # measure spec/ branch coverage in units k % coverage_every == 0; 0: none
+    coverage_every: int = COVERAGE_EVERY  # measure spec/ coverage in units k % coverage_every == 0 and directed ones
     mutations: frozenset[str] = frozenset()
     store: Path | None = None
     progress: Callable[[str], None] | None = None
@@ -499,7 +499,7 @@ def _row_problem(options: CampaignOptions, row: Any, own: range) -> str | None:
         body["spec_digest"] is None or isinstance(body["spec_digest"], str)
     ):
         return "field 'spec_arcs' or 'spec_digest' of the wrong type"
-    for name in ("seed", "profile", "config"):
+    for name in ("seed", "profile", "start", "config"):
         if body[name] != expected[name]:
             return f"{name} is not the one the manifest's seed {options.seed} gives unit {unit}"
     if not 0 <= body["steps"] <= options.steps or not _SHA256_HEX.fullmatch(body["trace_hash"]):
@@ -549,7 +549,9 @@ def _run_batch(
     tasks = []
     for k in batch:
         unit, seed, profile = unit_spec(k, options)
-        measure = options.coverage_every > 0 and unit % options.coverage_every == 0
+        # every run with a directed start is measured: those runs exist to reach branches the others do not
+        sampled = options.coverage_every > 0 and unit % options.coverage_every == 0
+        measure = sampled or (options.coverage_every > 0 and directed_start(seed) is not None)
         tasks.append(
             (unit, seed, profile, options.steps, sorted(options.mutations), options.lockstep, options.liveness, measure)
         )
@@ -700,6 +702,8 @@ def _write_parquet(spark: Any, rows: list[dict[str, Any]], path: Path) -> None:
             StructField("unit", IntegerType(), False),
             StructField("seed", LongType(), False),
             StructField("profile", StringType(), False),
+            StructField("start", StringType(), False),
+            StructField("start_steps", IntegerType(), False),
             StructField("config", StringType(), False),
             StructField("steps", IntegerType(), False),
             StructField("rules", MapType(StringType(), IntegerType()), False),
@@ -722,7 +726,8 @@ def _write_parquet(spark: Any, rows: list[dict[str, Any]], path: Path) -> None:
         ]
     )
     names = [f.name for f in schema.fields]
-    late: dict[str, dict[str, int]] = {"fates": {}, "fate_harm": {}, "redelivery_causes": {}}  # older batches
+    late: dict[str, Any] = {"fates": {}, "fate_harm": {}, "redelivery_causes": {}, "start": "", "start_steps": 0}
+    # ``late``: the fields that batches written by an older rmqspec lack
     data = [tuple(r[n] if n in r else late[n] for n in names) for r in rows]
     spark.createDataFrame(data, schema).coalesce(1).write.mode("overwrite").parquet(str(path))
 

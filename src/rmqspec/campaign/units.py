@@ -29,6 +29,7 @@ from typing import Any
 from rmqspec.properties.explore import Counterexample, liveness_counterexample, lost_counterexample, shrink
 from rmqspec.properties.fates import message_fates
 from rmqspec.properties.liveness import DeadTask, check_liveness, death
+from rmqspec.properties.scenario_starts import STARTS, Start
 from rmqspec.properties.serialize import action_to_json, config_to_json
 from rmqspec.spec import actions as act
 from rmqspec.spec.config import (
@@ -228,6 +229,36 @@ def sample_config(
 SHORT_CONSUME_TIMEOUT = 2_000  # ms; sample_config's short consumeTimeout (the default is 15 s)
 
 
+# Directed starts (properties/scenario_starts.py): how often a run begins with a scripted prefix that brings the
+# walk to a rare precondition. One in eight gives each of the 24 starts about two runs in a two-minute campaign
+# of about 400 runs, and leaves seven runs in eight to the configurations sample_config draws.
+DIRECTED_SHARE = 1 / 8
+
+
+def directed_start(seed: int) -> Start | None:
+    """The directed start of the run with ``seed``, or None (a walk from ``initial()``). Drawn from a stream of
+    its own, so that the runs without one draw exactly what they drew before starts existed."""
+    pick = random.Random(f"directed start {seed}")
+    if pick.random() >= DIRECTED_SHARE:
+        return None
+    return STARTS[pick.randrange(len(STARTS))]
+
+
+def _with_profile(config: Config, profile: SwarmProfile, mutations: frozenset[str]) -> Config:
+    """A directed start's configuration under a swarm profile: the profile's perturbation budgets on top of
+    the script's own (which its prefix may have spent), the listener's failures as the profile allows, the
+    mutations of the campaign. The script's own faults (a stall) stay even under the calm profile: its prefix
+    needs them."""
+    return replace(
+        config,
+        client_crashes=config.client_crashes + profile.client_crashes,
+        client_shutdowns=config.client_shutdowns + profile.client_shutdowns,
+        broker_crashes=config.broker_crashes + profile.broker_crashes,
+        send_back_failures=config.send_back_failures + profile.send_back_failures,
+        mutations=mutations,
+    )
+
+
 def with_faults(rng: random.Random, config: Config) -> Config:
     """Faults (docs/spec.md §14, §15), drawn after every other draw of ``sample_config`` so that those keep
     their values for a given seed, and each one independently: a stop-the-world ``Stall``, a lost oneway
@@ -310,6 +341,8 @@ class RunResult:
     seed: int
     profile: str
     config: Config
+    start: str = ""  # the directed start's key (scenario_starts.Start.key), "" for a walk from initial()
+    start_steps: int = 0  # how many of the walk's first steps were the start's script
     steps: int = 0
     rules: Counter[str] = field(default_factory=Counter)
     abstract_states: list[int] = field(default_factory=list)
@@ -338,6 +371,8 @@ class RunResult:
             "unit": self.unit,
             "seed": self.seed,
             "profile": self.profile,
+            "start": self.start,
+            "start_steps": self.start_steps,
             "config": json.dumps(config_to_json(self.config), sort_keys=True),
             "steps": self.steps,
             "rules": dict(self.rules),
@@ -408,13 +443,19 @@ def run_unit(
     started = time.perf_counter()
     rng = random.Random(seed)
     profile = PROFILE_BY_NAME[profile_name]
-    config = profile.apply(sample_config(rng, mutations, profile))
+    start = directed_start(seed)
+    prefix: tuple[act.Action, ...] = ()
+    if start is None:
+        config = profile.apply(sample_config(rng, mutations, profile))
+    else:
+        config, prefix = start.prefix()
+        config = _with_profile(config, profile, mutations)
     if config.orderly and config.version == V4_9_8 and config.mode == CLUSTERING:
         # orderly area: a broker outage at a 4.9.8 orderly consumer's first locked pull is a real bug that
         # INV-19 reports (tests/test_orderly.py reproduces it): clean runs keep the broker up there.
         config = replace(config, broker_crashes=0)
     model = Model(config)
-    result = RunResult(unit, seed, profile_name, config)
+    result = RunResult(unit, seed, profile_name, config, "" if start is None else start.key)
     tmp: Path | None = None
     reference: Any = None
     if lockstep and not config.mutations:
@@ -429,8 +470,13 @@ def run_unit(
     violated = False
     checks = len(INVARIANTS) + len(ACTION_PROPERTIES)
     try:
-        for _ in range(steps):
-            action = _choose(rng, model, state, profile)
+        for n in range(steps):
+            if n < len(prefix) and prefix[n] in model.enabled(state):
+                action: act.Action | None = prefix[n]  # the directed start's script
+                result.start_steps += 1
+            else:  # past the script, or a planted bug changed what is enabled: the walk goes on at random
+                prefix = ()
+                action = _choose(rng, model, state, profile)
             if action is None:
                 break
             after = model.step(state, action)
