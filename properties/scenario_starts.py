@@ -11,9 +11,11 @@ so that what lies behind the precondition is searched too, not only the precondi
 
 Each start is ``(name, version)``: the scenario's configuration and the actions it took, scripted against
 the correct model with its default tolerances. A start must be clean (no property fails on its steps):
-``test_every_directed_start_is_clean_and_replays_in_lockstep`` in tests/test_campaign.py checks it; that each
+``test_every_directed_start_is_clean_and_replays_in_lockstep`` in tests/test_campaign.py checks it. That each
 script reaches its precondition is what the scenario's own tests (tests/test_orderly.py, test_slaves.py,
-test_admin_reset.py) assert. A scenario whose correct run cannot end (``removal_while_listening``
+test_admin_reset.py, test_offset_file_writers.py) assert, and for the scripts written here
+``test_the_new_directed_scripts_reach_their_preconditions`` (``pull_beyond_the_slave`` is RMQ-17's schedule,
+tests/test_slaves.py). A scenario whose correct run cannot end (``removal_while_listening``
 and ``requeued_while_listening`` block, by design, where the correct model refuses the next step) is a start
 too: the prefix up to the block is the precondition.
 

@@ -281,3 +281,24 @@ def test_cli_campaign_reports_bad_input_in_one_line(tmp_path: Path, capsys: pyte
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "nothing to resume" in err[0]
     assert main(["campaign", "--runs", "1", "--mutation", "nope", "--out", str(tmp_path)]) == 2
+
+
+def test_the_new_directed_scripts_reach_their_preconditions() -> None:
+    """The scripts written for the directed starts (the others are the scenario tests' own): the commit on the
+    wire is lost with the channel (R4.3); the timestamp search lands between two store times (R10.3); the slave
+    with its offset positions the restarted consumer there, and the slave without it leaves CONSUME_FROM_FIRST
+    with the failover as the recorded cause (R2.4, R3.8)."""
+    from rmqspec.properties import scenario_starts as ss
+    from rmqspec.spec.state import history_list
+
+    wire = ss.commit_on_the_wire_at_channel_expiry("4.9.8")
+    assert [e.kind for e in history_list(wire.state)][-1] == "commit-lost" and wire.violations == []
+    search = ss.timestamp_between_messages("5.x")
+    times = [m.store_time for m in search.state.broker.queues[0].messages]
+    assert times[0] < 15_000 < times[1] and (0, 1, "consume-from-timestamp") in search.state.ghost.starts
+    synced = ss.restart_on_the_slave(True)("4.9.8")
+    assert any(how == "stored-offset-on-slave" for _, _, how in synced.state.ghost.starts)
+    unsynced = ss.restart_on_the_slave(False)("4.9.8")
+    assert unsynced.state.slave is not None and unsynced.state.slave.offsets[0] is None
+    cause = unsynced.model.missing_offset_cause(unsynced.state, 0, 0, False)
+    assert cause == "failover-to-a-replica-lacking-the-offset"
