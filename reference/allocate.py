@@ -54,7 +54,8 @@ class NullPointerError(TypeError):
 class AllocateMessageQueueStrategy(ABC):
     """The strategy interface, ``org.apache.rocketmq.client.consumer.AllocateMessageQueueStrategy`` (§11).
 
-    ``allocate`` returns the queues ``current_cid`` should own; ``get_name`` is the name RocketMQ
+    ``allocate`` returns the queues ``current_cid`` should own (``None`` only from CONFIG with no list,
+    as Java's null); ``get_name`` is the name RocketMQ
     reports for the strategy.
     """
 
@@ -65,7 +66,7 @@ class AllocateMessageQueueStrategy(ABC):
         current_cid: str,
         mq_all: Sequence[MessageQueue],
         cid_all: Sequence[str],
-    ) -> list[MessageQueue]: ...
+    ) -> list[MessageQueue] | None: ...
 
     @abstractmethod
     def get_name(self) -> str: ...
@@ -255,9 +256,10 @@ class AllocateMessageQueueConsistentHash(AbstractAllocateMessageQueueStrategy):
 class AllocateMessageQueueByConfig(AbstractAllocateMessageQueueStrategy):
     """R11.4, ``AllocateMessageQueueByConfig`` ("CONFIG"): the configured list, whatever the inputs.
 
-    It never calls ``check``, so nothing is validated. Java returns its own (possibly null) list;
-    here an unset list gives ``[]`` (the rebalance treats null as empty, R11.7) and a copy is
-    returned so callers cannot alter the configuration.
+    It never calls ``check``, so nothing is validated. Java returns its own list, ``null`` when none
+    was set (semantics §17): so does this one (the rebalance treats null as empty, R11.7; an enclosing
+    MACHINE_ROOM_NEARBY throws on it, R11.6). A copy is returned so callers cannot alter the
+    configuration.
     """
 
     def __init__(self, message_queue_list: Sequence[MessageQueue] | None = None):
@@ -271,8 +273,8 @@ class AllocateMessageQueueByConfig(AbstractAllocateMessageQueueStrategy):
         current_cid: str,
         mq_all: Sequence[MessageQueue],
         cid_all: Sequence[str],
-    ) -> list[MessageQueue]:
-        return [] if self.message_queue_list is None else list(self.message_queue_list)
+    ) -> list[MessageQueue] | None:
+        return None if self.message_queue_list is None else list(self.message_queue_list)
 
     def get_name(self) -> str:
         return "CONFIG"
@@ -402,19 +404,27 @@ class AllocateMachineRoomNearby(AbstractAllocateMessageQueueStrategy):
         consumers_in_this_room = mr2c.get(current_room, []) if current_room is not None else []
         if mq_in_this_room:
             allocate_results.extend(
-                inner.allocate(consumer_group, current_cid, mq_in_this_room, consumers_in_this_room)
+                _not_null(inner.allocate(consumer_group, current_cid, mq_in_this_room, consumers_in_this_room))
             )
 
         # 2. Rooms with queues but no live consumer: everyone shares them. Python's str order
         # matches Java's String#compareTo for BMP-only room names.
         for room in sorted(mr2mq):
             if room not in mr2c:
-                allocate_results.extend(inner.allocate(consumer_group, current_cid, mr2mq[room], cid_all))
+                allocate_results.extend(_not_null(inner.allocate(consumer_group, current_cid, mr2mq[room], cid_all)))
 
         return allocate_results
 
     def get_name(self) -> str:
         return "MACHINE_ROOM_NEARBY-" + self.allocate_message_queue_strategy.get_name()
+
+
+def _not_null(queues: list[MessageQueue] | None) -> list[MessageQueue]:
+    """``allocateResults.addAll(result)``: a ``null`` inner result (CONFIG with no list) throws
+    ``NullPointerException`` (R11.6, semantics §17)."""
+    if queues is None:
+        raise NullPointerError("allocateResults.addAll(null): the inner strategy returned null")
+    return queues
 
 
 STRATEGIES_BY_NAME: dict[str, Callable[[], AllocateMessageQueueStrategy]] = {

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Final
 
+from rmqspec.reference.allocate import IllegalArgumentError
 from rmqspec.reference.message import PROPERTY_CONSUME_START_TIMESTAMP, PROPERTY_MAX_OFFSET, MessageExt
 
 if TYPE_CHECKING:
@@ -30,6 +31,13 @@ log = logging.getLogger(__name__)
 
 PULL_MAX_IDLE_TIME: Final = 120_000  # rocketmq.client.pull.pullMaxIdleTime (R6.6)
 REBALANCE_LOCK_MAX_LIVE_TIME: Final = 30_000  # rocketmq.client.rebalance.lockMaxLiveTime (R6.6)
+
+
+def java_long(value: int) -> int:
+    """``value`` as Java's ``long`` arithmetic leaves it: wrapped into [-2^63, 2^63). Offsets near the
+    edges of ``long`` come only from adapter requests (semantics §17); every offset the model uses is
+    far inside, where this is the identity."""
+    return (value + 2**63) % 2**64 - 2**63
 
 
 class NoSuchElementError(LookupError):
@@ -100,8 +108,9 @@ class ProcessQueue:
         if msgs:
             last = msgs[-1]
             max_offset = last.get_property(PROPERTY_MAX_OFFSET)
-            if max_offset is not None and int(max_offset) - last.queue_offset > 0:
-                self.msg_acc_cnt = int(max_offset) - last.queue_offset
+            acc_total = java_long(int(max_offset) - last.queue_offset) if max_offset is not None else 0
+            if acc_total > 0:  # long arithmetic: MAX_OFFSET - queueOffset may overflow (semantics §17)
+                self.msg_acc_cnt = acc_total
         return dispatch_to_consume
 
     def remove_message(self, msgs: list[MessageExt], now: int) -> int:
@@ -110,7 +119,7 @@ class ProcessQueue:
         self.last_consume_timestamp = now
         if not self.msg_tree_map:
             return -1
-        result = self.queue_offset_max + 1
+        result = java_long(self.queue_offset_max + 1)
         removed = 0
         for msg in msgs:
             if self.msg_tree_map.pop(msg.queue_offset, None) is not None:
@@ -156,10 +165,14 @@ class ProcessQueue:
 
     def take_messages(self, batch_size: int, now: int) -> list[MessageExt]:
         """R6.4: move up to ``batch_size`` lowest entries of the tree into the consuming map; when
-        none moved, ``consuming`` becomes False (the orderly loop stops until the next put)."""
+        none moved, ``consuming`` becomes False (the orderly loop stops until the next put). A
+        negative ``batch_size`` throws before anything changes: ``new ArrayList<>(batchSize)``
+        (semantics §17; the consume service only passes consumeMessageBatchMaxSize, at least 1)."""
+        if batch_size < 0:
+            raise IllegalArgumentError(f"Illegal Capacity: {batch_size}")
         self.last_consume_timestamp = now
         taken: list[MessageExt] = []
-        for offset in sorted(self.msg_tree_map)[: max(batch_size, 0)]:
+        for offset in sorted(self.msg_tree_map)[:batch_size]:
             msg = self.msg_tree_map.pop(offset)
             self.consuming_msg_orderly_tree_map[offset] = msg
             taken.append(msg)
@@ -179,7 +192,7 @@ class ProcessQueue:
         else:
             self.msg_size -= sum(len(m.body) for m in self.consuming_msg_orderly_tree_map.values())
         self.consuming_msg_orderly_tree_map.clear()
-        return offset + 1
+        return java_long(offset + 1)
 
     def rollback(self) -> None:
         """R6.4: everything in the consuming map goes back to the tree (replacing same offsets)."""
@@ -207,7 +220,7 @@ class ProcessQueue:
 
     def get_max_span(self) -> int:
         """``lastKey - firstKey`` of the tree (consumeConcurrentlyMaxSpan flow control, R5.1)."""
-        return max(self.msg_tree_map) - min(self.msg_tree_map) if self.msg_tree_map else 0
+        return java_long(max(self.msg_tree_map) - min(self.msg_tree_map)) if self.msg_tree_map else 0
 
     def is_pull_expired(self, now: int) -> bool:
         """R6.6: no pull for more than 120 s."""

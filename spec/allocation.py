@@ -285,6 +285,9 @@ def allocate_queues(
     my_room = resolver.consumer_deploy_in(current)
     assert my_room  # current is in cid_all (check), whose rooms were all found above
     out: list[MessageQueue] = []
+    if inner.name == CONFIG and inner.message_queue_list is None and (my_room in mr2mq or set(mr2mq) - set(mr2c)):
+        # allocateResults.addAll(null): CONFIG with no list answers null (semantics §17)
+        raise NullPointerError("allocateResults.addAll(null): the inner strategy returned null")
     mine = mr2mq.pop(my_room, None)
     if mine:
         out.extend(allocate_queues(inner, current, tuple(mine), tuple(mr2c[my_room])))

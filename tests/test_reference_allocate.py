@@ -337,8 +337,21 @@ def test_config_returns_the_configured_queues_whatever_the_inputs() -> None:
     assert strategy.allocate(GROUP, "stranger", mqs(1), ["c0"]) == configured
 
 
-def test_config_without_a_list_allocates_nothing() -> None:
-    assert AllocateMessageQueueByConfig().allocate(GROUP, "c0", mqs(3), ["c0"]) == []
+def test_config_without_a_list_answers_null_as_java_does() -> None:
+    assert AllocateMessageQueueByConfig().allocate(GROUP, "c0", mqs(3), ["c0"]) is None
+
+
+def test_machine_room_nearby_around_config_without_a_list_throws_npe() -> None:
+    class OneRoom:
+        def broker_deploy_in(self, mq: object) -> str:
+            return "room1"
+
+        def consumer_deploy_in(self, cid: str) -> str:
+            return "room1"
+
+    nearby = AllocateMachineRoomNearby(AllocateMessageQueueByConfig(), OneRoom())  # type: ignore[arg-type]
+    with pytest.raises(NullPointerError):
+        nearby.allocate(GROUP, "c0", mqs(3), ["c0"])
 
 
 def test_config_result_does_not_alias_the_configuration() -> None:

@@ -86,7 +86,8 @@ def spec_outcome(strategy: Strategy, current: str, mq_all: list[MessageQueue], c
 def reference_outcome(strategy: Strategy, current: str, mq_all: list[MessageQueue], cid_all: list[str]) -> Outcome:
     try:
         got = to_reference(strategy).allocate(GROUP, current, [RefMQ(*mq) for mq in mq_all], list(cid_all))
-        return "allocated", tuple(MessageQueue(mq.topic, mq.broker_name, mq.queue_id) for mq in got)
+        # CONFIG's null (no list) is what the rebalance takes for an empty allocation (R11.7), as the spec does
+        return "allocated", tuple(MessageQueue(mq.topic, mq.broker_name, mq.queue_id) for mq in got or ())
     except (ref.IllegalArgumentError, ref.NullPointerError) as e:
         return type(e).__name__, str(e)
 

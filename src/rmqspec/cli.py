@@ -464,6 +464,7 @@ exit codes: 0 the trace conforms and no invariant failed; 1 a divergence or an i
 def _cmd_check_trace(args: argparse.Namespace) -> int:
     from rmqspec.properties.trace import TraceFormatError, check_trace
 
+    started = time.monotonic()
     try:
         report = check_trace(args.file, invariants=not args.no_invariants, max_violations=args.max_violations)
     except OSError as err:
@@ -473,11 +474,24 @@ def _cmd_check_trace(args: argparse.Namespace) -> int:
             error = {"line": err.line, "field": err.field, "message": err.message}
             print(json.dumps({"valid": False, "file": args.file, "error": error}))
         raise CliError(f"{args.file}: {err}") from None
+    if args.junit:
+        from rmqspec import junit
+
+        _write_junit(args.junit, f"check-trace {args.file}", junit.trace_cases(report), time.monotonic() - started)
     if args.json:
         print(json.dumps({"file": args.file, **report.to_json()}, indent=2))
     else:
         print(f"{args.file}: {report.describe()}")
     return EXIT_OK if report.valid else EXIT_VIOLATION
+
+
+def _write_junit(path: str, suite: str, cases: list[Any], seconds: float) -> None:
+    from rmqspec import junit
+
+    try:
+        junit.write(path, suite, cases, seconds)
+    except OSError as err:
+        raise CliError(f"{path}: cannot write the JUnit report (--junit): {err.strerror or err}") from None
 
 
 def _cmd_record_trace(args: argparse.Namespace) -> int:
@@ -525,6 +539,7 @@ def _add_trace_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     check.add_argument(
         "--max-violations", type=_positive, default=50, help="violations listed (all are counted; default 50)"
     )
+    check.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report: a test case per property")
     check.set_defaults(func=_cmd_check_trace)
     record = sub.add_parser(
         "record-trace",
@@ -619,8 +634,9 @@ exit codes: 0 valid (every anomaly found is tolerated); 1 an anomaly the mode do
 
 
 def _cmd_check_history(args: argparse.Namespace) -> int:
-    from rmqspec.properties.history import HistoryError, check_history, describe
+    from rmqspec.properties.history import ANOMALIES, HistoryError, check_history, describe
 
+    started = time.monotonic()
     try:
         if args.spark:
             from rmqspec.history_spark import check_history_spark
@@ -635,6 +651,11 @@ def _cmd_check_history(args: argparse.Namespace) -> int:
             error = {"line": err.line, "field": err.field, "message": err.message}
             print(json.dumps({"valid": False, "file": args.file, "error": error}))
         raise CliError(f"{args.file}: {err}") from None
+    if args.junit:
+        from rmqspec import junit
+
+        cases = junit.history_cases(report, ANOMALIES)
+        _write_junit(args.junit, f"check-history {args.file}", cases, time.monotonic() - started)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
@@ -646,6 +667,14 @@ def _cmd_bench_history(args: argparse.Namespace) -> int:
     from rmqspec.bench_history import run_bench_history
 
     for line in run_bench_history(tuple(args.events)):
+        print(line, flush=True)
+    return EXIT_OK
+
+
+def _cmd_bench_conform(args: argparse.Namespace) -> int:
+    from rmqspec.bench_conform import run_bench_conform
+
+    for line in run_bench_conform(args.sequences, args.steps, one_core=not args.all_cores):
         print(line, flush=True)
     return EXIT_OK
 
@@ -663,6 +692,7 @@ def _add_history_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
     check.add_argument("--spark", action="store_true", help="read and analyse with PySpark (JSON Lines or Parquet)")
     check.add_argument("--master", default="local[*]", help="Spark master URL with --spark (default local[*])")
     check.add_argument("--limit", type=_positive, default=5, help="entries shown per anomaly class (default 5)")
+    check.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report: a test case per anomaly")
     check.set_defaults(func=_cmd_check_history)
     bench = sub.add_parser("bench-history", help="print check-history events per second against JSON parsing")
     bench.add_argument(
@@ -768,6 +798,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_trace_commands(sub)
     _add_history_commands(sub)
     _add_conform_commands(sub)
+    bench = sub.add_parser(
+        "bench-conform",
+        help="print conform's requests per second against serve-reference, its ratio to a pure replay, and RSS",
+    )
+    bench.add_argument("--sequences", type=_positive, default=10_000, help="generated sequences (default 10,000)")
+    bench.add_argument("--steps", type=_positive, default=40, help="operations per sequence, at most (default 40)")
+    bench.add_argument("--all-cores", action="store_true", help="do not pin conform and the SUT to one core")
+    bench.set_defaults(func=_cmd_bench_conform)
     return parser
 
 
@@ -779,13 +817,27 @@ conform generates request sequences with Hypothesis over the components the SUT 
 each request to the SUT and to the reference, and stops at the first reply that differs. The
 finding is shrunk and saved as a script that `--replay` runs again.
 
-exit codes: 0 every reply agreed; 1 a divergence; 2 bad input (bad arguments, an unreadable script
-or one with a request the reference rejects); 3 an internal error; 5 the SUT crashed, hung, wrote
-garbage, answered the wrong request or wrote a line no request asked for."""
+--known FILE lists divergences a team has accepted (op and difference); they are reported and the run
+goes on. --max-findings N collects up to N findings of distinct signatures (op and difference) before
+stopping. An adapter may answer an operation or result fields as unsupported: they are then not
+generated or not compared, and the report says so.
+
+exit codes: 0 every reply agreed (or differed only as --known accepts); 1 a divergence; 2 bad input
+(bad arguments, an unreadable --known file, or a script that is unreadable or has a request the
+reference rejects); 3 an internal error; 5 the SUT crashed, hung, wrote garbage, answered the
+wrong request or wrote a line no request asked for."""
 
 
 def _cmd_conform(args: argparse.Namespace) -> int:
-    from rmqspec.conform.driver import ScriptError, SutBroke, conform, describe, replay_script
+    from rmqspec.conform.driver import (
+        KnownDifferences,
+        KnownError,
+        ScriptError,
+        SutBroke,
+        conform,
+        describe,
+        replay_script,
+    )
     from rmqspec.conform.sut import SutFailure
 
     out = Path(args.out) if args.out else Path("rmqspec-out") / time.strftime("conform-%Y%m%d-%H%M%S")
@@ -795,8 +847,12 @@ def _cmd_conform(args: argparse.Namespace) -> int:
         print(line, file=sys.stderr, flush=True)
 
     try:
+        known = KnownDifferences.read(args.known) if args.known else None
+    except KnownError as err:
+        raise CliError(str(err)) from None
+    try:
         if args.replay:
-            result = replay_script(args.sut, args.replay, out, timeout=args.timeout)
+            result = replay_script(args.sut, args.replay, out, timeout=args.timeout, known=known)
         else:
             result = conform(
                 args.sut,
@@ -808,6 +864,8 @@ def _cmd_conform(args: argparse.Namespace) -> int:
                 shrink_seconds=args.shrink_seconds,
                 components=components,
                 progress=None if args.json else progress,
+                known=known,
+                max_findings=args.max_findings,
             )
     except SutFailure as failure:  # at start-up: nothing could be checked
         if args.json:
@@ -818,11 +876,15 @@ def _cmd_conform(args: argparse.Namespace) -> int:
         raise CliError(str(err)) from None
     except ValueError as err:
         raise CliError(str(err)) from None
+    if args.junit:
+        from rmqspec import junit
+
+        _write_junit(args.junit, f"conform {args.sut}", junit.conform_cases(result), result.seconds)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:
         print(describe(result))
-    if isinstance(result.finding, SutBroke):
+    if any(isinstance(f, SutBroke) for f in result.findings):
         return EXIT_SUT_FAILED
     return EXIT_OK if result.valid else EXIT_VIOLATION
 
@@ -859,6 +921,16 @@ def _add_conform_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
     conform.add_argument("--components", help=f"comma-separated subset to check (of {', '.join(COMPONENTS)})")
     conform.add_argument("--out", help="where the script and the SUT's stderr go (default rmqspec-out/conform-<time>)")
     conform.add_argument("--json", action="store_true", help="print the result as JSON")
+    conform.add_argument(
+        "--known", metavar="FILE", help="accepted divergences (JSON Lines, docs/oracle.md): reported, not failed"
+    )
+    conform.add_argument(
+        "--max-findings",
+        type=_positive,
+        default=1,
+        help="findings of distinct signatures to collect before stopping, each shrunk and saved (default 1)",
+    )
+    conform.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report: a test case per component")
     conform.set_defaults(func=_cmd_conform)
 
     serve = sub.add_parser(

@@ -1,5 +1,5 @@
-"""``rmqspec conform``: drive a system under test and the reference side by side and report the
-first divergence, shrunk to a short request script that replays.
+"""``rmqspec conform``: drive a system under test and the reference side by side and report what
+differs, each finding shrunk to a short request script that replays.
 
 Requests come from a Hypothesis stateful machine (:func:`machine_class`) that picks, step by step,
 one of the components the SUT declared and then one of its operations with its arguments; after
@@ -11,7 +11,17 @@ a timeout each (a hanging SUT) within a time budget, and because a script that d
 creating a handle must drop the requests that use it too (:func:`replay` skips them).
 
 Two replies agree when :func:`protocol.normalise` makes them equal: same success or same Java
-exception type, same result, same broker requests as a multiset.
+exception type, same result, same broker requests as a multiset. A divergence's signature is its
+operation and the kind of difference (:func:`protocol.difference`); shrinking keeps it, and only tries
+argument values the generator could have drawn (:func:`drawable`).
+
+A run does not have to stop at its first finding: a divergence whose signature a team has accepted
+(``--known``, :class:`KnownDifferences`) is counted and the run goes on with the next sequence, and
+``--max-findings N`` collects up to N findings of distinct signatures, each shrunk and saved to its
+own script. An operation the SUT answers as unsupported is not generated again in the run, and result
+fields it declares unsupported are not compared (``docs/oracle.md``, "Unsupported operations").
+Generation runs in batches of :data:`BATCH_EXAMPLES` sequences, each a fresh Hypothesis run, so memory
+stays flat however many sequences are asked for.
 """
 
 from __future__ import annotations
@@ -39,7 +49,16 @@ from rmqspec.jsonin import InputError, iter_lines
 
 SCRIPT_FORMAT: Final = "rmqspec-conform-script"
 SCRIPT_VERSION: Final = 1
+KNOWN_FORMAT: Final = "rmqspec-conform-known"
+KNOWN_VERSION: Final = 1
 OBSERVERS: Final = ("pq.state", "store.clone", "com.table")  # requests that only read an object's state
+# Sequences per Hypothesis run. Hypothesis keeps a tree of every example a run drew (to generate
+# novel ones), which grew to 350 MB over 3,000 sequences; a fresh run per batch keeps memory flat.
+# 100 keeps the per-run start-up cost (well under a millisecond per sequence) negligible.
+BATCH_EXAMPLES: Final = 100
+# The op whose handle every other op of a family needs: when the SUT does not support it, the whole
+# family is dropped from generation.
+CREATORS: Final = {"pq.new": "process_queue", "store.new": "offset_store", "com.new": "offset_manager"}
 
 
 class ScriptError(ValueError):
@@ -60,16 +79,18 @@ class RejectedRequest(RuntimeError):
 
 @dataclass
 class Divergence(Exception):
-    """The SUT's reply differs from the reference's at ``script[-1]``."""
+    """The SUT's reply differs from the reference's at ``script[-1]``; ``difference`` says how
+    (:func:`protocol.difference`)."""
 
     request: dict[str, Any]
     sut: dict[str, Any]
     reference: dict[str, Any]
     script: list[dict[str, Any]]
+    difference: str = ""
 
     @property
-    def signature(self) -> tuple[str, str]:
-        return ("divergence", self.request["op"])
+    def signature(self) -> tuple[str, ...]:
+        return ("divergence", self.request["op"], self.difference)
 
     @property
     def rules(self) -> str:
@@ -89,6 +110,7 @@ class Divergence(Exception):
             "sut": self.sut,
             "reference": self.reference,
             "rules": self.rules,
+            "difference": self.difference,
         }
 
 
@@ -100,11 +122,70 @@ class SutBroke(Exception):
     script: list[dict[str, Any]]
 
     @property
-    def signature(self) -> tuple[str, str]:
+    def signature(self) -> tuple[str, ...]:
         return ("sut", self.failure.kind)
 
 
 Finding = Divergence | SutBroke
+
+
+class UnsupportedBySut(Exception):
+    """The SUT answered ``op`` as unsupported; the sequence cannot go on (the reference did it)."""
+
+    def __init__(self, op: str, reason: str) -> None:
+        super().__init__(f"{op}: {reason}")
+        self.op, self.reason = op, reason
+
+
+class StopRun(Exception):
+    """Raised as a sequence would start once the run has what it needs (enough sequences, enough
+    findings, a broken SUT, nothing left to generate), or once what the SUT supports changed;
+    :func:`conform` ends the run on it, or in the second case starts the next batch."""
+
+
+class KnownError(ValueError):
+    """A known-differences file that cannot be read; the message names the file and line."""
+
+
+@dataclass(frozen=True)
+class KnownDifferences:
+    """Divergences a team has accepted, from a ``--known`` file (JSON Lines)::
+
+        {"format": "rmqspec-conform-known", "version": 1}
+        {"op": "store.read", "difference": "result:offset", "note": "we answer -2 on purpose"}
+        {"op": "pq.state", "difference": "*"}
+
+    ``difference`` is the kind :func:`protocol.difference` gives (``outcome:A/B``, ``error:A/B``,
+    ``result:f1,f2``, ``sent``, joined with ``+``), exactly as a report prints it, or ``*`` for any
+    difference on the operation. ``note`` is free text."""
+
+    entries: frozenset[tuple[str, str]]
+
+    def matches(self, finding: Finding) -> bool:
+        if not isinstance(finding, Divergence):
+            return False
+        op = finding.request["op"]
+        return (op, finding.difference) in self.entries or (op, "*") in self.entries
+
+    @classmethod
+    def read(cls, path: str) -> KnownDifferences:
+        entries = set()
+        for number, entry in _headed_lines(path, KNOWN_FORMAT, KNOWN_VERSION, KnownError):
+            where = f"{path}: line {number}"
+            if not isinstance(entry, dict):
+                raise KnownError(f'{where}: an entry must be an object {{"op": ..., "difference": ...}}')
+            unknown = sorted(set(entry) - {"op", "difference", "note"})
+            if unknown:
+                raise KnownError(f"{where}: unknown field {unknown[0]!r}; an entry has op, difference and note")
+            op, difference = entry.get("op"), entry.get("difference")
+            if op not in p.OPS:
+                raise KnownError(f"{where}: op must be one of {sorted(p.OPS)}, got {op!r}")
+            if not isinstance(difference, str) or not difference:
+                raise KnownError(f'{where}: difference must be one as reports print it (e.g. "result:offset") or "*"')
+            if not isinstance(entry.get("note", ""), str):
+                raise KnownError(f"{where}: note must be a string")
+            entries.add((op, difference))
+        return cls(frozenset(entries))
 
 
 class Session:
@@ -123,7 +204,10 @@ class Session:
             if missing:
                 self.sut.close()
                 raise ValueError(f"--components: the SUT does not declare {missing}; it declares {list(declared)}")
-            declared = tuple(c for c in declared if c in components)
+            wanted = set(components)
+            if p.PROCESS_QUEUE_ORDERLY in wanted:  # its operations work on ProcessQueues pq.new makes
+                wanted.add(p.PROCESS_QUEUE)
+            declared = tuple(c for c in declared if c in wanted)
             if p.PULL_FROM_WHERE in declared and not {p.REMOTE_OFFSET_STORE, p.LOCAL_OFFSET_STORE} & set(declared):
                 self.sut.close()
                 raise ValueError("--components: pullFromWhere needs an offset store component to read from")
@@ -137,10 +221,39 @@ class Session:
         # The last finding raised, for when Hypothesis reports a flaky test instead of it (a SUT whose
         # behaviour depends on more than the requests makes a rerun fail differently).
         self.last_finding: Finding | None = None
+        # What the SUT does not support: operations (with its reason), result fields per operation.
+        self.unsupported_ops: dict[str, str] = {}
+        self.ignored_fields: dict[str, frozenset[str]] = {}
+        # Findings of a generating run: new ones by signature in order found, known ones counted.
+        self.known: KnownDifferences | None = None
+        self.max_findings = 1
+        self.findings: dict[tuple[str, ...], Finding] = {}
+        self.known_seen: Counter[tuple[str, ...]] = Counter()
+        self.repeats = 0  # findings whose signature was found before
+        self.stop = False  # the next sequence must not start (StopRun)
+        # What the SUT supports changed: generation must restart in a fresh Hypothesis run, which
+        # insists that the same choices draw the same data (StopRun, then the next batch).
+        self.restart = False
+        self.on_sequence: Callable[[list[dict[str, Any]]], None] | None = None  # gets each finished script
+
+    def record(self, finding: Finding) -> None:
+        """Keep a finding of a generating run: count it if known or seen before, else add it; stop
+        the run after ``max_findings`` distinct ones or any SUT failure."""
+        if self.known is not None and self.known.matches(finding):
+            self.known_seen[finding.signature] += 1
+            return
+        if finding.signature in self.findings:
+            self.repeats += 1
+            return
+        self.findings[finding.signature] = finding
+        if isinstance(finding, SutBroke) or len(self.findings) >= self.max_findings:
+            self.stop = True
 
     def begin(self, fresh_process: bool = False) -> None:
         """A fresh start on both sides: ``reset``, after restarting the SUT if it died or if
         ``fresh_process`` asks for a new process (a crash may depend on the process's history)."""
+        if self.on_sequence is not None and self.script:
+            self.on_sequence(self.script)
         self.script = []
         if fresh_process:
             self.sut.close()
@@ -171,9 +284,20 @@ class Session:
         except SutFailure as failure:
             self.last_finding = SutBroke(failure, list(self.script))
             raise self.last_finding from None
-        if p.normalise(got) != p.normalise(expected):
+        if p.is_unsupported(got):
+            reason = str(got["unsupported"].get("reason", ""))
+            self.restart |= op not in self.unsupported_ops
+            self.unsupported_ops.setdefault(op, reason)
+            raise UnsupportedBySut(op, reason)
+        fields = frozenset(p.unsupported_fields(got))
+        if not fields <= self.ignored_fields.get(op, frozenset()):
+            self.ignored_fields[op] = self.ignored_fields.get(op, frozenset()) | fields
+            self.restart = True
+        ignored = self.ignored_fields.get(op, frozenset())
+        mine, theirs = p.normalise(got, ignored), p.normalise(expected, ignored)
+        if mine != theirs:
             got = {k: v for k, v in got.items() if k != "id"}
-            self.last_finding = Divergence(request, got, expected, list(self.script))
+            self.last_finding = Divergence(request, got, expected, list(self.script), p.difference(mine, theirs))
             raise self.last_finding
         return expected
 
@@ -183,8 +307,9 @@ class Session:
 
 
 def replay(session: Session, script: list[dict[str, Any]], fresh_process: bool = False) -> Finding | None:
-    """Run ``script`` from a fresh start; the first finding, or None if both sides agree throughout.
-    A request on a handle that no earlier request of the script created is skipped."""
+    """Run ``script`` from a fresh start; the first finding, or None if both sides agree throughout
+    (or until the SUT answers a request as unsupported). A request on a handle that no earlier
+    request of the script created is skipped."""
     try:
         session.begin(fresh_process)
         created: set[tuple[str, str]] = set()
@@ -205,6 +330,8 @@ def replay(session: Session, script: list[dict[str, Any]], fresh_process: bool =
                 created.add((spec.creates, request["args"][spec.creates]))
     except (Divergence, SutBroke) as finding:
         return finding
+    except UnsupportedBySut:
+        return None
     return None
 
 
@@ -258,7 +385,7 @@ def shrink(session: Session, finding: Finding, budget_seconds: float) -> tuple[F
         index = 0
         while index < len(best.script) and time.monotonic() < deadline:
             request = best.script[index]
-            for args in _simpler_args(request["args"]):
+            for args in _simpler_args(request["op"], request["args"]):
                 if time.monotonic() >= deadline:
                     break
                 candidate = [*best.script[:index], {"op": request["op"], "args": args}, *best.script[index + 1 :]]
@@ -276,15 +403,23 @@ def shrink(session: Session, finding: Finding, budget_seconds: float) -> tuple[F
     return best, stats
 
 
-def _simpler_args(args: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """Each argument object one step simpler: one list element fewer, or one integer smaller
-    (0, then half), also inside list elements. Handle names and flags are left alone."""
+def _simpler_args(op: str, args: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Each argument object one step simpler, drawable by the generator (:func:`drawable`): one list
+    element fewer, or one number smaller (towards 0), also inside list elements. Only numbers the
+    generator draws from a range are made smaller, and only to values it could have drawn; handle
+    names, flags, queues and enumerated codes are left alone."""
+    for candidate in _simpler_candidates(op, args):
+        if drawable({"op": op, "args": candidate}):
+            yield candidate
+
+
+def _simpler_candidates(op: str, args: dict[str, Any]) -> Iterator[dict[str, Any]]:
     for key, value in args.items():
         if isinstance(value, list):
             for i in reversed(range(len(value))):
                 yield {**args, key: value[:i] + value[i + 1 :]}
             for i, element in enumerate(value):
-                if isinstance(element, dict):
+                if isinstance(element, dict) and key in ("msgs", "answers"):
                     for simpler in _simpler_ints(element):
                         yield {**args, key: [*value[:i], simpler, *value[i + 1 :]]}
     yield from _simpler_ints(args)
@@ -292,10 +427,10 @@ def _simpler_args(args: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 def _simpler_ints(obj: dict[str, Any]) -> Iterator[dict[str, Any]]:
     for key, value in obj.items():
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            yield {**obj, key: 0}
-            if value > 1:
-                yield {**obj, key: value // 2}
+        if isinstance(value, int) and not isinstance(value, bool) and value != 0:
+            for smaller in dict.fromkeys((0, 1, value // 2, -1)):
+                if abs(smaller) < abs(value):
+                    yield {**obj, key: smaller}
 
 
 # --- request generation ---------------------------------------------------------------------------
@@ -303,6 +438,11 @@ def _one_in(n: int) -> st.SearchStrategy[bool]:
     """True about once in ``n`` draws. (Hypothesis favours small integers, so ``integers(0, n - 1)
     == 0`` would be true far more often; the rare case is the largest value instead.)"""
     return st.integers(0, n - 1).map(lambda i: i == n - 1)
+
+
+def _mostly(common: st.SearchStrategy[Any], rare: st.SearchStrategy[Any], weight: int) -> st.SearchStrategy[Any]:
+    """``common`` about ``weight`` times as often as ``rare``."""
+    return st.one_of(*([common] * weight), rare)
 
 
 # Small pools make collisions (same queue, same offset, same file) likely: that is where bugs live.
@@ -316,39 +456,203 @@ STORE_MQS: Final = (
 ALLOCATE_MQS: Final = tuple(
     p.mq(topic, broker, q) for topic in ("T",) for broker in ("broker-a", "room1@b", "room2@c") for q in range(4)
 )
+ALLOCATE_BROKERS: Final = ("broker-a", "room1@b", "room2@c")
 CLIENT_IDS: Final = tuple(f"10.0.0.{i + 1}@c{i}" for i in range(6))
+ODD_CLIENT_IDS: Final = ("10.0.0.9@x", "", None)  # a currentCID not in cidAll, empty, missing
 ROOMS: Final = ("room1", "room2", "room3")
-# Offsets: small ones collide; the edges of Java int and long catch narrowing and overflow.
-offsets: Final = st.one_of(st.integers(0, 40), st.sampled_from([2**31 - 1, 2**31, 2**63 - 1]))
+NEARBY_INNERS: Final = ("AVG", "AVG_BY_CIRCLE", "CONFIG")
+# Offsets are Java longs: small ones collide; the edges of int and long catch narrowing and overflow,
+# negatives are legal longs, and 2^53 + 1 is the first integer a JSON double cannot hold.
+OFFSET_EDGES: Final = (-1, -2, -(2**63), 2**31 - 1, 2**31, 2**53, 2**53 + 1, 2**63 - 1)
+SMALL_OFFSET: Final = 40
+offsets: Final = st.one_of(st.integers(0, SMALL_OFFSET), st.sampled_from(OFFSET_EDGES))
+# A queue offset in a pulled batch is a long too; the edges are rarer there, since a ProcessQueue
+# does its interesting work on offsets that collide.
+QUEUE_OFFSET_EDGES: Final = (-1, -(2**63), 2**53 + 1, 2**63 - 1)
+SMALL_QUEUE_OFFSET: Final = 30
+queue_offsets: Final = _mostly(st.integers(0, SMALL_QUEUE_OFFSET), st.sampled_from(QUEUE_OFFSET_EDGES), 7)
+# MAX_OFFSET property: its edge makes MAX_OFFSET - queueOffset overflow a long (semantics §17).
+MAX_OFFSET_EDGES: Final = (2**53 + 1, 2**63 - 1)
+max_offsets: Final = _mostly(st.integers(0, SMALL_OFFSET), st.sampled_from(MAX_OFFSET_EDGES), 7)
+BODY_SIZES: Final = range(5)
+# Broker answers: an offset, an error code (22 QUERY_NOT_FOUND, 1 SYSTEM_ERROR), SUCCESS without a
+# header (semantics §17), or a timeout.
+RESPONSE_CODES: Final = (p.QUERY_NOT_FOUND, p.SYSTEM_ERROR, p.SUCCESS)
 answers: Final = st.lists(
     st.one_of(
         st.builds(lambda o: {"offset": o}, offsets),
-        st.sampled_from([{"responseCode": p.QUERY_NOT_FOUND}, {"responseCode": 1}, {"timeout": True}]),
+        st.sampled_from([{"responseCode": c} for c in RESPONSE_CODES] + [{"timeout": True}]),
     ),
     max_size=3,
 )
 _message: Final = st.fixed_dictionaries(
-    {"queueOffset": st.integers(0, 30), "bodySize": st.integers(0, 4)},
-    optional={"maxOffset": st.integers(0, 40)},
+    {"queueOffset": queue_offsets, "bodySize": st.sampled_from(BODY_SIZES)},
+    optional={"maxOffset": max_offsets},
 )
 messages: Final = st.lists(_message, min_size=1, max_size=4)  # a pull batch
+# batchSize is an int: 0 and negatives are legal Java; a negative one throws (semantics §17).
+BATCH_SIZES: Final = range(5)
+BATCH_SIZE_EDGES: Final = (-1, -(2**31))
+batch_sizes: Final = _mostly(st.integers(0, 4), st.sampled_from(BATCH_SIZE_EDGES), 5)
+# consumeTimestamp in ms, whole seconds: 4.9.8 holds it as a yyyyMMddHHmmss string (R10.2), so a
+# real client floors any millisecond part. 1,000 s after the epoch keeps clear of any zone's DST change.
+TIMESTAMP_SECONDS: Final = 1000
+timestamps: Final = st.integers(0, TIMESTAMP_SECONDS).map(lambda s: s * 1000)
+VIRTUAL_NODE_COUNTS: Final = range(-1, 13)
+STORE_OPS: Final = tuple(
+    ["store.update"] * 3
+    + ["store.read"] * 2
+    + ["store.persistAll"] * 2
+    + ["store.persist", "store.remove", "store.clone", "store.load"]
+)
+CLONE_TOPICS: Final = (None, "", " ", "T", "U", "%RETRY%G")
+COM_QUERY_MIN: Final = 3
+COM_QUERY_MAX: Final = 5
+COM_QUEUE_IDS: Final = range(3)
+optional_queue_lists: Final = st.none() | st.lists(st.sampled_from(ALLOCATE_MQS), max_size=4)
+optional_room_lists: Final = st.none() | st.lists(st.sampled_from(ROOMS), unique=True)
+store_mq_sets: Final = st.lists(st.sampled_from(STORE_MQS), unique_by=p.encode, max_size=4)
+COM_OPS: Final = ("com.commit",) * 3 + ("com.query",) * 3 + ("com.persist", "com.restart")
+broker_rooms: Final = st.dictionaries(st.sampled_from(ALLOCATE_BROKERS), st.sampled_from(ROOMS))
+consumer_rooms: Final = st.dictionaries(st.sampled_from(CLIENT_IDS), st.sampled_from(ROOMS))
+
+
+def _is_offset(value: Any) -> bool:
+    return _is_int(value) and (0 <= value <= SMALL_OFFSET or value in OFFSET_EDGES)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_message(m: Any, removal: bool) -> bool:
+    if not isinstance(m, dict) or not _is_int(m.get("queueOffset")) or m.get("bodySize") not in BODY_SIZES:
+        return False
+    offset = m["queueOffset"]
+    if not (0 <= offset <= SMALL_QUEUE_OFFSET or offset in QUEUE_OFFSET_EDGES):
+        return False
+    if removal:
+        return set(m) == {"queueOffset", "bodySize"}
+    top = m.get("maxOffset", 0)
+    return (
+        set(m) <= {"queueOffset", "bodySize", "maxOffset"}
+        and _is_int(top)
+        and (0 <= top <= SMALL_OFFSET or top in MAX_OFFSET_EDGES)
+    )
+
+
+def _is_answer(a: Any) -> bool:
+    if not isinstance(a, dict):
+        return False
+    return (
+        (set(a) == {"offset"} and _is_offset(a["offset"]))
+        or (set(a) == {"responseCode"} and a["responseCode"] in RESPONSE_CODES and _is_int(a["responseCode"]))
+        or a == {"timeout": True}
+    )
+
+
+def drawable(request: dict[str, Any]) -> bool:
+    """True if the generator could have drawn the values of ``request`` that the shrinker changes:
+    its numbers, the lengths of its lists and what ties them together (an allocation's currentCID and
+    lists, a query's min and max offset). Handle names, queues and flags are not checked: the
+    shrinker never changes them."""
+    op, args = request["op"], request["args"]
+    if op == "allocate":
+        return _drawable_allocation(args)
+    if op == "pq.put":
+        msgs = args.get("msgs")
+        return isinstance(msgs, list) and len(msgs) <= 4 and all(_is_message(m, False) for m in msgs)
+    if op in ("pq.remove", "pq.consumeAgain"):
+        msgs = args.get("msgs")
+        return isinstance(msgs, list) and len(msgs) <= 4 and all(_is_message(m, True) for m in msgs)
+    if op == "pq.take":
+        return args.get("batchSize") in BATCH_SIZES or args.get("batchSize") in BATCH_SIZE_EDGES
+    if op == "store.update":
+        return _is_offset(args.get("offset"))
+    if op in ("store.read", "pullFromWhere"):
+        found = args.get("answers")
+        if not isinstance(found, list) or len(found) > 3 or not all(_is_answer(a) for a in found):
+            return False
+        if op == "pullFromWhere":
+            ts = args.get("consumeTimestamp")
+            return _is_int(ts) and ts % 1000 == 0 and 0 <= ts <= TIMESTAMP_SECONDS * 1000
+        return True
+    if op == "store.persistAll":
+        return isinstance(args.get("mqs"), list) and len(args["mqs"]) <= 4
+    if op in ("com.commit", "com.query"):
+        if args.get("queueId") not in COM_QUEUE_IDS or not _is_int(args.get("queueId")):
+            return False
+        if op == "com.commit":
+            return _is_offset(args.get("offset"))
+        low, high = args.get("minOffset"), args.get("maxOffset")
+        return _is_int(low) and _is_int(high) and 0 <= low <= COM_QUERY_MIN and low <= high <= COM_QUERY_MAX
+    return True
+
+
+def _drawable_allocation(args: dict[str, Any]) -> bool:
+    mq_all, cid_all, current = args.get("mqAll"), args.get("cidAll"), args.get("currentCID")
+    if not isinstance(mq_all, list) or not isinstance(cid_all, list) or len(mq_all) > 10:
+        return False
+    real = [c for c in cid_all if c is not None]
+    if len(real) > 6 or len(real) + 1 < len(cid_all):
+        return False
+    if len(real) < len(cid_all) and args.get("strategy") != "CONSISTENT_HASH":
+        return False  # a null clientId is drawn for the hash ring only
+    if current not in ODD_CLIENT_IDS and not (mq_all and real and current in real):
+        return False  # a real currentCID is one of cidAll, and lists are empty only with an odd one
+    if "virtualNodeCnt" in args and args["virtualNodeCnt"] not in VIRTUAL_NODE_COUNTS:
+        return False
+    queues = args.get("messageQueueList")
+    return queues is None or (isinstance(queues, list) and len(queues) <= 4)
 
 
 def _allocate_args(strategies: tuple[str, ...]) -> st.SearchStrategy[dict[str, Any]]:
+    """The arguments of one allocation, for a SUT with ``strategies``. Built once per run: a
+    composite strategy built anew on every step cost Hypothesis a re-parse each time, about 40% of
+    a run's time."""
+
+    @st.composite
+    def nearby(draw: st.DrawFn, depth: int) -> dict[str, Any]:
+        inner: Any = draw(st.sampled_from(NEARBY_INNERS + (("MACHINE_ROOM_NEARBY",) if depth == 0 else ())))
+        args: dict[str, Any] = {"brokerRooms": draw(broker_rooms), "consumerRooms": draw(consumer_rooms)}
+        if inner == "MACHINE_ROOM_NEARBY":  # nested: the inner one has arguments of its own
+            inner = {"strategy": "MACHINE_ROOM_NEARBY", **draw(nearby(1))}
+        elif inner == "CONFIG":
+            args["messageQueueList"] = draw(optional_queue_lists)
+        args["inner"] = inner
+        return args
+
+    nearby_args = nearby(0)
+    chosen = st.sampled_from(strategies)
+    degenerate_flag = _one_in(5)
+    sort_flag = st.booleans()
+    mq_lists = (
+        st.lists(st.sampled_from(ALLOCATE_MQS), unique_by=p.encode, min_size=0, max_size=10),
+        st.lists(st.sampled_from(ALLOCATE_MQS), unique_by=p.encode, min_size=1, max_size=10),
+    )
+    cid_lists = (
+        st.lists(st.sampled_from(CLIENT_IDS), unique=True, min_size=0, max_size=6),
+        st.lists(st.sampled_from(CLIENT_IDS), unique=True, min_size=1, max_size=6),
+    )
+    odd_ids = st.sampled_from(ODD_CLIENT_IDS)
+    null_flag = _one_in(6)
+    positions = st.integers(0, 6)
+    virtual_nodes = st.sampled_from(VIRTUAL_NODE_COUNTS)
+
     @st.composite
     def build(draw: st.DrawFn) -> dict[str, Any]:
-        strategy = draw(st.sampled_from(strategies))
+        strategy = draw(chosen)
         # One call in five tries the argument checks (empty lists, a missing or unknown currentCID);
         # the others allocate for real.
-        degenerate = draw(_one_in(5))
-        least = 0 if degenerate else 1
-        mq_all = draw(st.lists(st.sampled_from(ALLOCATE_MQS), unique_by=p.encode, min_size=least, max_size=10))
-        cid_all = draw(st.lists(st.sampled_from(CLIENT_IDS), unique=True, min_size=least, max_size=6))
-        if draw(st.booleans()):  # RebalanceImpl sorts both lists; the strategy itself must not care
+        degenerate = draw(degenerate_flag)
+        mq_all = draw(mq_lists[0 if degenerate else 1])
+        cid_all: list[str | None] = list(draw(cid_lists[0 if degenerate else 1]))
+        if draw(sort_flag):  # RebalanceImpl sorts both lists; the strategy itself must not care
             mq_all.sort(key=lambda m: (m["topic"], m["brokerName"], m["queueId"]))
             cid_all.sort()
-        odd_ids = st.sampled_from(["10.0.0.9@x", "", None])
-        current = draw(odd_ids if degenerate or not cid_all else st.sampled_from(cid_all))
+        current = draw(odd_ids) if degenerate or not cid_all else cid_all[draw(positions) % len(cid_all)]
+        if strategy == "CONSISTENT_HASH" and draw(null_flag):  # a null clientId on the ring (semantics §17)
+            cid_all.insert(draw(positions) % (len(cid_all) + 1), None)
         args: dict[str, Any] = {
             "strategy": strategy,
             "consumerGroup": "G",
@@ -357,16 +661,13 @@ def _allocate_args(strategies: tuple[str, ...]) -> st.SearchStrategy[dict[str, A
             "cidAll": cid_all,
         }
         if strategy == "CONSISTENT_HASH":
-            args["virtualNodeCnt"] = draw(st.integers(-1, 12))
+            args["virtualNodeCnt"] = draw(virtual_nodes)
         elif strategy == "CONFIG":
-            args["messageQueueList"] = draw(st.none() | st.lists(st.sampled_from(ALLOCATE_MQS), max_size=4))
+            args["messageQueueList"] = draw(optional_queue_lists)
         elif strategy == "MACHINE_ROOM":
-            args["consumeridcs"] = draw(st.none() | st.lists(st.sampled_from(ROOMS), unique=True))
+            args["consumeridcs"] = draw(optional_room_lists)
         elif strategy == "MACHINE_ROOM_NEARBY":
-            args["inner"] = draw(st.sampled_from(("AVG", "AVG_BY_CIRCLE")))
-            brokers = ("broker-a", "room1@b", "room2@c")
-            args["brokerRooms"] = draw(st.dictionaries(st.sampled_from(brokers), st.sampled_from(ROOMS)))
-            args["consumerRooms"] = draw(st.dictionaries(st.sampled_from(CLIENT_IDS), st.sampled_from(ROOMS)))
+            args |= draw(nearby_args)
         return args
 
     return build()
@@ -374,54 +675,88 @@ def _allocate_args(strategies: tuple[str, ...]) -> st.SearchStrategy[dict[str, A
 
 def machine_class(session: Session, on_example: Callable[[], None]) -> type[RuleBasedStateMachine]:
     """A stateful machine over the components ``session``'s SUT declared; ``on_example`` is called
-    as each generated example starts.
+    as each generated example starts. A sequence ends at its first finding (recorded with
+    :meth:`Session.record`) or at a request the SUT does not support; :class:`StopRun` is raised
+    instead of starting a sequence once ``session.stop`` is set.
 
     One rule picks a component family, then an operation of that family and its arguments, so every
     declared component gets a fair share of each sequence however many operations it has (a rule
     per operation lets the allocation rule, which needs no object, crowd out the stateful ones).
     """
     has = set(session.components)
+    allocate_args = _allocate_args(session.strategies) if p.ALLOCATE in has else None
+    store_kinds = tuple(k for k, c in (("remote", p.REMOTE_OFFSET_STORE), ("local", p.LOCAL_OFFSET_STORE)) if c in has)
 
     class ConformMachine(RuleBasedStateMachine):
         def __init__(self) -> None:
             super().__init__()
-            on_example()
-            session.begin()
+            if session.stop or session.restart:
+                raise StopRun
+            self.stopped = False
             self.pqs: list[str] = []
             self.pq_offsets: dict[str, set[int]] = {}
             self.pq_cached: dict[str, int] = {}  # messages in the tree, by the reference's last state
             self.pq_in_flight: dict[str, int] = {}  # orderly messages taken, likewise
             self.stores: list[str] = []
+            self.local_stores: list[str] = []
             self.coms: list[str] = []
-            self.families: list[Callable[[st.DataObject], None]] = []
-            if p.ALLOCATE in has:
-                self.families.append(self.allocate)
-            if p.PROCESS_QUEUE in has:
-                self.families.append(self.process_queue)
-            if has & {p.REMOTE_OFFSET_STORE, p.LOCAL_OFFSET_STORE}:
-                self.families.append(self.offset_store)
-            if p.PULL_FROM_WHERE in has:
-                self.families.append(self.pull_from_where)
-            if p.CONSUMER_OFFSET_MANAGER in has:
-                self.families.append(self.offset_manager)
+            unsupported = {CREATORS[op] for op in session.unsupported_ops if op in CREATORS}
+            families: list[Callable[[st.DataObject], None]] = []
+            if p.ALLOCATE in has and "allocate" not in session.unsupported_ops:
+                families.append(self.allocate)
+            if p.PROCESS_QUEUE in has and "process_queue" not in unsupported:
+                families.append(self.process_queue)
+            if has & {p.REMOTE_OFFSET_STORE, p.LOCAL_OFFSET_STORE} and "offset_store" not in unsupported:
+                families.append(self.offset_store)
+                if p.PULL_FROM_WHERE in has and "pullFromWhere" not in session.unsupported_ops:
+                    families.append(self.pull_from_where)
+            if p.CONSUMER_OFFSET_MANAGER in has and "offset_manager" not in unsupported:
+                families.append(self.offset_manager)
+            if not families:  # the SUT supports nothing that is left to generate
+                session.stop = True
+                raise StopRun
+            self.families = tuple(families)
+            on_example()
+            try:
+                session.begin()
+            except SutBroke as broke:
+                session.record(broke)
+                session.stop = True
+                raise StopRun from None
 
         @initialize(data=st.data())
         def choose_families(self, data: st.DataObject) -> None:
             """Swarm testing: each sequence works on a random non-empty subset of the families, so
             it goes deeper into the few it has instead of touching every one briefly."""
             chosen = data.draw(st.sets(st.sampled_from(range(len(self.families))), min_size=1))
-            self.families = [f for i, f in enumerate(self.families) if i in chosen]
+            self.families = tuple(f for i, f in enumerate(self.families) if i in chosen)
 
         @rule(data=st.data())
         def step(self, data: st.DataObject) -> None:
-            data.draw(st.sampled_from(self.families))(data)
+            if self.stopped:  # the sequence found something or hit an unsupported request
+                return
+            try:
+                data.draw(st.sampled_from(self.families))(data)
+            except (Divergence, SutBroke) as finding:
+                self.stopped = True
+                session.record(finding)
+            except UnsupportedBySut:
+                self.stopped = True
 
-        def call(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
+        def call(self, op: str, args: dict[str, Any]) -> dict[str, Any] | None:
+            """The reference's reply, or None when the SUT does not support ``op`` (not sent)."""
+            if op in session.unsupported_ops:
+                return None
             return session.exchange(op, args)
+
+        def draw_op(self, data: st.DataObject, ops: tuple[str, ...]) -> str:
+            supported = tuple(op for op in ops if op not in session.unsupported_ops)
+            return data.draw(st.sampled_from(supported or ops))
 
         # allocation (R11): stateless
         def allocate(self, data: st.DataObject) -> None:
-            self.call("allocate", data.draw(_allocate_args(session.strategies)))
+            assert allocate_args is not None
+            self.call("allocate", data.draw(allocate_args))
 
         # ProcessQueue (R6); after each operation its whole state is compared
         def process_queue(self, data: st.DataObject) -> None:
@@ -431,53 +766,50 @@ def machine_class(session: Session, on_example: Callable[[], None]) -> type[Rule
                 self.pqs.append(name)
                 self.pq_offsets[name] = set()
                 return
-            pq = data.draw(st.sampled_from(self.pqs))
+            pq = data.draw(st.sampled_from(tuple(self.pqs)))
             # The reference's last state of this queue steers the choice towards operations that do
             # something: take when messages are cached, commit when some are in flight (on an empty
             # in-flight map commit throws, which is worth trying now and then, not most of the time).
             cached, in_flight = self.pq_cached.get(pq, 0), self.pq_in_flight.get(pq, 0)
-            ops = ["pq.put", "pq.put", "pq.remove", "pq.remove"]
+            ops: tuple[str, ...] = ("pq.put", "pq.put", "pq.remove", "pq.remove")
             if p.PROCESS_QUEUE_ORDERLY in has:
-                ops += ["pq.take"] * (3 if cached else 1) + ["pq.rollback", "pq.consumeAgain", "pq.clear"]
-                ops += ["pq.commit"] * (4 if in_flight else 1)
-            op = data.draw(st.sampled_from(ops))
+                ops += ("pq.take",) * (3 if cached else 1) + ("pq.rollback", "pq.consumeAgain", "pq.clear")
+                ops += ("pq.commit",) * (4 if in_flight else 1)
+            op = self.draw_op(data, ops)
             args: dict[str, Any] = {"pq": pq}
             if op == "pq.put":  # an empty batch is a legal edge case, but one in eight is plenty
                 args["msgs"] = [] if data.draw(_one_in(8)) else data.draw(messages)
                 self.pq_offsets[pq].update(m["queueOffset"] for m in args["msgs"])
             elif op in ("pq.remove", "pq.consumeAgain"):
-                known = sorted(self.pq_offsets[pq])
-                offset: st.SearchStrategy[int] = st.integers(0, 30)
+                known = tuple(sorted(self.pq_offsets[pq]))
+                offset: st.SearchStrategy[int] = st.integers(0, SMALL_QUEUE_OFFSET)
                 if known and not data.draw(_one_in(5)):  # mostly offsets the queue holds
                     offset = st.sampled_from(known)
-                message = st.fixed_dictionaries({"queueOffset": offset, "bodySize": st.integers(0, 4)})
+                message = st.fixed_dictionaries({"queueOffset": offset, "bodySize": st.sampled_from(BODY_SIZES)})
                 args["msgs"] = data.draw(st.lists(message, max_size=4))
             elif op == "pq.take":
-                args["batchSize"] = data.draw(st.integers(1, 4) | st.just(0))
+                args["batchSize"] = data.draw(batch_sizes)
             self.call(op, args)
-            state = self.call("pq.state", {"pq": pq})["result"]
-            self.pq_cached[pq], self.pq_in_flight[pq] = len(state["cached"]), len(state["inFlight"])
+            observed = self.call("pq.state", {"pq": pq})
+            if observed is not None and observed["ok"]:
+                state = observed["result"]
+                self.pq_cached[pq], self.pq_in_flight[pq] = len(state["cached"]), len(state["inFlight"])
 
         # offset stores (R1, R2); after each operation the whole memory table is compared
         def offset_store(self, data: st.DataObject) -> None:
             if not self.stores or (len(self.stores) < 3 and data.draw(_one_in(8))):
-                kinds = [k for k, c in (("remote", p.REMOTE_OFFSET_STORE), ("local", p.LOCAL_OFFSET_STORE)) if c in has]
                 name = f"s{len(self.stores)}"
-                args: dict[str, Any] = {"store": name, "kind": data.draw(st.sampled_from(kinds)), "group": "G"}
+                args: dict[str, Any] = {"store": name, "kind": data.draw(st.sampled_from(store_kinds)), "group": "G"}
                 if args["kind"] == "local":  # two local stores of one client share a file: a restart
                     args["clientId"] = data.draw(st.sampled_from(CLIENT_IDS[:2]))
                 self.call("store.new", args)
                 self.stores.append(name)
+                if args["kind"] == "local":
+                    self.local_stores.append(name)
                 return
-            store = data.draw(st.sampled_from(self.stores))
-            op = data.draw(
-                st.sampled_from(
-                    ["store.update"] * 3
-                    + ["store.read"] * 2
-                    + ["store.persistAll"] * 2
-                    + ["store.persist", "store.remove", "store.clone", "store.load"]
-                )
-            )
+            store = data.draw(st.sampled_from(tuple(self.stores)))
+            ops = STORE_OPS + (("store.damage",) * 2 if store in self.local_stores else ())
+            op = self.draw_op(data, ops)
             args = {"store": store}
             if op == "store.update":
                 args |= {"mq": data.draw(st.sampled_from(STORE_MQS)), "offset": data.draw(offsets)}
@@ -486,11 +818,14 @@ def machine_class(session: Session, on_example: Callable[[], None]) -> type[Rule
                 args |= {"mq": data.draw(st.sampled_from(STORE_MQS)), "type": data.draw(st.sampled_from(p.READ_TYPES))}
                 args["answers"] = data.draw(answers)
             elif op == "store.persistAll":
-                args["mqs"] = data.draw(st.lists(st.sampled_from(STORE_MQS), unique_by=p.encode, max_size=4))
+                args["mqs"] = data.draw(store_mq_sets)
             elif op in ("store.persist", "store.remove"):
                 args["mq"] = data.draw(st.sampled_from(STORE_MQS))
             elif op == "store.clone":
-                args["topic"] = data.draw(st.sampled_from([None, "", " ", "T", "U", "%RETRY%G"]))
+                args["topic"] = data.draw(st.sampled_from(CLONE_TOPICS))
+            elif op == "store.damage":  # between writes: the next load or restart reads what is left
+                args["file"] = data.draw(st.sampled_from(p.DAMAGED_FILES))
+                args["damage"] = data.draw(st.sampled_from(p.DAMAGES))
             self.call(op, args)
             if op != "store.clone":
                 self.call("store.clone", {"store": store, "topic": None})
@@ -499,12 +834,12 @@ def machine_class(session: Session, on_example: Callable[[], None]) -> type[Rule
         def pull_from_where(self, data: st.DataObject) -> None:
             if not self.stores:
                 return self.offset_store(data)
-            store = data.draw(st.sampled_from(self.stores))
+            store = data.draw(st.sampled_from(tuple(self.stores)))
             args = {
                 "store": store,
                 "mq": data.draw(st.sampled_from(STORE_MQS)),
                 "consumeFromWhere": data.draw(st.sampled_from(p.CONSUME_FROM_WHERE)),
-                "consumeTimestamp": data.draw(st.integers(0, 10**6)),
+                "consumeTimestamp": data.draw(timestamps),
                 "answers": data.draw(answers),
             }
             self.call("pullFromWhere", args)
@@ -518,21 +853,21 @@ def machine_class(session: Session, on_example: Callable[[], None]) -> type[Rule
                 self.call("com.new", {"com": name})
                 self.coms.append(name)
                 return
-            com = data.draw(st.sampled_from(self.coms))
-            op = data.draw(st.sampled_from(["com.commit"] * 3 + ["com.query"] * 3 + ["com.persist", "com.restart"]))
+            com = data.draw(st.sampled_from(tuple(self.coms)))
+            op = self.draw_op(data, COM_OPS)
             args: dict[str, Any] = {"com": com}
             if op in ("com.commit", "com.query"):
                 args |= {
-                    "group": data.draw(st.sampled_from(["G", "H"])),
-                    "topic": data.draw(st.sampled_from(["T", "%RETRY%G"])),
-                    "queueId": data.draw(st.integers(0, 2)),
+                    "group": data.draw(st.sampled_from(("G", "H"))),
+                    "topic": data.draw(st.sampled_from(("T", "%RETRY%G"))),
+                    "queueId": data.draw(st.sampled_from(COM_QUEUE_IDS)),
                 }
             if op == "com.commit":
                 args |= {"clientHost": "10.0.0.1", "offset": data.draw(offsets)}
             elif op == "com.query":
-                low, high = data.draw(st.integers(0, 3)), data.draw(st.integers(0, 5))
+                low, high = data.draw(st.integers(0, COM_QUERY_MIN)), data.draw(st.integers(0, COM_QUERY_MAX))
                 args |= {"minOffset": low, "maxOffset": max(low, high), "offset0InMemory": data.draw(st.booleans())}
-                zero_if_not_found = data.draw(st.sampled_from([None, None, True, False]))  # only 5.0.0 clients send it
+                zero_if_not_found = data.draw(st.sampled_from((None, None, True, False)))  # only 5.0.0 clients send it
                 if zero_if_not_found is not None:
                     args["setZeroIfNotFound"] = zero_if_not_found
             self.call(op, args)
@@ -544,7 +879,9 @@ def machine_class(session: Session, on_example: Callable[[], None]) -> type[Rule
 
 @dataclass
 class ConformResult:
-    """What a conform run found. Flat and aggregatable, like check-trace's and check-history's."""
+    """What a conform run found. Flat and aggregatable, like check-trace's and check-history's.
+    ``finding`` is the first new finding (None if none); ``findings`` all of them, each with its
+    shrink figures and script in ``shrinks`` and ``script_paths``."""
 
     sut: str
     implementation: str
@@ -553,14 +890,30 @@ class ConformResult:
     examples: int = 0
     requests: int = 0
     seconds: float = 0.0
-    finding: Finding | None = None
-    shrink: ShrinkStats = field(default_factory=ShrinkStats)
-    script_path: str | None = None
+    findings: list[Finding] = field(default_factory=list)
+    shrinks: list[ShrinkStats] = field(default_factory=list)
+    script_paths: list[str] = field(default_factory=list)
+    known: dict[tuple[str, ...], int] = field(default_factory=dict)  # accepted signature -> times seen
+    repeats: int = 0  # findings whose signature was found before in the run
+    unsupported_ops: dict[str, str] = field(default_factory=dict)
+    unsupported_fields: dict[str, list[str]] = field(default_factory=dict)
     outcomes: dict[str, int] = field(default_factory=dict)  # "op" or "op:ExceptionType" -> requests
 
     @property
+    def finding(self) -> Finding | None:
+        return self.findings[0] if self.findings else None
+
+    @property
+    def shrink(self) -> ShrinkStats:
+        return self.shrinks[0] if self.shrinks else ShrinkStats()
+
+    @property
+    def script_path(self) -> str | None:
+        return self.script_paths[0] if self.script_paths else None
+
+    @property
     def valid(self) -> bool:
-        return self.finding is None
+        return not self.findings
 
     def to_json(self) -> dict[str, Any]:
         finding = self.finding
@@ -580,21 +933,31 @@ class ConformResult:
             "scriptSteps": len(finding.script) if finding is not None else None,
             "shrunkFrom": self.shrink.original or None,
             "script": self.script_path,
+            "findings": [
+                {
+                    "signature": list(f.signature),
+                    "divergence": f.to_json() if isinstance(f, Divergence) else None,
+                    "sutFailure": {"step": len(f.script), **f.failure.to_json()} if isinstance(f, SutBroke) else None,
+                    "scriptSteps": len(f.script),
+                    "shrunkFrom": stats.original or None,
+                    "script": path,
+                }
+                for f, stats, path in zip(self.findings, self.shrinks, self.script_paths, strict=False)
+            ],
+            "known": [{"op": sig[1], "difference": sig[2], "count": n} for sig, n in sorted(self.known.items())],
+            "repeats": self.repeats,
+            "unsupported": {"operations": self.unsupported_ops, "fields": self.unsupported_fields},
             "outcomes": self.outcomes,
         }
 
 
-def _first_finding(error: BaseException) -> Finding | None:
-    """The Divergence or SutBroke inside whatever Hypothesis raised (it may wrap it as flaky)."""
-    if isinstance(error, (Divergence, SutBroke)):
-        return error
-    for inner in getattr(error, "exceptions", ()) or ():
-        found = _first_finding(inner)
-        if found is not None:
-            return found
-    if error.__cause__ is not None:
-        return _first_finding(error.__cause__)
-    return None
+def _has_stop(error: BaseException) -> bool:
+    """True if ``error`` is, or wraps (Hypothesis may), a :class:`StopRun`."""
+    if isinstance(error, StopRun):
+        return True
+    inner = list(getattr(error, "exceptions", ()) or ())
+    inner += [e for e in (error.__cause__, error.__context__) if e is not None]
+    return any(_has_stop(e) for e in inner)
 
 
 def conform(
@@ -607,56 +970,81 @@ def conform(
     shrink_seconds: float = 60.0,
     components: tuple[str, ...] | None = None,
     progress: Callable[[str], None] | None = None,
+    known: KnownDifferences | None = None,
+    max_findings: int = 1,
+    on_sequence: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> ConformResult:
-    """Run ``examples`` generated request sequences of up to ``steps`` operations each against the
-    SUT and the reference; stop at the first finding, shrink it and save it as a replayable script."""
+    """Run at most ``examples`` generated request sequences of up to ``steps`` operations each
+    against the SUT and the reference. Stop after ``max_findings`` findings of distinct signatures
+    that ``known`` does not accept (or at the first SUT failure); shrink each (``shrink_seconds``
+    each) and save it as a replayable script. ``on_sequence`` is given each generated sequence's
+    requests as the next one starts (the benchmark replays them)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     session = Session(command, timeout, out_dir, components)
+    session.known, session.max_findings, session.on_sequence = known, max_findings, on_sequence
     result = ConformResult(command, session.implementation, session.version, session.components)
     counted = {"examples": 0}
 
     def on_example() -> None:
         counted["examples"] += 1
+        if counted["examples"] >= examples:
+            session.stop = True  # this is the last sequence: Hypothesis may try to run more
         if progress is not None and counted["examples"] % max(1, examples // 10) == 0:
             progress(f"conform: {counted['examples']}/{examples} examples, {session.requests:,} requests")
 
-    machine = hypothesis_seed(seed)(machine_class(session, on_example))
     try:
-        run_state_machine_as_test(
-            machine,
-            settings=settings(
-                settings.get_profile("default"),  # the caller's profile (e.g. a test suite's) must not change the run
-                max_examples=examples,
-                stateful_step_count=steps,
-                phases=[Phase.explicit, Phase.generate],  # shrinking is ours: see shrink()
-                database=None,
-                deadline=None,
-                suppress_health_check=list(HealthCheck),
-                report_multiple_bugs=False,
-                print_blob=False,
-                verbosity=Verbosity.quiet,
-            ),
-        )
-    except Exception as error:  # the finding is inside; anything else is re-raised
-        finding = _first_finding(error)
-        if finding is None and isinstance(error, Flaky):
-            finding = session.last_finding  # the rerun failed differently; report what was found first
-        if finding is None:
-            session.close()
-            raise
+        batch = 0
+        while not session.stop:
+            session.restart = False
+            before = counted["examples"]
+            machine = hypothesis_seed(seed * 1_000_003 + batch)(machine_class(session, on_example))
+            batch += 1
+            try:
+                run_state_machine_as_test(
+                    machine,
+                    settings=settings(
+                        # the caller's profile (e.g. a test suite's) must not change the run
+                        settings.get_profile("default"),
+                        max_examples=min(BATCH_EXAMPLES, examples - counted["examples"]),
+                        stateful_step_count=steps,
+                        phases=[Phase.explicit, Phase.generate],  # shrinking is ours: see shrink()
+                        database=None,
+                        deadline=None,
+                        suppress_health_check=list(HealthCheck),
+                        report_multiple_bugs=False,
+                        print_blob=False,
+                        verbosity=Verbosity.quiet,
+                    ),
+                )
+            except Flaky:
+                # A SUT whose replies depend on more than the requests (time, randomness, its own
+                # history) makes Hypothesis see the same choices draw different data; what was
+                # found is recorded already, so generation goes on in a fresh batch.
+                continue
+            except Exception as error:  # StopRun ends the run; anything else is re-raised
+                if not _has_stop(error):
+                    raise
+            if counted["examples"] == before and not session.restart:
+                break  # Hypothesis drew no sequence (nothing left to draw): another batch would not either
+        if on_sequence is not None and session.script:
+            on_sequence(session.script)
+        session.on_sequence = None  # shrinking's replays are not generated sequences
         result.examples, result.requests = counted["examples"], session.requests
         result.outcomes = _outcomes(session)
-        if progress is not None:
-            progress(f"conform: found a {finding.signature[0]} after {result.examples} examples; shrinking")
-        finding, result.shrink = shrink(session, finding, shrink_seconds)
-        result.finding = finding
-        path = out_dir / "divergence.jsonl"
-        write_script(path, finding.script, session, result)
-        result.script_path = str(path)
-    else:
-        result.examples, result.requests = counted["examples"], session.requests
-        result.outcomes = _outcomes(session)
+        result.known, result.repeats = dict(session.known_seen), session.repeats
+        found = list(session.findings.values())
+        if found and progress is not None:
+            progress(f"conform: {len(found)} finding(s) after {result.examples} examples; shrinking")
+        for number, finding in enumerate(found, start=1):
+            shrunk, stats = shrink(session, finding, shrink_seconds)
+            path = out_dir / ("divergence.jsonl" if number == 1 else f"divergence-{number}.jsonl")
+            write_script(path, shrunk.script, session, result)
+            result.findings.append(shrunk)
+            result.shrinks.append(stats)
+            result.script_paths.append(str(path))
+        result.unsupported_ops = dict(session.unsupported_ops)
+        result.unsupported_fields = {op: sorted(f) for op, f in sorted(session.ignored_fields.items())}
     finally:
         session.close()
     result.seconds = time.monotonic() - started
@@ -682,6 +1070,23 @@ def write_script(path: Path, script: list[dict[str, Any]], session: Session, res
     tmp.replace(path)
 
 
+def _headed_lines(path: str, fmt: str, version: int, error: type[ValueError]) -> list[tuple[int, Any]]:
+    """(line number, value) of every line of a JSON Lines file after its header ``{"format": fmt,
+    "version": version, ...}``; ``error`` names the file and line that cannot be read."""
+    try:
+        lines = list(iter_lines(path, path))
+    except InputError as e:
+        raise error(str(e)) from None
+    if not lines:
+        raise error(f'{path}: empty; expected a header line {{"format": "{fmt}", "version": {version}}}')
+    number, header = lines[0]
+    if not isinstance(header, dict) or header.get("format") != fmt:
+        raise error(f'{path}: line {number}: expected a header with "format": "{fmt}"')
+    if header.get("version") != version:
+        raise error(f"{path}: line {number}: {fmt} version {header.get('version')!r}; this rmqspec reads {version}")
+    return lines[1:]
+
+
 def read_script(path: str) -> list[dict[str, Any]]:
     """The requests of a saved script; ScriptError names the line that cannot be read."""
     return [request for _, request in read_numbered_script(path)]
@@ -689,21 +1094,8 @@ def read_script(path: str) -> list[dict[str, Any]]:
 
 def read_numbered_script(path: str) -> list[tuple[int, dict[str, Any]]]:
     """(line number, request) for every request of a saved script; ScriptError names the line."""
-    try:
-        lines = list(iter_lines(path, path))
-    except InputError as e:
-        raise ScriptError(str(e)) from None
-    if not lines:
-        raise ScriptError(f'{path}: empty; expected a header line {{"format": "{SCRIPT_FORMAT}", ...}}')
-    number, header = lines[0]
-    if not isinstance(header, dict) or header.get("format") != SCRIPT_FORMAT:
-        raise ScriptError(f'{path}: line {number}: expected a header with "format": "{SCRIPT_FORMAT}"')
-    if header.get("version") != SCRIPT_VERSION:
-        raise ScriptError(
-            f"{path}: line {number}: script version {header.get('version')!r}; this rmqspec reads {SCRIPT_VERSION}"
-        )
     script = []
-    for number, value in lines[1:]:
+    for number, value in _headed_lines(path, SCRIPT_FORMAT, SCRIPT_VERSION, ScriptError):
         try:
             script.append((number, p.check_request(value, f"{path}: line {number}")))
         except p.ProtocolError as e:
@@ -711,8 +1103,11 @@ def read_numbered_script(path: str) -> list[tuple[int, dict[str, Any]]]:
     return script
 
 
-def replay_script(command: str, script_path: str, out_dir: Path, timeout: float = 10.0) -> ConformResult:
-    """Run a saved script against the SUT and the reference; no generation, no shrinking."""
+def replay_script(
+    command: str, script_path: str, out_dir: Path, timeout: float = 10.0, known: KnownDifferences | None = None
+) -> ConformResult:
+    """Run a saved script against the SUT and the reference; no generation, no shrinking. A
+    divergence ``known`` accepts is counted as known, not as a finding."""
     numbered = read_numbered_script(script_path)
     script = [request for _, request in numbered]
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -726,7 +1121,7 @@ def replay_script(command: str, script_path: str, out_dir: Path, timeout: float 
                 f"{script_path}: the script uses {sorted(needed)} (not declared by the SUT: {list(session.components)})"
             )
         try:
-            result.finding = replay(session, script, fresh_process=True)
+            finding = replay(session, script, fresh_process=True)
         except RejectedRequest as rejected:
             line = numbered[rejected.position][0] if rejected.position is not None else "?"
             message = rejected.error.get("message", "")
@@ -734,7 +1129,13 @@ def replay_script(command: str, script_path: str, out_dir: Path, timeout: float 
                 f"{script_path}: line {line}: the reference rejects this request as malformed ({message}); "
                 "fix the request's arguments or remove the line"
             ) from None
+        if finding is not None and known is not None and known.matches(finding):
+            result.known = {finding.signature: 1}
+        elif finding is not None:
+            result.findings, result.shrinks, result.script_paths = [finding], [ShrinkStats()], [script_path]
         result.requests = session.requests
+        result.unsupported_ops = dict(session.unsupported_ops)
+        result.unsupported_fields = {op: sorted(f) for op, f in sorted(session.ignored_fields.items())}
     finally:
         session.close()
     result.seconds = time.monotonic() - started
@@ -755,29 +1156,48 @@ def describe(result: ConformResult) -> str:
         lines.append("requests by operation and expected outcome:")
         items = [f"{k} {v:,}" for k, v in result.outcomes.items()]
         lines += ["  " + ", ".join(items[i : i + 6]) for i in range(0, len(items), 6)]
-    finding = result.finding
-    if finding is None:
-        lines.append("conforms: every reply agreed with the reference")
+    if result.unsupported_ops or result.unsupported_fields:
+        lines.append("not supported by the SUT, so not generated (operations) or not compared (fields):")
+        lines += [f"  {op}: {reason or 'no reason given'}" for op, reason in sorted(result.unsupported_ops.items())]
+        lines += [f"  {op} fields {', '.join(names)}" for op, names in result.unsupported_fields.items()]
+    if result.known:
+        lines.append("known differences seen (accepted by --known, not findings):")
+        lines += [f"  {sig[1]} {sig[2]}: {n} time(s)" for sig, n in sorted(result.known.items())]
+    if not result.findings:
+        known = " or was a known difference" if result.known else ""
+        lines.append(f"conforms: every reply agreed with the reference{known}")
         return "\n".join(lines)
+    if len(result.findings) > 1 or result.repeats:
+        lines.append(f"{len(result.findings)} distinct finding(s); {result.repeats} more of the same signatures")
+    for number, (finding, stats, path) in enumerate(
+        zip(result.findings, result.shrinks, result.script_paths, strict=False), start=1
+    ):
+        if len(result.findings) > 1:
+            lines.append(f"--- finding {number} of {len(result.findings)}: {' '.join(finding.signature[1:])}")
+        lines += _describe_finding(finding, stats, path, result.sut)
+    return "\n".join(lines)
+
+
+def _describe_finding(finding: Finding, stats: ShrinkStats, path: str | None, sut: str) -> list[str]:
+    lines = []
     if isinstance(finding, Divergence):
         d = finding.to_json()
         lines += [
-            f"DIVERGENCE at request {d['step']} of the script below (rules {d['rules']}):",
+            f"DIVERGENCE at request {d['step']} of the script below (rules {d['rules']}; "
+            f"difference {finding.difference}):",
             f"  request:   {p.encode(finding.request)}",
             f"  SUT:       {p.encode(finding.sut)}",
             f"  reference: {p.encode(finding.reference)}",
         ]
     else:
         lines.append(f"SUT FAILURE at request {len(finding.script)} of the script below: {finding.failure}")
-    if result.shrink.original:
+    if stats.original:
         lines.append(
-            f"shrunk from {result.shrink.original} to {len(finding.script)} requests "
-            f"({result.shrink.replays} replays, {result.shrink.seconds:.1f} s)"
+            f"shrunk from {stats.original} to {len(finding.script)} requests "
+            f"({stats.replays} replays, {stats.seconds:.1f} s)"
         )
     lines.append("script:")
     lines += [f"  {i:3d} {p.encode(r)}" for i, r in enumerate(finding.script, start=1)]
-    if result.script_path:
-        lines.append(
-            f"saved to {result.script_path}; replay: rmqspec conform --sut '{result.sut}' --replay {result.script_path}"
-        )
-    return "\n".join(lines)
+    if path:
+        lines.append(f"saved to {path}; replay: rmqspec conform --sut '{sut}' --replay {path}")
+    return lines

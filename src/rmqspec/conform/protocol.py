@@ -11,8 +11,14 @@ The first request is always ``hello``; the SUT answers with the protocol version
 version it implements and the components it has (:data:`COMPONENTS`). ``docs/oracle.md`` gives the
 whole protocol with an example session; this module is its executable form: the operation table
 (:data:`OPS`), the rule each operation's expected answer comes from (for divergence reports), the
-check of a reply's shape (:func:`check_reply`) and the normal form replies are compared in
-(:func:`normalise`).
+check of a reply's shape (:func:`check_reply`), the normal form replies are compared in
+(:func:`normalise`) and the kind of difference between two replies (:func:`difference`), which with
+the operation is a divergence's signature.
+
+A SUT may answer that it does not support an operation (``{"id": n, "unsupported": {"reason":
+"..."}}``) or some fields of a result (``"unsupportedFields": ["msgAccCnt"]`` beside ``ok`` and
+``result``): conform then stops generating the operation, or stops comparing the fields, for the
+rest of the run (:func:`unsupported_fields`, :func:`is_unsupported`).
 """
 
 from __future__ import annotations
@@ -57,7 +63,12 @@ UPDATE_CONSUMER_OFFSET: Final = "UPDATE_CONSUMER_OFFSET"
 GET_MAX_OFFSET: Final = "GET_MAX_OFFSET"
 SEARCH_OFFSET_BY_TIMESTAMP: Final = "SEARCH_OFFSET_BY_TIMESTAMP"
 SUCCESS: Final = 0
+SYSTEM_ERROR: Final = 1
 QUERY_NOT_FOUND: Final = 22
+# What store.damage does to a local offset store's file (R1.9, R1.10, R1.16), and which file.
+DAMAGES: Final = ("missing", "empty", "truncated", "corrupt")
+DAMAGED_FILES: Final = ("offsets", "bak")
+CORRUPT_CONTENT: Final = b"{corrupt"  # what "corrupt" writes: not JSON, not empty
 
 
 @dataclass(frozen=True)
@@ -90,6 +101,7 @@ OPS: Final[dict[str, Op]] = {
     "store.persist": Op(REMOTE_OFFSET_STORE, "R1.13, R2.6", handle="store"),
     "store.remove": Op(REMOTE_OFFSET_STORE, "R1.14, R2.2", handle="store"),
     "store.clone": Op(REMOTE_OFFSET_STORE, "R1.6", handle="store"),
+    "store.damage": Op(LOCAL_OFFSET_STORE, "R1.9, R1.10, R1.16", handle="store"),
     "com.new": Op(CONSUMER_OFFSET_MANAGER, "R3.1", creates="com"),
     "com.commit": Op(CONSUMER_OFFSET_MANAGER, "R3.2, R3.4", handle="com"),
     "com.query": Op(CONSUMER_OFFSET_MANAGER, "R3.5", handle="com"),
@@ -136,6 +148,8 @@ def check_hello(result: Any) -> tuple[str, tuple[str, ...], tuple[str, ...], str
         raise ProtocolError("hello: a SUT with the allocate component must list at least one strategy")
     if PULL_FROM_WHERE in components and not {REMOTE_OFFSET_STORE, LOCAL_OFFSET_STORE} & set(components):
         raise ProtocolError("hello: pullFromWhere needs an offset store component to read from")
+    if PROCESS_QUEUE_ORDERLY in components and PROCESS_QUEUE not in components:
+        raise ProtocolError("hello: processQueue.orderly needs processQueue (its operations work on pq.new's queues)")
     implementation = result.get("implementation", "unnamed")
     return version, tuple(components), tuple(strategies), str(implementation)
 
@@ -148,6 +162,14 @@ def check_reply(reply: Any, request_id: int) -> dict[str, Any]:
         raise ProtocolError(
             f"reply id {_show(reply.get('id'))} answers a request that was not asked (expected id {request_id})"
         )
+    if "unsupported" in reply:
+        unsupported = reply["unsupported"]
+        if not isinstance(unsupported, dict) or not isinstance(unsupported.get("reason", ""), str):
+            raise ProtocolError(f'reply.unsupported must be an object {{"reason": "..."}}, got {_show(unsupported)}')
+        return reply
+    fields = reply.get("unsupportedFields", [])
+    if not isinstance(fields, list) or any(not isinstance(name, str) for name in fields):
+        raise ProtocolError(f"reply.unsupportedFields must be a list of result field names, got {_show(fields)}")
     ok = reply.get("ok")
     if ok is True:
         if not isinstance(reply.get("result", {}), dict):
@@ -164,13 +186,24 @@ def check_reply(reply: Any, request_id: int) -> dict[str, Any]:
     return reply
 
 
-def normalise(reply: dict[str, Any]) -> dict[str, Any]:
+def is_unsupported(reply: dict[str, Any]) -> bool:
+    """True if the SUT answered that it does not support the operation at all."""
+    return "unsupported" in reply
+
+
+def unsupported_fields(reply: dict[str, Any]) -> tuple[str, ...]:
+    """The result fields the SUT says it cannot report (not compared for the rest of the run)."""
+    return tuple(reply.get("unsupportedFields", ()))
+
+
+def normalise(reply: dict[str, Any], ignored: frozenset[str] = frozenset()) -> dict[str, Any]:
     """What two replies are compared on. Error messages are free text, so only the exception type
     counts; broker requests, offset tables and allocation-free lists whose order Java leaves to a
-    hash map (``persistAll`` walks a ``ConcurrentHashMap``) are compared as sorted multisets."""
+    hash map (``persistAll`` walks a ``ConcurrentHashMap``) are compared as sorted multisets.
+    Result fields in ``ignored`` (ones the SUT declared unsupported) are left out."""
     out: dict[str, Any] = {"ok": reply["ok"]}
     if reply["ok"]:
-        result = dict(reply.get("result", {}))
+        result = {k: v for k, v in reply.get("result", {}).items() if k not in ignored}
         if "table" in result and isinstance(result["table"], list):
             result["table"] = sorted(result["table"], key=encode)
         out["result"] = result
@@ -180,6 +213,34 @@ def normalise(reply: dict[str, Any]) -> dict[str, Any]:
     if sent:
         out["sent"] = sorted(sent, key=encode)
     return out
+
+
+def difference(sut: dict[str, Any], reference: dict[str, Any]) -> str:
+    """The kind of difference between two normalised replies that differ: ``outcome:A/B`` (one
+    returned, the other threw; A and B are ``ok`` or an exception type, SUT first), ``error:A/B``
+    (different exception types), or the differing parts of a result, ``result:f1,f2`` (field names,
+    sorted) and ``sent`` (broker requests), joined with ``+``. With the operation it is a divergence's
+    signature: two findings with the same signature are taken for the same bug."""
+    if sut["ok"] != reference["ok"]:
+        return f"outcome:{_outcome(sut)}/{_outcome(reference)}"
+    parts = []
+    if not sut["ok"] and sut["error"] != reference["error"]:
+        parts.append(f"error:{sut['error']}/{reference['error']}")
+    if sut["ok"]:
+        mine, theirs = sut.get("result", {}), reference.get("result", {})
+        fields = sorted(k for k in set(mine) | set(theirs) if mine.get(k, _ABSENT) != theirs.get(k, _ABSENT))
+        if fields:
+            parts.append("result:" + ",".join(fields))
+    if sut.get("sent", []) != reference.get("sent", []):
+        parts.append("sent")
+    return "+".join(parts) or "none"
+
+
+_ABSENT: Final = object()
+
+
+def _outcome(normalised: dict[str, Any]) -> str:
+    return "ok" if normalised["ok"] else str(normalised["error"])
 
 
 def check_request(request: Any, where: str) -> dict[str, Any]:

@@ -8,12 +8,22 @@ a client component talks to is scripted: every request it sends is recorded, and
 waits for a reply takes the next of the request's ``answers`` (a timeout once they run out). Files
 (local offset stores, broker offset files) live in a private scratch directory that ``reset`` empties.
 
+At the edges of their inputs the answers are the 4.9.8 classes' (semantics.md §17). The reference
+classes themselves answer CONFIG with no list as ``null`` and MACHINE_ROOM_NEARBY around it with
+``NullPointerException`` (R11.4, R11.6), a negative orderly batch size with
+``IllegalArgumentException`` (R6.4), and wrap ``long`` arithmetic in msgAccCnt (R6.2). What only an
+adapter request can produce is answered here: a broker SUCCESS reply without a header throws
+``NullPointerException`` in ``MQClientAPIImpl`` (R2.3); a ``null`` clientId hashes as ``"null-<i>"``
+on the consistent-hash ring (R11.3); ``consumeTimestamp`` is floored to whole seconds, as the
+``yyyyMMddHHmmss`` string a real consumer holds (R10.2).
+
 ``plant`` switches on one deliberately wrong behaviour (:data:`PLANTS`) so the tests can show that
 ``conform`` finds divergences; it is never on unless asked for.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Iterable
@@ -34,6 +44,7 @@ from rmqspec.reference.allocate import (
     AllocateMessageQueueStrategy,
     IllegalArgumentError,
     NullPointerError,
+    md5_hash,
 )
 from rmqspec.reference.broker import ConsumerManageProcessor
 from rmqspec.reference.consumer_offset_manager import ConsumerOffsetManager
@@ -67,6 +78,11 @@ PLANTS: Final[dict[str, str]] = {
     "orderly_commit_returns_last_key": "pq.commit answers the largest in-flight offset, not one past it (R6.4)",
     "young_queue_not_found": "com.query answers QUERY_NOT_FOUND for a young queue instead of 0 (R3.5)",
     "declares_5x_behaves_4_9_8": "hello declares 5.x but every version switch behaves as 4.9.8 (semantics §15)",
+    "config_null_as_empty": "allocate answers [] for CONFIG with no list, not null (R11.4, semantics §17)",
+    "success_without_header_as_not_found": "a SUCCESS broker reply without a header reads as -1, not -2 (R2.3, §17)",
+    "acc_count_without_overflow": "pq.put computes msgAccCnt without long overflow (R6.2, semantics §17)",
+    "negative_batch_takes_nothing": "pq.take with a negative batch size takes nothing instead of throwing (R6.4, §17)",
+    "load_ignores_bak": "store.load of a local store never falls back to offsets.json.bak (R1.10)",
 }
 
 # Java exception names for the reference's exceptions, as they appear in error.type.
@@ -82,10 +98,11 @@ _JAVA_EXCEPTION_TYPES: Final = tuple(_JAVA_EXCEPTIONS)
 class ScriptedBroker:
     """The broker as the test decides it: records requests, answers from the request's script."""
 
-    def __init__(self) -> None:
+    def __init__(self, plant: str | None = None) -> None:
         self.sent: list[dict[str, Any]] = []
         self.answers: list[dict[str, Any]] = []
         self.answered_with_code = False
+        self.plant = plant
 
     def begin(self, answers: list[dict[str, Any]]) -> None:
         self.sent, self.answers, self.answered_with_code = [], list(answers), False
@@ -98,8 +115,12 @@ class ScriptedBroker:
         if "offset" in answer:
             return int(answer["offset"])
         if "responseCode" in answer:
+            code = int(answer["responseCode"])
+            # SUCCESS without a header: the Long offset unboxes null, an NPE (semantics §17)
+            if code == p.SUCCESS and self.plant != "success_without_header_as_not_found":
+                raise RemotingException("NullPointerException: a SUCCESS reply without a response header")
             self.answered_with_code = True
-            raise MQBrokerException(int(answer["responseCode"]), "scripted broker error")
+            raise MQBrokerException(code, "scripted broker error")
         raise RemotingException("wait response timeout")
 
     # MQClientAPIImpl's methods, as the offset store and MQAdminImpl call them; addresses are broker names.
@@ -173,7 +194,7 @@ class ReferenceAdapter:
             raise ValueError(f"unknown plant {plant!r}; accepted: {', '.join(sorted(PLANTS))}")
         self.version, self.plant = version, plant
         self.mq_version = MQVersion("4.9.8" if plant == "declares_5x_behaves_4_9_8" else version)
-        self.broker = ScriptedBroker()
+        self.broker = ScriptedBroker(plant)
         self.factory = _ScriptedClientFactory(self.broker)
         self.scratch = Path(tempfile.mkdtemp(prefix="rmqspec-serve-"))
         self.pqs: dict[str, ProcessQueue] = {}
@@ -232,9 +253,11 @@ class ReferenceAdapter:
         mq_all = None if args.get("mqAll") is None else [_mq(m) for m in args["mqAll"]]
         cid_all = args.get("cidAll")
         if self.plant == "allocate_sorts_cid_all" and cid_all:
-            cid_all = sorted(cid_all)
+            cid_all = sorted(cid_all, key=str)
         queues = strategy.allocate(args.get("consumerGroup", ""), args.get("currentCID"), mq_all, cid_all)  # type: ignore[arg-type]
-        return {"queues": [_wire_mq(q) for q in queues]}
+        if queues is None and self.plant == "config_null_as_empty":
+            queues = []
+        return {"queues": None if queues is None else [_wire_mq(q) for q in queues]}
 
     # --- ProcessQueue (R6) -------------------------------------------------------------------------
     def _pq_new(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -249,7 +272,12 @@ class ReferenceAdapter:
             raise p.ProtocolError(f"no ProcessQueue named {args['pq']!r}") from None
 
     def _pq_put(self, args: dict[str, Any]) -> dict[str, Any]:
-        return {"dispatchToConsume": self._pq(args).put_message(_messages(args["msgs"]))}
+        pq, msgs = self._pq(args), _messages(args["msgs"])
+        dispatch = pq.put_message(msgs)
+        top = msgs[-1].get_property(PROPERTY_MAX_OFFSET) if msgs else None
+        if self.plant == "acc_count_without_overflow" and top is not None and int(top) - msgs[-1].queue_offset > 0:
+            pq.msg_acc_cnt = int(top) - msgs[-1].queue_offset
+        return {"dispatchToConsume": dispatch}
 
     def _pq_remove(self, args: dict[str, Any]) -> dict[str, Any]:
         msgs = _messages(args["msgs"])
@@ -272,7 +300,10 @@ class ReferenceAdapter:
         }
 
     def _pq_take(self, args: dict[str, Any]) -> dict[str, Any]:
-        return {"offsets": [m.queue_offset for m in self._pq(args).take_messages(int(args["batchSize"]), now=0)]}
+        pq, batch_size = self._pq(args), int(args["batchSize"])
+        if batch_size < 0 and self.plant == "negative_batch_takes_nothing":
+            batch_size = 0
+        return {"offsets": [m.queue_offset for m in pq.take_messages(batch_size, now=0)]}
 
     def _pq_commit(self, args: dict[str, Any]) -> dict[str, Any]:
         offset = self._pq(args).commit()
@@ -308,7 +339,10 @@ class ReferenceAdapter:
             raise p.ProtocolError(f"no offset store named {args['store']!r}") from None
 
     def _store_load(self, args: dict[str, Any]) -> dict[str, Any]:
-        self._store(args).load()
+        store = self._store(args)
+        if self.plant == "load_ignores_bak" and isinstance(store, LocalFileOffsetStore):
+            Path(f"{store.store_path}.bak").unlink(missing_ok=True)
+        store.load()
         return {}
 
     def _store_update(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -337,6 +371,19 @@ class ReferenceAdapter:
 
     def _store_remove(self, args: dict[str, Any]) -> dict[str, Any]:
         self._store(args).remove_offset(_mq(args["mq"]))
+        return {}
+
+    def _store_damage(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Damage a local store's ``offsets.json`` or its ``.bak`` between writes (R1.16)."""
+        store = self._store(args)
+        if not isinstance(store, LocalFileOffsetStore):
+            raise p.ProtocolError(f"store.damage: {args['store']!r} is not a local offset store")
+        damage, which = args.get("damage"), args.get("file")
+        if damage not in p.DAMAGES or which not in p.DAMAGED_FILES:
+            raise p.ProtocolError(
+                f"store.damage: damage must be one of {list(p.DAMAGES)} and file one of {list(p.DAMAGED_FILES)}"
+            )
+        damage_file(Path(f"{store.store_path}.bak") if which == "bak" else store.store_path, str(damage))
         return {}
 
     def _store_clone(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -406,7 +453,7 @@ class ReferenceAdapter:
             consumer_group=args.get("group", "G"),
             message_model="CLUSTERING",
             consume_from_where=cfw,
-            consume_timestamp=int(args.get("consumeTimestamp", 0)),
+            consume_timestamp=_whole_seconds(int(args.get("consumeTimestamp", 0))),
         )
         consumer = SimpleNamespace(default_mq_push_consumer=config, offset_store=self._store(args))
         rebalance = RebalancePushImpl(
@@ -438,6 +485,7 @@ _HANDLERS: Final = {
     "store.persist": ReferenceAdapter._store_persist,
     "store.remove": ReferenceAdapter._store_remove,
     "store.clone": ReferenceAdapter._store_clone,
+    "store.damage": ReferenceAdapter._store_damage,
     "com.new": ReferenceAdapter._com_new,
     "com.commit": ReferenceAdapter._com_commit,
     "com.query": ReferenceAdapter._com_query,
@@ -449,6 +497,29 @@ _HANDLERS: Final = {
 assert set(_HANDLERS) == set(p.OPS), "every protocol op has a reference handler"
 
 
+def damage_file(path: Path, damage: str) -> None:
+    """Do ``damage`` (one of :data:`protocol.DAMAGES`) to the file at ``path``: delete it, empty it,
+    keep its first half (a JSON object cut anywhere is not JSON), or replace it with
+    :data:`protocol.CORRUPT_CONTENT`. A file that does not exist stays missing, except for
+    ``corrupt``, which creates it."""
+    if damage == "missing":
+        path.unlink(missing_ok=True)
+        return
+    if damage != "corrupt" and not path.exists():
+        return
+    content = path.read_bytes() if path.exists() else b""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    new = {"empty": b"", "truncated": content[: len(content) // 2], "corrupt": p.CORRUPT_CONTENT}[damage]
+    tmp = path.with_name(path.name + ".damage")
+    tmp.write_bytes(new)
+    os.replace(tmp, path)
+
+
+def _whole_seconds(millis: int) -> int:
+    """``consumeTimestamp`` as a 4.9.8 consumer holds it: a yyyyMMddHHmmss string, so whole seconds (R10.2)."""
+    return millis - millis % 1000
+
+
 def _strategy(args: dict[str, Any]) -> AllocateMessageQueueStrategy:
     name = args.get("strategy")
     if name == "AVG":
@@ -456,7 +527,7 @@ def _strategy(args: dict[str, Any]) -> AllocateMessageQueueStrategy:
     if name == "AVG_BY_CIRCLE":
         return AllocateMessageQueueAveragelyByCircle()
     if name == "CONSISTENT_HASH":
-        return AllocateMessageQueueConsistentHash(int(args.get("virtualNodeCnt", 10)))
+        return _NullClientIdConsistentHash(int(args.get("virtualNodeCnt", 10)))
     if name == "CONFIG":
         queues = args.get("messageQueueList")
         return AllocateMessageQueueByConfig(None if queues is None else [_mq(m) for m in queues])
@@ -464,9 +535,45 @@ def _strategy(args: dict[str, Any]) -> AllocateMessageQueueStrategy:
         idcs = args.get("consumeridcs")
         return AllocateMessageQueueByMachineRoom(None if idcs is None else list(idcs))
     if name == "MACHINE_ROOM_NEARBY":
-        inner = _strategy({**args, "strategy": args.get("inner", "AVG")})
-        return AllocateMachineRoomNearby(inner, _RoomTable(args.get("brokerRooms", {}), args.get("consumerRooms", {})))
+        inner = args.get("inner", "AVG")
+        if isinstance(inner, dict):  # a nested strategy with its own arguments
+            inner_strategy = _strategy(inner)
+        elif inner == "MACHINE_ROOM_NEARBY":
+            raise p.ProtocolError(
+                'inner "MACHINE_ROOM_NEARBY" needs its own arguments: give inner as an object '
+                '{"strategy": "MACHINE_ROOM_NEARBY", "inner": ..., "brokerRooms": ..., "consumerRooms": ...}'
+            )
+        else:
+            inner_strategy = _strategy({**args, "strategy": inner})
+        rooms = _RoomTable(args.get("brokerRooms", {}), args.get("consumerRooms", {}))
+        return AllocateMachineRoomNearby(inner_strategy, rooms)
     raise p.ProtocolError(f"strategy must be one of {list(p.STRATEGIES)}, got {name!r}")
+
+
+class _NullClientIdConsistentHash(AllocateMessageQueueConsistentHash):
+    """CONSISTENT_HASH with Java's treatment of a ``null`` clientId in cidAll (R11.3, semantics §17):
+    its virtual nodes hash as ``"null-0"``, ``"null-1"``, ...; the next node added after it throws
+    ``NullPointerException`` (``getExistingReplicas`` calls ``getKey().equals`` on the null id's nodes);
+    and no current consumer owns what routes to it."""
+
+    def allocate(self, consumer_group: str, current_cid: str, mq_all: Any, cid_all: Any) -> list[MessageQueue]:
+        if not cid_all or None not in cid_all:
+            return super().allocate(consumer_group, current_cid, mq_all, cid_all)
+        if not self.check(consumer_group, current_cid, mq_all, cid_all):
+            return []
+        if self.virtual_node_cnt > 0 and cid_all.index(None) < len(cid_all) - 1:
+            raise NullPointerError("VirtualNode#isVirtualNodeOf: the null clientId's node has no key")
+        null_id = "\0null"  # a stand-in no real clientId equals: the ids are compared, never hashed, as they are
+        while any(cid is not None and cid.startswith(null_id) for cid in cid_all):
+            null_id += "\0"
+
+        def hash_key(key: str) -> int:
+            return md5_hash("null" + key[len(null_id) :] if key.startswith(null_id + "-") else key)
+
+        ids = [null_id if cid is None else cid for cid in cid_all]
+        return AllocateMessageQueueConsistentHash(self.virtual_node_cnt, hash_key).allocate(
+            consumer_group, current_cid, mq_all, ids
+        )
 
 
 class _RoomTable:
