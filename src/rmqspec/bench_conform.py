@@ -2,7 +2,7 @@
 
 One conform run of ``sequences`` generated sequences over the v1 components (all seven) is timed,
 with every sequence's requests written to a scratch file as it ends; then the same requests are
-replayed through a fresh session (no generation, no Hypothesis), and the two rates are printed with
+replayed through a fresh session (no generation), and the two rates are printed with
 their ratio: what generation costs on top of the requests themselves. The resident set size of this
 process is printed at the start and at the end of the generating run, so a leak shows as growth
 (the SUT's own memory is its own). Both processes are pinned to one core where the platform allows

@@ -813,7 +813,7 @@ def build_parser() -> argparse.ArgumentParser:
 CONFORM_EPILOG = """\
 The system under test is a program that reads JSON-line requests on stdin and writes JSON-line
 replies on stdout (docs/oracle.md, "The adapter protocol"); `rmqspec serve-reference` is one.
-conform generates request sequences with Hypothesis over the components the SUT declares, sends
+conform generates seeded request sequences over the components the SUT declares, sends
 each request to the SUT and to the reference, and stops at the first reply that differs. The
 finding is shrunk and saved as a script that `--replay` runs again.
 

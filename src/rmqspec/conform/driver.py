@@ -1,14 +1,15 @@
 """``rmqspec conform``: drive a system under test and the reference side by side and report what
 differs, each finding shrunk to a short request script that replays.
 
-Requests come from a Hypothesis stateful machine (:func:`machine_class`) that picks, step by step,
-one of the components the SUT declared and then one of its operations with its arguments; after
-every operation on a ProcessQueue, offset store or broker offset manager, it also asks for that
-object's whole state, so a wrong internal state shows up at the step that caused it rather than
-later. Hypothesis generates; the shrinking is our own delta
-debugging over the request script (:func:`shrink`), because it must also shrink failures that cost
-a timeout each (a hanging SUT) within a time budget, and because a script that drops the request
-creating a handle must drop the requests that use it too (:func:`replay` skips them).
+Requests come from a generated :class:`Sequence`, each drawn from a ``random.Random`` of its own
+(seeded by the run's seed and the sequence's number), that picks, step by step, one of the
+components the SUT declared and then one of its operations with its arguments; after every operation
+on a ProcessQueue, offset store or broker offset manager, it also asks for that object's whole
+state, so a wrong internal state shows up at the step that caused it rather than later. The
+shrinking is delta debugging over the request script (:func:`shrink`), because it must also shrink
+failures that cost a timeout each (a hanging SUT) within a time budget, and because a script that
+drops the request creating a handle must drop the requests that use it too (:func:`replay` skips
+them).
 
 Two replies agree when :func:`protocol.normalise` makes them equal: same success or same Java
 exception type, same result, same broker requests as a multiset. A divergence's signature is its
@@ -20,8 +21,8 @@ A run does not have to stop at its first finding: a divergence whose signature a
 ``--max-findings N`` collects up to N findings of distinct signatures, each shrunk and saved to its
 own script. An operation the SUT answers as unsupported is not generated again in the run, and result
 fields it declares unsupported are not compared (``docs/oracle.md``, "Unsupported operations").
-Generation runs in batches of :data:`BATCH_EXAMPLES` sequences, each a fresh Hypothesis run, so memory
-stays flat however many sequences are asked for.
+Nothing is kept from one sequence to the next but the findings and counts, so memory stays flat
+however many sequences are asked for.
 """
 
 from __future__ import annotations
@@ -29,18 +30,13 @@ from __future__ import annotations
 import copy
 import json
 import math
+import random
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
-
-from hypothesis import HealthCheck, Phase, Verbosity, settings
-from hypothesis import seed as hypothesis_seed
-from hypothesis import strategies as st
-from hypothesis.errors import Flaky
-from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_state_machine_as_test
 
 from rmqspec.conform import protocol as p
 from rmqspec.conform.reference_adapter import ReferenceAdapter
@@ -52,10 +48,6 @@ SCRIPT_VERSION: Final = 1
 KNOWN_FORMAT: Final = "rmqspec-conform-known"
 KNOWN_VERSION: Final = 1
 OBSERVERS: Final = ("pq.state", "store.clone", "com.table")  # requests that only read an object's state
-# Sequences per Hypothesis run. Hypothesis keeps a tree of every example a run drew (to generate
-# novel ones), which grew to 350 MB over 3,000 sequences; a fresh run per batch keeps memory flat.
-# 100 keeps the per-run start-up cost (well under a millisecond per sequence) negligible.
-BATCH_EXAMPLES: Final = 100
 # The op whose handle every other op of a family needs: when the SUT does not support it, the whole
 # family is dropped from generation.
 CREATORS: Final = {"pq.new": "process_queue", "store.new": "offset_store", "com.new": "offset_manager"}
@@ -137,12 +129,6 @@ class UnsupportedBySut(Exception):
         self.op, self.reason = op, reason
 
 
-class StopRun(Exception):
-    """Raised as a sequence would start once the run has what it needs (enough sequences, enough
-    findings, a broken SUT, nothing left to generate), or once what the SUT supports changed;
-    :func:`conform` ends the run on it, or in the second case starts the next batch."""
-
-
 class KnownError(ValueError):
     """A known-differences file that cannot be read; the message names the file and line."""
 
@@ -218,9 +204,6 @@ class Session:
         # What the run reached: requests per (op, outcome), the outcome being "ok" or the Java
         # exception type the reference expected. A run that never reached an outcome proves nothing of it.
         self.outcomes: Counter[tuple[str, str]] = Counter()
-        # The last finding raised, for when Hypothesis reports a flaky test instead of it (a SUT whose
-        # behaviour depends on more than the requests makes a rerun fail differently).
-        self.last_finding: Finding | None = None
         # What the SUT does not support: operations (with its reason), result fields per operation.
         self.unsupported_ops: dict[str, str] = {}
         self.ignored_fields: dict[str, frozenset[str]] = {}
@@ -230,10 +213,7 @@ class Session:
         self.findings: dict[tuple[str, ...], Finding] = {}
         self.known_seen: Counter[tuple[str, ...]] = Counter()
         self.repeats = 0  # findings whose signature was found before
-        self.stop = False  # the next sequence must not start (StopRun)
-        # What the SUT supports changed: generation must restart in a fresh Hypothesis run, which
-        # insists that the same choices draw the same data (StopRun, then the next batch).
-        self.restart = False
+        self.stop = False  # the next sequence must not start
         self.on_sequence: Callable[[list[dict[str, Any]]], None] | None = None  # gets each finished script
 
     def record(self, finding: Finding) -> None:
@@ -263,12 +243,10 @@ class Session:
         try:
             reply = self.sut.call("reset", {})
         except SutFailure as failure:
-            self.last_finding = SutBroke(failure, [])
-            raise self.last_finding from None
+            raise SutBroke(failure, []) from None
         if not reply["ok"]:
             refused = SutFailure("bad-reply", {"op": "reset", "args": {}}, json.dumps(reply), "reset failed")
-            self.last_finding = SutBroke(refused, [])
-            raise self.last_finding
+            raise SutBroke(refused, [])
 
     def exchange(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
         """Send one request to both sides; the reference's reply, or Divergence / SutBroke."""
@@ -282,23 +260,19 @@ class Session:
         try:
             got = self.sut.call(op, args)
         except SutFailure as failure:
-            self.last_finding = SutBroke(failure, list(self.script))
-            raise self.last_finding from None
+            raise SutBroke(failure, list(self.script)) from None
         if p.is_unsupported(got):
             reason = str(got["unsupported"].get("reason", ""))
-            self.restart |= op not in self.unsupported_ops
             self.unsupported_ops.setdefault(op, reason)
             raise UnsupportedBySut(op, reason)
         fields = frozenset(p.unsupported_fields(got))
         if not fields <= self.ignored_fields.get(op, frozenset()):
             self.ignored_fields[op] = self.ignored_fields.get(op, frozenset()) | fields
-            self.restart = True
         ignored = self.ignored_fields.get(op, frozenset())
         mine, theirs = p.normalise(got, ignored), p.normalise(expected, ignored)
         if mine != theirs:
             got = {k: v for k, v in got.items() if k != "id"}
-            self.last_finding = Divergence(request, got, expected, list(self.script), p.difference(mine, theirs))
-            raise self.last_finding
+            raise Divergence(request, got, expected, list(self.script), p.difference(mine, theirs))
         return expected
 
     def close(self) -> None:
@@ -434,15 +408,25 @@ def _simpler_ints(obj: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 
 # --- request generation ---------------------------------------------------------------------------
-def _one_in(n: int) -> st.SearchStrategy[bool]:
-    """True about once in ``n`` draws. (Hypothesis favours small integers, so ``integers(0, n - 1)
-    == 0`` would be true far more often; the rare case is the largest value instead.)"""
-    return st.integers(0, n - 1).map(lambda i: i == n - 1)
+# Each sequence is drawn from a random.Random of its own, seeded by the run's seed and the sequence's
+# number: the same seed sends the same requests, and one sequence can be re-drawn alone. (A
+# Hypothesis stateful machine drew them before: about 200 µs a draw, three quarters of a run's time,
+# and its example tree grew with the run; what it added, novelty between examples, the swarm choice
+# of families below gives, and shrinking is ours anyway.)
 
 
-def _mostly(common: st.SearchStrategy[Any], rare: st.SearchStrategy[Any], weight: int) -> st.SearchStrategy[Any]:
-    """``common`` about ``weight`` times as often as ``rare``."""
-    return st.one_of(*([common] * weight), rare)
+def _one_in(rng: random.Random, n: int) -> bool:
+    return rng.randrange(n) == 0
+
+
+def _mostly(rng: random.Random, small: int, edges: tuple[int, ...], weight: int) -> int:
+    """An integer in [0, small], or about one time in ``weight + 1`` one of ``edges``."""
+    return rng.choice(edges) if rng.randrange(weight + 1) == 0 else rng.randint(0, small)
+
+
+def _sample(rng: random.Random, pool: tuple[Any, ...], least: int, most: int) -> list[Any]:
+    """Between ``least`` and ``most`` distinct elements of ``pool``, in random order."""
+    return rng.sample(pool, rng.randint(least, min(most, len(pool))))
 
 
 # Small pools make collisions (same queue, same offset, same file) likely: that is where bugs live.
@@ -462,42 +446,27 @@ ODD_CLIENT_IDS: Final = ("10.0.0.9@x", "", None)  # a currentCID not in cidAll, 
 ROOMS: Final = ("room1", "room2", "room3")
 NEARBY_INNERS: Final = ("AVG", "AVG_BY_CIRCLE", "CONFIG")
 # Offsets are Java longs: small ones collide; the edges of int and long catch narrowing and overflow,
-# negatives are legal longs, and 2^53 + 1 is the first integer a JSON double cannot hold.
+# negatives are legal longs, and 2^53 + 1 is the first integer a JSON double cannot hold. One offset
+# in four is an edge: enough to meet each of the eight in a sequence, few enough that most updates
+# collide with the small ones (where increaseOnly and the table's order matter).
 OFFSET_EDGES: Final = (-1, -2, -(2**63), 2**31 - 1, 2**31, 2**53, 2**53 + 1, 2**63 - 1)
 SMALL_OFFSET: Final = 40
-offsets: Final = st.one_of(st.integers(0, SMALL_OFFSET), st.sampled_from(OFFSET_EDGES))
-# A queue offset in a pulled batch is a long too; the edges are rarer there, since a ProcessQueue
-# does its interesting work on offsets that collide.
+# A queue offset in a pulled batch is a long too; the edges are rarer there (one in eight), since a
+# ProcessQueue does its interesting work on offsets that collide.
 QUEUE_OFFSET_EDGES: Final = (-1, -(2**63), 2**53 + 1, 2**63 - 1)
 SMALL_QUEUE_OFFSET: Final = 30
-queue_offsets: Final = _mostly(st.integers(0, SMALL_QUEUE_OFFSET), st.sampled_from(QUEUE_OFFSET_EDGES), 7)
 # MAX_OFFSET property: its edge makes MAX_OFFSET - queueOffset overflow a long (semantics §17).
 MAX_OFFSET_EDGES: Final = (2**53 + 1, 2**63 - 1)
-max_offsets: Final = _mostly(st.integers(0, SMALL_OFFSET), st.sampled_from(MAX_OFFSET_EDGES), 7)
 BODY_SIZES: Final = range(5)
 # Broker answers: an offset, an error code (22 QUERY_NOT_FOUND, 1 SYSTEM_ERROR), SUCCESS without a
 # header (semantics §17), or a timeout.
 RESPONSE_CODES: Final = (p.QUERY_NOT_FOUND, p.SYSTEM_ERROR, p.SUCCESS)
-answers: Final = st.lists(
-    st.one_of(
-        st.builds(lambda o: {"offset": o}, offsets),
-        st.sampled_from([{"responseCode": c} for c in RESPONSE_CODES] + [{"timeout": True}]),
-    ),
-    max_size=3,
-)
-_message: Final = st.fixed_dictionaries(
-    {"queueOffset": queue_offsets, "bodySize": st.sampled_from(BODY_SIZES)},
-    optional={"maxOffset": max_offsets},
-)
-messages: Final = st.lists(_message, min_size=1, max_size=4)  # a pull batch
 # batchSize is an int: 0 and negatives are legal Java; a negative one throws (semantics §17).
 BATCH_SIZES: Final = range(5)
 BATCH_SIZE_EDGES: Final = (-1, -(2**31))
-batch_sizes: Final = _mostly(st.integers(0, 4), st.sampled_from(BATCH_SIZE_EDGES), 5)
 # consumeTimestamp in ms, whole seconds: 4.9.8 holds it as a yyyyMMddHHmmss string (R10.2), so a
 # real client floors any millisecond part. 1,000 s after the epoch keeps clear of any zone's DST change.
 TIMESTAMP_SECONDS: Final = 1000
-timestamps: Final = st.integers(0, TIMESTAMP_SECONDS).map(lambda s: s * 1000)
 VIRTUAL_NODE_COUNTS: Final = range(-1, 13)
 STORE_OPS: Final = tuple(
     ["store.update"] * 3
@@ -509,12 +478,89 @@ CLONE_TOPICS: Final = (None, "", " ", "T", "U", "%RETRY%G")
 COM_QUERY_MIN: Final = 3
 COM_QUERY_MAX: Final = 5
 COM_QUEUE_IDS: Final = range(3)
-optional_queue_lists: Final = st.none() | st.lists(st.sampled_from(ALLOCATE_MQS), max_size=4)
-optional_room_lists: Final = st.none() | st.lists(st.sampled_from(ROOMS), unique=True)
-store_mq_sets: Final = st.lists(st.sampled_from(STORE_MQS), unique_by=p.encode, max_size=4)
 COM_OPS: Final = ("com.commit",) * 3 + ("com.query",) * 3 + ("com.persist", "com.restart")
-broker_rooms: Final = st.dictionaries(st.sampled_from(ALLOCATE_BROKERS), st.sampled_from(ROOMS))
-consumer_rooms: Final = st.dictionaries(st.sampled_from(CLIENT_IDS), st.sampled_from(ROOMS))
+
+
+def draw_offset(rng: random.Random) -> int:
+    return _mostly(rng, SMALL_OFFSET, OFFSET_EDGES, 3)
+
+
+def draw_answers(rng: random.Random) -> list[dict[str, Any]]:
+    """What the scripted broker answers, in order, to the requests one operation sends (0 to 3)."""
+    out: list[dict[str, Any]] = []
+    for _ in range(rng.randint(0, 3)):
+        if rng.randrange(2):
+            out.append({"offset": draw_offset(rng)})
+        else:
+            out.append(rng.choice([{"responseCode": c} for c in RESPONSE_CODES] + [{"timeout": True}]))
+    return out
+
+
+def draw_messages(rng: random.Random) -> list[dict[str, Any]]:
+    """A pull batch of 1 to 4 messages; about half carry the MAX_OFFSET property."""
+    batch = []
+    for _ in range(rng.randint(1, 4)):
+        message = {
+            "queueOffset": _mostly(rng, SMALL_QUEUE_OFFSET, QUEUE_OFFSET_EDGES, 7),
+            "bodySize": rng.choice(BODY_SIZES),
+        }
+        if rng.randrange(2):
+            message["maxOffset"] = _mostly(rng, SMALL_OFFSET, MAX_OFFSET_EDGES, 7)
+        batch.append(message)
+    return batch
+
+
+def _optional_queue_list(rng: random.Random) -> list[dict[str, Any]] | None:
+    if _one_in(rng, 4):
+        return None
+    return [rng.choice(ALLOCATE_MQS) for _ in range(rng.randint(0, 4))]
+
+
+def _nearby_args(rng: random.Random, depth: int) -> dict[str, Any]:
+    inner: Any = rng.choice(NEARBY_INNERS + (("MACHINE_ROOM_NEARBY",) if depth == 0 else ()))
+    args: dict[str, Any] = {
+        "brokerRooms": {b: rng.choice(ROOMS) for b in _sample(rng, ALLOCATE_BROKERS, 0, 3)},
+        "consumerRooms": {c: rng.choice(ROOMS) for c in _sample(rng, CLIENT_IDS, 0, 6)},
+    }
+    if inner == "MACHINE_ROOM_NEARBY":  # nested: the inner one has arguments of its own
+        inner = {"strategy": "MACHINE_ROOM_NEARBY", **_nearby_args(rng, 1)}
+    elif inner == "CONFIG":
+        args["messageQueueList"] = _optional_queue_list(rng)
+    args["inner"] = inner
+    return args
+
+
+def draw_allocation(rng: random.Random, strategies: tuple[str, ...]) -> dict[str, Any]:
+    """The arguments of one allocation, for a SUT with ``strategies``."""
+    strategy = rng.choice(strategies)
+    # One call in five tries the argument checks (empty lists, a missing or unknown currentCID);
+    # the others allocate for real.
+    degenerate = _one_in(rng, 5)
+    least = 0 if degenerate else 1
+    mq_all = _sample(rng, ALLOCATE_MQS, least, 10)
+    cid_all: list[str | None] = list(_sample(rng, CLIENT_IDS, least, 6))
+    if rng.randrange(2):  # RebalanceImpl sorts both lists; the strategy itself must not care
+        mq_all.sort(key=lambda m: (m["topic"], m["brokerName"], m["queueId"]))
+        cid_all.sort(key=str)
+    current = rng.choice(ODD_CLIENT_IDS) if degenerate or not cid_all else rng.choice(cid_all)
+    if strategy == "CONSISTENT_HASH" and _one_in(rng, 6):  # a null clientId on the ring (semantics §17)
+        cid_all.insert(rng.randint(0, len(cid_all)), None)
+    args: dict[str, Any] = {
+        "strategy": strategy,
+        "consumerGroup": "G",
+        "currentCID": current,
+        "mqAll": mq_all,
+        "cidAll": cid_all,
+    }
+    if strategy == "CONSISTENT_HASH":
+        args["virtualNodeCnt"] = rng.choice(VIRTUAL_NODE_COUNTS)
+    elif strategy == "CONFIG":
+        args["messageQueueList"] = _optional_queue_list(rng)
+    elif strategy == "MACHINE_ROOM":
+        args["consumeridcs"] = None if _one_in(rng, 4) else _sample(rng, ROOMS, 0, 3)
+    elif strategy == "MACHINE_ROOM_NEARBY":
+        args |= _nearby_args(rng, 0)
+    return args
 
 
 def _is_offset(value: Any) -> bool:
@@ -606,275 +652,199 @@ def _drawable_allocation(args: dict[str, Any]) -> bool:
     return queues is None or (isinstance(queues, list) and len(queues) <= 4)
 
 
-def _allocate_args(strategies: tuple[str, ...]) -> st.SearchStrategy[dict[str, Any]]:
-    """The arguments of one allocation, for a SUT with ``strategies``. Built once per run: a
-    composite strategy built anew on every step cost Hypothesis a re-parse each time, about 40% of
-    a run's time."""
-
-    @st.composite
-    def nearby(draw: st.DrawFn, depth: int) -> dict[str, Any]:
-        inner: Any = draw(st.sampled_from(NEARBY_INNERS + (("MACHINE_ROOM_NEARBY",) if depth == 0 else ())))
-        args: dict[str, Any] = {"brokerRooms": draw(broker_rooms), "consumerRooms": draw(consumer_rooms)}
-        if inner == "MACHINE_ROOM_NEARBY":  # nested: the inner one has arguments of its own
-            inner = {"strategy": "MACHINE_ROOM_NEARBY", **draw(nearby(1))}
-        elif inner == "CONFIG":
-            args["messageQueueList"] = draw(optional_queue_lists)
-        args["inner"] = inner
-        return args
-
-    nearby_args = nearby(0)
-    chosen = st.sampled_from(strategies)
-    degenerate_flag = _one_in(5)
-    sort_flag = st.booleans()
-    mq_lists = (
-        st.lists(st.sampled_from(ALLOCATE_MQS), unique_by=p.encode, min_size=0, max_size=10),
-        st.lists(st.sampled_from(ALLOCATE_MQS), unique_by=p.encode, min_size=1, max_size=10),
-    )
-    cid_lists = (
-        st.lists(st.sampled_from(CLIENT_IDS), unique=True, min_size=0, max_size=6),
-        st.lists(st.sampled_from(CLIENT_IDS), unique=True, min_size=1, max_size=6),
-    )
-    odd_ids = st.sampled_from(ODD_CLIENT_IDS)
-    null_flag = _one_in(6)
-    positions = st.integers(0, 6)
-    virtual_nodes = st.sampled_from(VIRTUAL_NODE_COUNTS)
-
-    @st.composite
-    def build(draw: st.DrawFn) -> dict[str, Any]:
-        strategy = draw(chosen)
-        # One call in five tries the argument checks (empty lists, a missing or unknown currentCID);
-        # the others allocate for real.
-        degenerate = draw(degenerate_flag)
-        mq_all = draw(mq_lists[0 if degenerate else 1])
-        cid_all: list[str | None] = list(draw(cid_lists[0 if degenerate else 1]))
-        if draw(sort_flag):  # RebalanceImpl sorts both lists; the strategy itself must not care
-            mq_all.sort(key=lambda m: (m["topic"], m["brokerName"], m["queueId"]))
-            cid_all.sort()
-        current = draw(odd_ids) if degenerate or not cid_all else cid_all[draw(positions) % len(cid_all)]
-        if strategy == "CONSISTENT_HASH" and draw(null_flag):  # a null clientId on the ring (semantics §17)
-            cid_all.insert(draw(positions) % (len(cid_all) + 1), None)
-        args: dict[str, Any] = {
-            "strategy": strategy,
-            "consumerGroup": "G",
-            "currentCID": current,
-            "mqAll": mq_all,
-            "cidAll": cid_all,
-        }
-        if strategy == "CONSISTENT_HASH":
-            args["virtualNodeCnt"] = draw(virtual_nodes)
-        elif strategy == "CONFIG":
-            args["messageQueueList"] = draw(optional_queue_lists)
-        elif strategy == "MACHINE_ROOM":
-            args["consumeridcs"] = draw(optional_room_lists)
-        elif strategy == "MACHINE_ROOM_NEARBY":
-            args |= draw(nearby_args)
-        return args
-
-    return build()
+class SequenceEnded(Exception):
+    """The sequence cannot go on: it found something (recorded) or the SUT does not support a request."""
 
 
-def machine_class(session: Session, on_example: Callable[[], None]) -> type[RuleBasedStateMachine]:
-    """A stateful machine over the components ``session``'s SUT declared; ``on_example`` is called
-    as each generated example starts. A sequence ends at its first finding (recorded with
-    :meth:`Session.record`) or at a request the SUT does not support; :class:`StopRun` is raised
-    instead of starting a sequence once ``session.stop`` is set.
+class Sequence:
+    """One generated request sequence over the components ``session``'s SUT declared, drawn from
+    ``rng``, sent as it is drawn. :meth:`run` does at most ``steps`` operations; it ends early at
+    the first finding (recorded with :meth:`Session.record`) or at a request the SUT does not support.
 
-    One rule picks a component family, then an operation of that family and its arguments, so every
-    declared component gets a fair share of each sequence however many operations it has (a rule
-    per operation lets the allocation rule, which needs no object, crowd out the stateful ones).
+    Each step picks a component family, then an operation of that family and its arguments, so every
+    declared component gets a fair share of each sequence however many operations it has (an
+    operation picked among all of them lets allocation, which needs no object, crowd out the
+    stateful ones). The reference's last state of an object steers the choice towards operations
+    that do something.
     """
-    has = set(session.components)
-    allocate_args = _allocate_args(session.strategies) if p.ALLOCATE in has else None
-    store_kinds = tuple(k for k, c in (("remote", p.REMOTE_OFFSET_STORE), ("local", p.LOCAL_OFFSET_STORE)) if c in has)
 
-    class ConformMachine(RuleBasedStateMachine):
-        def __init__(self) -> None:
-            super().__init__()
-            if session.stop or session.restart:
-                raise StopRun
-            self.stopped = False
-            self.pqs: list[str] = []
-            self.pq_offsets: dict[str, set[int]] = {}
-            self.pq_cached: dict[str, int] = {}  # messages in the tree, by the reference's last state
-            self.pq_in_flight: dict[str, int] = {}  # orderly messages taken, likewise
-            self.stores: list[str] = []
-            self.local_stores: list[str] = []
-            self.coms: list[str] = []
-            unsupported = {CREATORS[op] for op in session.unsupported_ops if op in CREATORS}
-            families: list[Callable[[st.DataObject], None]] = []
-            if p.ALLOCATE in has and "allocate" not in session.unsupported_ops:
-                families.append(self.allocate)
-            if p.PROCESS_QUEUE in has and "process_queue" not in unsupported:
-                families.append(self.process_queue)
-            if has & {p.REMOTE_OFFSET_STORE, p.LOCAL_OFFSET_STORE} and "offset_store" not in unsupported:
-                families.append(self.offset_store)
-                if p.PULL_FROM_WHERE in has and "pullFromWhere" not in session.unsupported_ops:
-                    families.append(self.pull_from_where)
-            if p.CONSUMER_OFFSET_MANAGER in has and "offset_manager" not in unsupported:
-                families.append(self.offset_manager)
-            if not families:  # the SUT supports nothing that is left to generate
-                session.stop = True
-                raise StopRun
-            self.families = tuple(families)
-            on_example()
-            try:
-                session.begin()
-            except SutBroke as broke:
-                session.record(broke)
-                session.stop = True
-                raise StopRun from None
+    def __init__(self, session: Session, rng: random.Random) -> None:
+        self.session, self.rng = session, rng
+        has = self.has = set(session.components)
+        self.store_kinds = tuple(
+            k for k, c in (("remote", p.REMOTE_OFFSET_STORE), ("local", p.LOCAL_OFFSET_STORE)) if c in has
+        )
+        self.pqs: list[str] = []
+        self.pq_offsets: dict[str, set[int]] = {}
+        self.pq_cached: dict[str, int] = {}  # messages in the tree, by the reference's last state
+        self.pq_in_flight: dict[str, int] = {}  # orderly messages taken, likewise
+        self.stores: list[str] = []
+        self.local_stores: list[str] = []
+        self.coms: list[str] = []
+        self.families = families(session)
 
-        @initialize(data=st.data())
-        def choose_families(self, data: st.DataObject) -> None:
-            """Swarm testing: each sequence works on a random non-empty subset of the families, so
-            it goes deeper into the few it has instead of touching every one briefly."""
-            chosen = data.draw(st.sets(st.sampled_from(range(len(self.families))), min_size=1))
-            self.families = tuple(f for i, f in enumerate(self.families) if i in chosen)
+    def run(self, steps: int) -> None:
+        """Swarm testing: each sequence works on a random non-empty subset of the families, so it
+        goes deeper into the few it has instead of touching every one briefly."""
+        rng = self.rng
+        chosen = [f for f in self.families if rng.randrange(2)] or [rng.choice(self.families)]
+        try:
+            # Most sequences go the whole length (depth finds the bugs of state); one in four is
+            # shorter, down to one operation, which keeps the short scripts in reach too.
+            for _ in range(rng.randint(1, steps) if _one_in(rng, 4) else steps):
+                getattr(self, rng.choice(chosen))()
+        except (Divergence, SutBroke) as finding:
+            self.session.record(finding)
+        except UnsupportedBySut:
+            pass
 
-        @rule(data=st.data())
-        def step(self, data: st.DataObject) -> None:
-            if self.stopped:  # the sequence found something or hit an unsupported request
-                return
-            try:
-                data.draw(st.sampled_from(self.families))(data)
-            except (Divergence, SutBroke) as finding:
-                self.stopped = True
-                session.record(finding)
-            except UnsupportedBySut:
-                self.stopped = True
-
-        def call(self, op: str, args: dict[str, Any]) -> dict[str, Any] | None:
-            """The reference's reply, or None when the SUT does not support ``op`` (not sent)."""
-            if op in session.unsupported_ops:
-                return None
-            return session.exchange(op, args)
-
-        def draw_op(self, data: st.DataObject, ops: tuple[str, ...]) -> str:
-            supported = tuple(op for op in ops if op not in session.unsupported_ops)
-            return data.draw(st.sampled_from(supported or ops))
-
-        # allocation (R11): stateless
-        def allocate(self, data: st.DataObject) -> None:
-            assert allocate_args is not None
-            self.call("allocate", data.draw(allocate_args))
-
-        # ProcessQueue (R6); after each operation its whole state is compared
-        def process_queue(self, data: st.DataObject) -> None:
-            if not self.pqs or (len(self.pqs) < 3 and data.draw(_one_in(8))):
-                name = f"pq{len(self.pqs)}"
-                self.call("pq.new", {"pq": name})
-                self.pqs.append(name)
-                self.pq_offsets[name] = set()
-                return
-            pq = data.draw(st.sampled_from(tuple(self.pqs)))
-            # The reference's last state of this queue steers the choice towards operations that do
-            # something: take when messages are cached, commit when some are in flight (on an empty
-            # in-flight map commit throws, which is worth trying now and then, not most of the time).
-            cached, in_flight = self.pq_cached.get(pq, 0), self.pq_in_flight.get(pq, 0)
-            ops: tuple[str, ...] = ("pq.put", "pq.put", "pq.remove", "pq.remove")
-            if p.PROCESS_QUEUE_ORDERLY in has:
-                ops += ("pq.take",) * (3 if cached else 1) + ("pq.rollback", "pq.consumeAgain", "pq.clear")
-                ops += ("pq.commit",) * (4 if in_flight else 1)
-            op = self.draw_op(data, ops)
-            args: dict[str, Any] = {"pq": pq}
-            if op == "pq.put":  # an empty batch is a legal edge case, but one in eight is plenty
-                args["msgs"] = [] if data.draw(_one_in(8)) else data.draw(messages)
-                self.pq_offsets[pq].update(m["queueOffset"] for m in args["msgs"])
-            elif op in ("pq.remove", "pq.consumeAgain"):
-                known = tuple(sorted(self.pq_offsets[pq]))
-                offset: st.SearchStrategy[int] = st.integers(0, SMALL_QUEUE_OFFSET)
-                if known and not data.draw(_one_in(5)):  # mostly offsets the queue holds
-                    offset = st.sampled_from(known)
-                message = st.fixed_dictionaries({"queueOffset": offset, "bodySize": st.sampled_from(BODY_SIZES)})
-                args["msgs"] = data.draw(st.lists(message, max_size=4))
-            elif op == "pq.take":
-                args["batchSize"] = data.draw(batch_sizes)
-            self.call(op, args)
-            observed = self.call("pq.state", {"pq": pq})
-            if observed is not None and observed["ok"]:
-                state = observed["result"]
-                self.pq_cached[pq], self.pq_in_flight[pq] = len(state["cached"]), len(state["inFlight"])
-
-        # offset stores (R1, R2); after each operation the whole memory table is compared
-        def offset_store(self, data: st.DataObject) -> None:
-            if not self.stores or (len(self.stores) < 3 and data.draw(_one_in(8))):
-                name = f"s{len(self.stores)}"
-                args: dict[str, Any] = {"store": name, "kind": data.draw(st.sampled_from(store_kinds)), "group": "G"}
-                if args["kind"] == "local":  # two local stores of one client share a file: a restart
-                    args["clientId"] = data.draw(st.sampled_from(CLIENT_IDS[:2]))
-                self.call("store.new", args)
-                self.stores.append(name)
-                if args["kind"] == "local":
-                    self.local_stores.append(name)
-                return
-            store = data.draw(st.sampled_from(tuple(self.stores)))
-            ops = STORE_OPS + (("store.damage",) * 2 if store in self.local_stores else ())
-            op = self.draw_op(data, ops)
-            args = {"store": store}
-            if op == "store.update":
-                args |= {"mq": data.draw(st.sampled_from(STORE_MQS)), "offset": data.draw(offsets)}
-                args["increaseOnly"] = data.draw(st.booleans())
-            elif op == "store.read":
-                args |= {"mq": data.draw(st.sampled_from(STORE_MQS)), "type": data.draw(st.sampled_from(p.READ_TYPES))}
-                args["answers"] = data.draw(answers)
-            elif op == "store.persistAll":
-                args["mqs"] = data.draw(store_mq_sets)
-            elif op in ("store.persist", "store.remove"):
-                args["mq"] = data.draw(st.sampled_from(STORE_MQS))
-            elif op == "store.clone":
-                args["topic"] = data.draw(st.sampled_from(CLONE_TOPICS))
-            elif op == "store.damage":  # between writes: the next load or restart reads what is left
-                args["file"] = data.draw(st.sampled_from(p.DAMAGED_FILES))
-                args["damage"] = data.draw(st.sampled_from(p.DAMAGES))
-            self.call(op, args)
-            if op != "store.clone":
-                self.call("store.clone", {"store": store, "topic": None})
-
-        # computePullFromWhere (R10.1), reading through one of the stores
-        def pull_from_where(self, data: st.DataObject) -> None:
-            if not self.stores:
-                return self.offset_store(data)
-            store = data.draw(st.sampled_from(tuple(self.stores)))
-            args = {
-                "store": store,
-                "mq": data.draw(st.sampled_from(STORE_MQS)),
-                "consumeFromWhere": data.draw(st.sampled_from(p.CONSUME_FROM_WHERE)),
-                "consumeTimestamp": data.draw(timestamps),
-                "answers": data.draw(answers),
-            }
-            self.call("pullFromWhere", args)
-            self.call("store.clone", {"store": store, "topic": None})
+    def call(self, op: str, args: dict[str, Any]) -> dict[str, Any] | None:
+        """The reference's reply, or None when the SUT does not support ``op`` (not sent)."""
+        if op in self.session.unsupported_ops:
             return None
+        return self.session.exchange(op, args)
 
-        # broker ConsumerOffsetManager (R3); after each change the whole table is compared
-        def offset_manager(self, data: st.DataObject) -> None:
-            if not self.coms or (len(self.coms) < 2 and data.draw(_one_in(8))):
-                name = f"com{len(self.coms)}"
-                self.call("com.new", {"com": name})
-                self.coms.append(name)
-                return
-            com = data.draw(st.sampled_from(tuple(self.coms)))
-            op = self.draw_op(data, COM_OPS)
-            args: dict[str, Any] = {"com": com}
-            if op in ("com.commit", "com.query"):
-                args |= {
-                    "group": data.draw(st.sampled_from(("G", "H"))),
-                    "topic": data.draw(st.sampled_from(("T", "%RETRY%G"))),
-                    "queueId": data.draw(st.sampled_from(COM_QUEUE_IDS)),
-                }
-            if op == "com.commit":
-                args |= {"clientHost": "10.0.0.1", "offset": data.draw(offsets)}
-            elif op == "com.query":
-                low, high = data.draw(st.integers(0, COM_QUERY_MIN)), data.draw(st.integers(0, COM_QUERY_MAX))
-                args |= {"minOffset": low, "maxOffset": max(low, high), "offset0InMemory": data.draw(st.booleans())}
-                zero_if_not_found = data.draw(st.sampled_from((None, None, True, False)))  # only 5.0.0 clients send it
-                if zero_if_not_found is not None:
-                    args["setZeroIfNotFound"] = zero_if_not_found
-            self.call(op, args)
-            if op != "com.query":
-                self.call("com.table", {"com": com})
+    def pick_op(self, ops: tuple[str, ...]) -> str:
+        supported = tuple(op for op in ops if op not in self.session.unsupported_ops)
+        return self.rng.choice(supported or ops)
 
-    return ConformMachine
+    # allocation (R11): stateless
+    def allocate(self) -> None:
+        self.call("allocate", draw_allocation(self.rng, self.session.strategies))
+
+    # ProcessQueue (R6); after each operation its whole state is compared
+    def process_queue(self) -> None:
+        rng = self.rng
+        if not self.pqs or (len(self.pqs) < 3 and _one_in(rng, 8)):
+            name = f"pq{len(self.pqs)}"
+            self.call("pq.new", {"pq": name})
+            self.pqs.append(name)
+            self.pq_offsets[name] = set()
+            return
+        pq = rng.choice(self.pqs)
+        # Take when messages are cached, commit when some are in flight (on an empty in-flight map
+        # commit throws, which is worth trying now and then, not most of the time).
+        cached, in_flight = self.pq_cached.get(pq, 0), self.pq_in_flight.get(pq, 0)
+        ops: tuple[str, ...] = ("pq.put", "pq.put", "pq.remove", "pq.remove")
+        if p.PROCESS_QUEUE_ORDERLY in self.has:
+            ops += ("pq.take",) * (3 if cached else 1) + ("pq.rollback", "pq.consumeAgain", "pq.clear")
+            ops += ("pq.commit",) * (4 if in_flight else 1)
+        op = self.pick_op(ops)
+        args: dict[str, Any] = {"pq": pq}
+        if op == "pq.put":  # an empty batch is a legal edge case, but one in eight is plenty
+            args["msgs"] = [] if _one_in(rng, 8) else draw_messages(rng)
+            self.pq_offsets[pq].update(m["queueOffset"] for m in args["msgs"])
+        elif op in ("pq.remove", "pq.consumeAgain"):
+            known = sorted(self.pq_offsets[pq])
+            msgs = []
+            for _ in range(rng.randint(0, 4)):  # mostly offsets the queue holds
+                offset = rng.choice(known) if known and not _one_in(rng, 5) else rng.randint(0, SMALL_QUEUE_OFFSET)
+                msgs.append({"queueOffset": offset, "bodySize": rng.choice(BODY_SIZES)})
+            args["msgs"] = msgs
+        elif op == "pq.take":
+            args["batchSize"] = _mostly(rng, 4, BATCH_SIZE_EDGES, 5)
+        self.call(op, args)
+        observed = self.call("pq.state", {"pq": pq})
+        if observed is not None and observed["ok"]:
+            state = observed["result"]
+            self.pq_cached[pq], self.pq_in_flight[pq] = len(state["cached"]), len(state["inFlight"])
+
+    # offset stores (R1, R2); after each operation the whole memory table is compared
+    def offset_store(self) -> None:
+        rng = self.rng
+        if not self.stores or (len(self.stores) < 3 and _one_in(rng, 8)):
+            name = f"s{len(self.stores)}"
+            args: dict[str, Any] = {"store": name, "kind": rng.choice(self.store_kinds), "group": "G"}
+            if args["kind"] == "local":  # two local stores of one client share a file: a restart
+                args["clientId"] = rng.choice(CLIENT_IDS[:2])
+            self.call("store.new", args)
+            self.stores.append(name)
+            if args["kind"] == "local":
+                self.local_stores.append(name)
+            return
+        store = rng.choice(self.stores)
+        op = self.pick_op(STORE_OPS + (("store.damage",) * 2 if store in self.local_stores else ()))
+        args = {"store": store}
+        if op == "store.update":
+            args |= {"mq": rng.choice(STORE_MQS), "offset": draw_offset(rng), "increaseOnly": bool(rng.randrange(2))}
+        elif op == "store.read":
+            args |= {"mq": rng.choice(STORE_MQS), "type": rng.choice(p.READ_TYPES)}
+            args["answers"] = draw_answers(rng)
+        elif op == "store.persistAll":
+            args["mqs"] = _sample(rng, STORE_MQS, 0, 4)
+        elif op in ("store.persist", "store.remove"):
+            args["mq"] = rng.choice(STORE_MQS)
+        elif op == "store.clone":
+            args["topic"] = rng.choice(CLONE_TOPICS)
+        elif op == "store.damage":  # between writes: the next load or restart reads what is left
+            args["file"] = rng.choice(p.DAMAGED_FILES)
+            args["damage"] = rng.choice(p.DAMAGES)
+        self.call(op, args)
+        if op != "store.clone":
+            self.call("store.clone", {"store": store, "topic": None})
+
+    # computePullFromWhere (R10.1), reading through one of the stores
+    def pull_from_where(self) -> None:
+        rng = self.rng
+        if not self.stores:
+            return self.offset_store()
+        args = {
+            "store": rng.choice(self.stores),
+            "mq": rng.choice(STORE_MQS),
+            "consumeFromWhere": rng.choice(p.CONSUME_FROM_WHERE),
+            "consumeTimestamp": rng.randint(0, TIMESTAMP_SECONDS) * 1000,
+            "answers": draw_answers(rng),
+        }
+        self.call("pullFromWhere", args)
+        return None
+
+    # the broker's ConsumerOffsetManager (R3)
+    def offset_manager(self) -> None:
+        rng = self.rng
+        if not self.coms or (len(self.coms) < 2 and _one_in(rng, 8)):
+            name = f"com{len(self.coms)}"
+            self.call("com.new", {"com": name})
+            self.coms.append(name)
+            return
+        com = rng.choice(self.coms)
+        op = self.pick_op(COM_OPS)
+        args: dict[str, Any] = {"com": com}
+        if op in ("com.commit", "com.query"):
+            args |= {
+                "group": rng.choice(("G", "H")),
+                "topic": rng.choice(("T", "%RETRY%G")),
+                "queueId": rng.choice(COM_QUEUE_IDS),
+            }
+        if op == "com.commit":
+            args |= {"clientHost": "10.0.0.1", "offset": draw_offset(rng)}
+        elif op == "com.query":
+            low, high = rng.randint(0, COM_QUERY_MIN), rng.randint(0, COM_QUERY_MAX)
+            args |= {"minOffset": low, "maxOffset": max(low, high), "offset0InMemory": bool(rng.randrange(2))}
+            zero_if_not_found = rng.choice((None, None, True, False))  # only 5.0.0 clients send it
+            if zero_if_not_found is not None:
+                args["setZeroIfNotFound"] = zero_if_not_found
+        self.call(op, args)
+        if op != "com.query":  # after each change the whole table is compared
+            self.call("com.table", {"com": com})
+
+
+def families(session: Session) -> list[str]:
+    """The families (methods of :class:`Sequence`) generation can still draw from: the declared
+    components, less those whose creating operation the SUT answered as unsupported."""
+    has, unsupported_ops = set(session.components), session.unsupported_ops
+    unsupported = {CREATORS[op] for op in unsupported_ops if op in CREATORS}
+    out = []
+    if p.ALLOCATE in has and "allocate" not in unsupported_ops:
+        out.append("allocate")
+    if p.PROCESS_QUEUE in has and "process_queue" not in unsupported:
+        out.append("process_queue")
+    if has & {p.REMOTE_OFFSET_STORE, p.LOCAL_OFFSET_STORE} and "offset_store" not in unsupported:
+        out.append("offset_store")
+        if p.PULL_FROM_WHERE in has and "pullFromWhere" not in unsupported_ops:
+            out.append("pull_from_where")
+    if p.CONSUMER_OFFSET_MANAGER in has and "offset_manager" not in unsupported:
+        out.append("offset_manager")
+    return out
 
 
 @dataclass
@@ -951,15 +921,6 @@ class ConformResult:
         }
 
 
-def _has_stop(error: BaseException) -> bool:
-    """True if ``error`` is, or wraps (Hypothesis may), a :class:`StopRun`."""
-    if isinstance(error, StopRun):
-        return True
-    inner = list(getattr(error, "exceptions", ()) or ())
-    inner += [e for e in (error.__cause__, error.__context__) if e is not None]
-    return any(_has_stop(e) for e in inner)
-
-
 def conform(
     command: str,
     out_dir: Path,
@@ -984,53 +945,26 @@ def conform(
     session = Session(command, timeout, out_dir, components)
     session.known, session.max_findings, session.on_sequence = known, max_findings, on_sequence
     result = ConformResult(command, session.implementation, session.version, session.components)
-    counted = {"examples": 0}
-
-    def on_example() -> None:
-        counted["examples"] += 1
-        if counted["examples"] >= examples:
-            session.stop = True  # this is the last sequence: Hypothesis may try to run more
-        if progress is not None and counted["examples"] % max(1, examples // 10) == 0:
-            progress(f"conform: {counted['examples']}/{examples} examples, {session.requests:,} requests")
-
+    counted = 0
     try:
-        batch = 0
-        while not session.stop:
-            session.restart = False
-            before = counted["examples"]
-            machine = hypothesis_seed(seed * 1_000_003 + batch)(machine_class(session, on_example))
-            batch += 1
+        while counted < examples and not session.stop:
+            available = families(session)
+            if not available:  # the SUT supports nothing that is left to generate
+                break
+            rng = random.Random(f"rmqspec conform {seed} {counted}")
+            counted += 1
             try:
-                run_state_machine_as_test(
-                    machine,
-                    settings=settings(
-                        # the caller's profile (e.g. a test suite's) must not change the run
-                        settings.get_profile("default"),
-                        max_examples=min(BATCH_EXAMPLES, examples - counted["examples"]),
-                        stateful_step_count=steps,
-                        phases=[Phase.explicit, Phase.generate],  # shrinking is ours: see shrink()
-                        database=None,
-                        deadline=None,
-                        suppress_health_check=list(HealthCheck),
-                        report_multiple_bugs=False,
-                        print_blob=False,
-                        verbosity=Verbosity.quiet,
-                    ),
-                )
-            except Flaky:
-                # A SUT whose replies depend on more than the requests (time, randomness, its own
-                # history) makes Hypothesis see the same choices draw different data; what was
-                # found is recorded already, so generation goes on in a fresh batch.
-                continue
-            except Exception as error:  # StopRun ends the run; anything else is re-raised
-                if not _has_stop(error):
-                    raise
-            if counted["examples"] == before and not session.restart:
-                break  # Hypothesis drew no sequence (nothing left to draw): another batch would not either
+                session.begin()
+            except SutBroke as broke:
+                session.record(broke)
+                break
+            Sequence(session, rng).run(steps)
+            if progress is not None and counted % max(1, examples // 10) == 0:
+                progress(f"conform: {counted}/{examples} examples, {session.requests:,} requests")
         if on_sequence is not None and session.script:
             on_sequence(session.script)
         session.on_sequence = None  # shrinking's replays are not generated sequences
-        result.examples, result.requests = counted["examples"], session.requests
+        result.examples, result.requests = counted, session.requests
         result.outcomes = _outcomes(session)
         result.known, result.repeats = dict(session.known_seen), session.repeats
         found = list(session.findings.values())
