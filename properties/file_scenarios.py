@@ -7,7 +7,8 @@ from rmqspec.properties.orderly_scenarios import wait_step
 from rmqspec.properties.reset_scenarios import QUIET
 from rmqspec.spec import actions as act
 from rmqspec.spec.config import BROADCASTING, FROM_FIRST, Config
-from rmqspec.spec.model import PULL_MAX_IDLE_TIME, Model
+from rmqspec.spec.model import Model
+from rmqspec.spec.pull import PULL_MAX_IDLE_TIME
 
 
 def file_race_config(**overrides: object) -> Config:

@@ -119,8 +119,8 @@ SKIPPING_COMMIT_CAUSES: Final = frozenset({"reset", "offset_illegal"})
 SKIP_FAULTS: Final = tuple(sorted(FAULT_CAUSES))
 
 # --- fates (properties/fates.py's vocabulary) -----------------------------------------------------
-# The causes below are the model's own names (spec/model.py: Ghost.skips, POSITIONED_WITHOUT_OFFSET,
-# RESET_APPLY_CAUSES, Ghost.redelivery_causes; tests/test_history.py checks them against the model).
+# The causes below are the model's own names (spec/: Ghost.skips, rebalance.POSITIONED_WITHOUT_OFFSET,
+# admin_reset.RESET_APPLY_CAUSES, Ghost.redelivery_causes; tests/test_history.py checks them against the model).
 SKIPPED: Final = "skipped: "
 RETRY_PREFIX: Final = "retry: "
 DEAD_LETTERED: Final = "dead-lettered"

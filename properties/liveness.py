@@ -36,19 +36,14 @@ from typing import NamedTuple
 
 from rmqspec.spec import actions as act
 from rmqspec.spec.actions import CONSUME_SUCCESS, PERTURBING, Action
+from rmqspec.spec.admin_reset import RESET_SLEEP
+from rmqspec.spec.broker import FLUSH_FIRST_DELAY
 from rmqspec.spec.config import CLUSTERING
+from rmqspec.spec.consumer_process import HEARTBEAT_INTERVAL, PERSIST_FIRST_DELAY, PERSIST_INTERVAL
 from rmqspec.spec.invariants import _dealt, _nobody_is_dealt, _tolerated, _views_agree, check_state, check_step
-from rmqspec.spec.model import (
-    FLUSH_FIRST_DELAY,
-    HEARTBEAT_INTERVAL,
-    OFFSET_ILLEGAL_FIX_DELAY,
-    PERSIST_FIRST_DELAY,
-    PERSIST_INTERVAL,
-    PULL_MAX_IDLE_TIME,
-    REBALANCE_WAIT,
-    RESET_SLEEP,
-    Model,
-)
+from rmqspec.spec.model import Model
+from rmqspec.spec.pull import OFFSET_ILLEGAL_FIX_DELAY, PULL_MAX_IDLE_TIME
+from rmqspec.spec.rebalance import REBALANCE_WAIT
 from rmqspec.spec.state import PULL_DROPPED, State
 
 # Logical time every quiescence runs past the latest scheduled retry (docs/spec.md §13 "The bound"):

@@ -48,7 +48,8 @@ from rmqspec.spec.config import (
     Config,
 )
 from rmqspec.spec.invariants import check_state, check_step
-from rmqspec.spec.model import PULL_MAX_IDLE_TIME, Model
+from rmqspec.spec.model import Model
+from rmqspec.spec.pull import PULL_MAX_IDLE_TIME
 from rmqspec.spec.state import State
 
 
@@ -81,8 +82,8 @@ def configs(draw: st.DrawFn, mutations: frozenset[str] = frozenset(), **fixed: A
         values["subscription"] = draw(st.sampled_from((None, ("A",))))
     values["version"] = draw(st.sampled_from(VERSIONS))
     values["query_errors"] = draw(st.integers(0, 1))
-    values["orderly"] = draw(st.booleans())  # orderly area: the lock protocol of R8.1-R8.4
-    values["retention_deletes"] = draw(st.integers(0, 2))  # fidelity area: RetentionDelete, OFFSET_ILLEGAL
+    values["orderly"] = draw(st.booleans())  # orderly: the lock protocol of R8.1-R8.4
+    values["retention_deletes"] = draw(st.integers(0, 2))  # RetentionDelete, OFFSET_ILLEGAL
     values["client_stalls"] = draw(st.integers(0, 1))  # orderly consume loop: a stop-the-world pause
     # faults: a lost oneway commit, a consumer list without oneself, an unreadable broker offset file, a
     # clientId shared by consumers 0 and 1, a background task that dies (by design it fails liveness: the
@@ -129,7 +130,7 @@ def configs(draw: st.DrawFn, mutations: frozenset[str] = frozenset(), **fixed: A
         values["query_errors"] = 0
     orderly_4_9_8 = values["orderly"] and values["version"] != V5_X and values["mode"] == CLUSTERING
     if orderly_4_9_8 and "broker_crashes" not in fixed:
-        # orderly area: a broker outage at a 4.9.8 orderly consumer's first locked pull is a real bug that
+        # orderly: a broker outage at a 4.9.8 orderly consumer's first locked pull is a real bug that
         # INV-19 reports (tests/test_orderly.py reproduces it): a clean run keeps the broker up there.
         values["broker_crashes"] = 0
     values.update({k: v for k, v in draw(allocation_settings(values)).items() if k not in fixed})
@@ -199,9 +200,9 @@ FAMILIES: dict[str, tuple[type, ...]] = {
     "pull": (act.SendPull, act.ReceivePull),
     # OrphanReturns: an orderly listener that outlived its consumer's Shutdown returns (§18.3)
     "consume": (act.StartConsume, act.FinishConsume, act.ApplyConsumeOffset, act.OrphanReturns),
-    # full fidelity area (admin reset): drawn only when a config sets admin_resets (tests/test_admin_reset.py)
+    # admin reset: drawn only when a config sets admin_resets (tests/test_admin_reset.py)
     "admin_reset": (act.AdminReset, act.ClientResetReceive, act.ClientResetWake),
-    # fidelity area: commit-log retention (budgeted) and the 4.9.8 OFFSET_ILLEGAL task (a timer)
+    # commit-log retention (budgeted) and the 4.9.8 OFFSET_ILLEGAL task (a timer)
     "retention": (act.RetentionDelete,),
     "offset_fix": (act.FixOffsetIllegal,),
 }
@@ -333,8 +334,8 @@ def outcomes(model: Model, before: State, after: State) -> list[str]:
         if old is not None and new is not None and new < old:
             out.append("broker offset decreased")
             break
-    out.extend(_reset_outcomes(before, after))  # full fidelity area (admin reset)
-    out.extend(fidelity_outcomes(model, before, after))  # fidelity area
+    out.extend(_reset_outcomes(before, after))  # admin reset
+    out.extend(fidelity_outcomes(model, before, after))  # pull expiry, retention, OFFSET_ILLEGAL
     retry = model.retry_queue
     if retry is not None and after.ghost.delivered[retry] != before.ghost.delivered[retry]:
         out.append("retry-topic message consumed")
@@ -350,14 +351,14 @@ def outcomes(model: Model, before: State, after: State) -> list[str]:
 
 
 def _retention_clean(values: dict[str, Any]) -> bool:
-    """Fidelity area: under 4.9.8 retention exposes the OFFSET_ILLEGAL window (INV-17, a real bug that
+    """Under 4.9.8 retention exposes the OFFSET_ILLEGAL window (INV-17, a real bug that
     tests/test_fidelity.py reproduces) once a rebalance can take a queue away; with one consumer or in
     BROADCASTING no rebalance does, so a clean run draws retention there, and anywhere under 5.x."""
     return values["version"] == V5_X or values.get("consumers", 2) == 1 or values.get("mode") == BROADCASTING
 
 
 def fidelity_outcomes(model: Model, before: State, after: State) -> list[str]:
-    """Fidelity area: retention, OFFSET_ILLEGAL (dropped, corrected) and pull expiry reached."""
+    """Retention, OFFSET_ILLEGAL (dropped, corrected) and pull expiry reached."""
     out = []
     if after.budget.retention_deletes < before.budget.retention_deletes:
         out.append("retention raised minOffset")
@@ -379,7 +380,7 @@ def fidelity_outcomes(model: Model, before: State, after: State) -> list[str]:
 
 
 def _reset_outcomes(before: State, after: State) -> list[str]:
-    """Full fidelity area: what a step did to an admin reset, from the ghost history it appended."""
+    """What a step did to an admin reset, from the ghost history it appended."""
     names = {
         "reset-completed": "admin reset completed",
         "commit-ignored": "commit ignored during a pending reset",

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from rmqspec.spec import actions as act
 from rmqspec.spec.config import FROM_FIRST, Config
 from rmqspec.spec.invariants import check_state, check_step
-from rmqspec.spec.model import REBALANCE_MIN_INTERVAL, ActionNotEnabled, Model
+from rmqspec.spec.model import ActionNotEnabled, Model
+from rmqspec.spec.rebalance import REBALANCE_MIN_INTERVAL
 from rmqspec.spec.state import State
 
 # Timers and ticks: what "time passes" means in a schedule (never a listener answer or a network step).

@@ -1,4 +1,4 @@
-"""Scripted admin-reset scenarios (full fidelity area; R3.10a, R3.10b), shared by the reset tests and the
+"""Scripted admin-reset scenarios (R3.10a, R3.10b), shared by the reset tests and the
 planted-bug tests: a driver that steps the model by kinds of action with every property checked, and the
 4.9.8 race of RMQ-26 in its racing and its patient order."""
 

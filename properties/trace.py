@@ -435,7 +435,7 @@ class _Reader:
                     raise TraceFormatError(n, f"action.{fname}", f"expected an integer, got {_type_name(v)}")
                 if bound and not 0 <= v < bound:
                     raise TraceFormatError(n, f"action.{fname}", f"{v} is out of range 0..{bound - 1} for this config")
-            elif kind is bool:  # AdminReset.by_timestamp (full fidelity area)
+            elif kind is bool:  # AdminReset.by_timestamp
                 if type(v) is not bool:
                     raise TraceFormatError(n, f"action.{fname}", f"expected true or false, got {_type_name(v)}")
             elif type(v) is not str:

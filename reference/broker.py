@@ -315,7 +315,7 @@ class DefaultMessageStore:
         cq.head_in_page_cache = False
 
     def retention_delete(self, topic: str, queue_id: int) -> None:
-        """Fidelity area: commit-log retention (``cleanExpiredConsumerQueue`` after the commit-log file
+        """Commit-log retention (``cleanExpiredConsumerQueue`` after the commit-log file
         holding the queue's oldest remaining unit was deleted): the queue's minimum logical offset rises
         by one (``correctMinOffset``), R5.5."""
         cq = self.find_consume_queue(topic, queue_id)
@@ -353,7 +353,7 @@ class DefaultMessageStore:
             return target
         if left_value == -1:
             # Nothing visited (retention deleted every unit): Java computes (fileFromOffset + -1) / 20,
-            # which truncates to 0 in the first file (fidelity area).
+            # which truncates to 0 in the first file (retention).
             return right if right != -1 else 0
         if right_value == -1:
             return left
@@ -671,7 +671,7 @@ class Broker2Client:
         for channel in channels:
             self.notify_consumer_ids_changed(channel, group)
 
-    # full fidelity (admin reset)
+    # admin reset
     def reset_offset(
         self, topic: str, group: str, timestamp: int, is_force: bool, queue_id: int, offset: int
     ) -> RemotingCommand:
@@ -844,7 +844,7 @@ class PullMessageProcessor:
                     ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest"
                 )
             subscription_data = found
-        if c.host.version.server_side_reset:  # full fidelity (admin reset): R3.10b step 6
+        if c.host.version.server_side_reset:  # admin reset: R3.10b step 6
             reset_offset = c.consumer_offset_manager.query_then_erase_reset_offset(
                 h.topic, h.consumer_group, h.queue_id
             )
@@ -1060,7 +1060,7 @@ class AdminBrokerProcessor:
         body = self.controller.consumer_offset_manager.encode()
         return RemotingCommand.create_response_command(ResponseCode.SUCCESS, body=body)
 
-    # full fidelity (admin reset)
+    # admin reset
     def reset_offset(self, request: RemotingCommand) -> RemotingCommand:
         """INVOKE_BROKER_TO_RESET_OFFSET: 4.9.8 hands it to ``Broker2Client#resetOffset`` (R3.10a); a 5.x
         broker with ``useServerSideResetOffset`` runs ``resetOffsetInner`` (R3.10b)."""

@@ -68,7 +68,7 @@ class ConsumerOffsetManager:
         self.store_path_root_dir = Path(store_path_root_dir)
         self.file_format = check_file_format(file_format)
         self.offset_table: dict[str, dict[int, int]] = {}
-        # full fidelity (admin reset): 5.x ``resetOffsetTable``, memory only (R3.10b)
+        # admin reset: 5.x ``resetOffsetTable``, memory only (R3.10b)
         self.reset_offset_table: dict[str, dict[int, int]] = {}
         self._persist_lock = threading.Lock()  # ConfigManager#persist is synchronized
 
@@ -103,7 +103,7 @@ class ConsumerOffsetManager:
             return pending
         return self.offset_table.get(topic + TOPIC_GROUP_SEPARATOR + group, {}).get(queue_id, -1)
 
-    # full fidelity (admin reset): the 5.x server-side reset (R3.10b steps 4-6)
+    # admin reset: the 5.x server-side reset (R3.10b steps 4-6)
     def assign_reset_offset(self, topic: str, group: str, queue_id: int, offset: int) -> None:
         """R3.10b step 4: ignore blank names, a negative queue or offset; else record the pending reset
         and overwrite the offset table."""

@@ -349,7 +349,7 @@ class DefaultMQPushConsumerImpl:
             mq_client_factory, default_mq_push_consumer.consumer_group, mq_client_factory.version
         )
         self.service_state = "CREATE_JUST"
-        self.pause = False  # full fidelity (admin reset): set by suspend() (R3.10a step 1)
+        self.pause = False  # admin reset: set by suspend() (R3.10a step 1)
 
     def now(self) -> int:
         return self.mq_client_factory.clock.now()
@@ -410,7 +410,7 @@ class DefaultMQPushConsumerImpl:
         self.rebalance_impl.destroy()
         self.service_state = "SHUTDOWN_ALREADY"
 
-    # --- suspend and resume (full fidelity, admin reset) ------------------------------------------
+    # --- suspend and resume (admin reset) ------------------------------------------
 
     def suspend(self) -> None:
         """R3.10a step 1: ``pause = true``; pulls re-queue themselves, ``doRebalance`` does nothing."""
@@ -474,7 +474,7 @@ class DefaultMQPushConsumerImpl:
         if self.service_state != "RUNNING":
             self.execute_pull_request_later(pull_request, PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION)
             return
-        if self.pause:  # full fidelity (admin reset): R3.10a step 1, PULL_TIME_DELAY_MILLS_WHEN_SUSPEND
+        if self.pause:  # admin reset: R3.10a step 1, PULL_TIME_DELAY_MILLS_WHEN_SUSPEND
             self.execute_pull_request_later(pull_request, PULL_TIME_DELAY_MILLS_WHEN_SUSPEND)
             return
         config = self.default_mq_push_consumer

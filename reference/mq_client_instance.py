@@ -72,11 +72,11 @@ HEARTBEAT_INITIAL_DELAY: Final = 1_000
 HEARTBEAT_BROKER_INTERVAL: Final = 30_000  # ClientConfig.heartbeatBrokerInterval
 PERSIST_TASK_NAME: Final = "persistAllConsumerOffset"
 HEARTBEAT_TASK_NAME: Final = "sendHeartbeatToAllBroker"
-FIX_OFFSET_TASK: Final = "fixOffsetIllegal-"  # fidelity area: prefix of the 4.9.8 OFFSET_ILLEGAL tasks (R5.7)
+FIX_OFFSET_TASK: Final = "fixOffsetIllegal-"  # prefix of the 4.9.8 OFFSET_ILLEGAL tasks (R5.7)
 LOCK_MQ_TASK_NAME: Final = "lockMQPeriodically"  # orderly: ConsumeMessageOrderlyService's lockAll (R8.3)
 TRY_LOCK_LATER_TASK: Final = "tryLockLaterAndReconsume-"  # orderly consume loop: prefix of the re-lock tasks (R8.5)
 UNLOCK_DELAY_TASK: Final = "unlockDelay-"  # orderly consume loop, 4.9.8: prefix of the delayed unlocks (R8.8)
-RESET_OFFSET_TASK: Final = "resetOffset-"  # full fidelity (admin reset): prefix of the sleeping resetOffset (R3.10a)
+RESET_OFFSET_TASK: Final = "resetOffset-"  # admin reset: prefix of the sleeping resetOffset (R3.10a)
 RESET_OFFSET_SLEEP: Final = 10_000  # MQClientInstance#resetOffset's Thread.sleep(10000) (R3.10a step 3)
 MASTER_ID: Final = 0
 
@@ -572,10 +572,10 @@ class MQClientInstance:
     def timers(self) -> list[tuple[str, int]]:
         """The timers that must fire on time: (name, due)."""
         out = [(f"client {self.client_id}: {name}", due) for name, due in self._task_times()]
-        out.extend(self._fix_offset_times())  # fidelity area
+        out.extend(self._fix_offset_times())  # OFFSET_ILLEGAL
         out.extend(self._orderly_task_times())  # orderly consume loop
         out.extend(self._clean_expire_msg_times())  # R6.8
-        sleeping = self.sleeping_reset()  # full fidelity (admin reset): the 10 s sleep ends on time
+        sleeping = self.sleeping_reset()  # admin reset: the 10 s sleep ends on time
         if sleeping is not None:
             out.append((f"client {self.client_id}: resetOffset sleep", sleeping[0]))
         if not self.rebalance_service.dead:  # faults (TaskDies)
@@ -607,11 +607,11 @@ class MQClientInstance:
         ]
 
     def _fix_offset_times(self) -> list[tuple[str, int]]:
-        """Fidelity area: the 4.9.8 OFFSET_ILLEGAL tasks (R5.7) are timers too: they fire on time."""
+        """The 4.9.8 OFFSET_ILLEGAL tasks (R5.7) are timers too: they fire on time."""
         tasks = self.scheduled_executor_service.tasks()
         return [(f"client {self.client_id}: {f.name}", f.due) for f in tasks if f.name.startswith(FIX_OFFSET_TASK)]
 
-    # full fidelity (admin reset)
+    # admin reset
     def reset_offset(self, topic: str, group: str, offset_table: dict[MessageQueue, int]) -> None:
         """``MQClientInstance#resetOffset`` (4.9.8, ``synchronized``; push consumers only), R3.10a steps
         1-3: ``suspend()``; every pq of that topic whose mq is in the table is set dropped and

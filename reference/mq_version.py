@@ -128,7 +128,7 @@ class MQVersion:
         (commit 3949f6938e), where 4.9.8 has ``!checkInDiskByConsumeOffset(0)``."""
         return self.name != V4_9_8
 
-    # fidelity area
+    # OFFSET_ILLEGAL (R5.7)
     @property
     def offset_illegal_fixed_at_once(self) -> bool:
         """R5.7: 4.9.8 runs the OFFSET_ILLEGAL correction 10 s later (``executeTaskLater``); 5.2.0
@@ -145,7 +145,7 @@ class MQVersion:
 
     @property
     def server_side_reset(self) -> bool:
-        """R3.10a/R3.10b (full fidelity area, admin reset): 4.9.8 resets through the clients
+        """R3.10a/R3.10b (admin reset): 4.9.8 resets through the clients
         (Broker2Client, MQClientInstance#resetOffset); 5.x brokers (``useServerSideResetOffset``, on by
         default from 5.2.0, RIP-48) keep a pending reset. Mirrors ``Config.server_side_reset``; read by
         the broker only: ``AdminBrokerProcessor.reset_offset`` (which path), ``ConsumerManageProcessor.

@@ -35,8 +35,8 @@ class RequestCode:
     LOCK_BATCH_MQ: Final = 41  # orderly (R8.2)
     UNLOCK_BATCH_MQ: Final = 42  # orderly (R8.2)
     GET_ALL_CONSUMER_OFFSET: Final = 43  # slaves: SlaveSynchronize#syncConsumerOffset (R3.8)
-    RESET_CONSUMER_CLIENT_OFFSET: Final = 220  # full fidelity (admin reset): broker to client (R3.10a)
-    INVOKE_BROKER_TO_RESET_OFFSET: Final = 222  # full fidelity (admin reset): admin to broker (R3.10a/b)
+    RESET_CONSUMER_CLIENT_OFFSET: Final = 220  # admin reset: broker to client (R3.10a)
+    INVOKE_BROKER_TO_RESET_OFFSET: Final = 222  # admin reset: admin to broker (R3.10a/b)
 
 
 class ResponseCode:
@@ -51,7 +51,7 @@ class ResponseCode:
     SUBSCRIPTION_NOT_EXIST: Final = 24
     SUBSCRIPTION_NOT_LATEST: Final = 25
     SUBSCRIPTION_GROUP_NOT_EXIST: Final = 26
-    CONSUMER_NOT_ONLINE: Final = 206  # full fidelity (admin reset): Broker2Client#resetOffset (R3.10a step 5)
+    CONSUMER_NOT_ONLINE: Final = 206  # admin reset: Broker2Client#resetOffset (R3.10a step 5)
 
 
 class PullSysFlag:

@@ -98,7 +98,7 @@ class ClientConnection:
     outbound: deque[RemotingCommand] = field(default_factory=deque)
     replies: dict[int, PendingReply] = field(default_factory=dict)
     client_processor: ClientRequestProcessor | None = None
-    # full fidelity (admin reset): oneway pushes from the broker not yet read by the client (R3.10a step 4)
+    # admin reset: oneway pushes from the broker not yet read by the client (R3.10a step 4)
     inbound: deque[RemotingCommand] = field(default_factory=deque)
     # slaves: the global send sequence of each request still on the wire, by opaque
     send_sequence: dict[int, int] = field(default_factory=dict)

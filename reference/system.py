@@ -157,7 +157,7 @@ from rmqspec.reference.mq_client_instance import (
     PERSIST_TASK_NAME,
     MQClientInstance,
     PullInvokeCallback,
-    ResetOffsetTask,  # full fidelity area (admin reset)
+    ResetOffsetTask,  # admin reset
     TopicRouteData,
 )
 from rmqspec.reference.mq_version import MQVersion
@@ -214,7 +214,7 @@ BROKER_ADDR = "broker-a:10911"
 SLAVE_ADDR = "broker-a-s:10911"  # slaves: the slave's address (brokerId 1)
 SLAVE_STORE_HOST = "10.0.0.101:10911"
 SLAVE_ID = 1
-ADMIN_ADDR = "10.0.0.200:60000"  # full fidelity (admin reset): the mqadmin tool's connection
+ADMIN_ADDR = "10.0.0.200:60000"  # admin reset: the mqadmin tool's connection
 CHANNEL_EXPIRED_TIMEOUT = 120_000  # ConsumerManager's channel expiry (orderly consume loop: a stalled client)
 
 
@@ -453,7 +453,7 @@ class ReferenceSystem:
                 self.slave_host.connect(f"10.0.0.{i + 1}:{51000 + i}") for i in range(c.consumers)
             ]
             self.connection_index.update({conn: i for i, conn in enumerate(self.slave_connections)})
-        self.admin_connection = self.host.connect(ADMIN_ADDR)  # full fidelity area (admin reset)
+        self.admin_connection = self.host.connect(ADMIN_ADDR)  # admin reset
         self.ids = [IdSequence() for _ in range(c.consumers)]
         self.processes: list[ClientProcess | None] = [None] * c.consumers
         # per client: orderly listeners that outlived its shutdown, with the pool that still runs them (§18.3)
@@ -492,16 +492,16 @@ class ReferenceSystem:
             act.StartConsume: self._start_consume,  # type: ignore[dict-item]
             act.FinishConsume: self._finish_consume,  # type: ignore[dict-item]
             act.ApplyConsumeOffset: self._apply_consume_offset,  # type: ignore[dict-item]
-            act.LockAll: self._lock_all,  # type: ignore[dict-item]  # orderly area
+            act.LockAll: self._lock_all,  # type: ignore[dict-item]  # orderly
             act.TryLockLater: self._try_lock_later,  # type: ignore[dict-item]  # orderly consume loop
             act.DelayedUnlock: self._delayed_unlock,  # type: ignore[dict-item]
             act.Stall: self._stall,  # type: ignore[dict-item]
             act.TaskDies: self._task_dies,  # type: ignore[dict-item]  # faults
             act.CorruptOffsetFile: self._corrupt_offset_file,  # type: ignore[dict-item]  # faults
             act.CorruptLocalOffsetFile: self._corrupt_local_offset_file,  # type: ignore[dict-item]  # faults
-            act.RetentionDelete: self._retention_delete,  # type: ignore[dict-item]  # fidelity area
-            act.FixOffsetIllegal: self._fix_offset_illegal,  # type: ignore[dict-item]  # fidelity area
-            act.AdminReset: self._admin_reset,  # type: ignore[dict-item]  # full fidelity area (admin reset)
+            act.RetentionDelete: self._retention_delete,  # type: ignore[dict-item]  # retention
+            act.FixOffsetIllegal: self._fix_offset_illegal,  # type: ignore[dict-item]  # OFFSET_ILLEGAL
+            act.AdminReset: self._admin_reset,  # type: ignore[dict-item]  # admin reset
             act.ClientResetReceive: self._client_reset_receive,  # type: ignore[dict-item]
             act.ClientResetWake: self._client_reset_wake,  # type: ignore[dict-item]
         }
@@ -738,7 +738,7 @@ class ReferenceSystem:
             consume_message_batch_max_size=c.consume_batch_size,
             pull_threshold_for_queue=c.pull_threshold_for_queue,
             max_reconsume_times=c.max_reconsume_times,
-            consume_orderly=c.orderly,  # orderly area
+            consume_orderly=c.orderly,  # orderly
             consume_timeout=c.consume_timeout,  # R6.8
         )
         consumer = DefaultMQPushConsumerImpl(settings, instance, self.ids[i], self.offsets_dir)
@@ -1184,8 +1184,8 @@ class ReferenceSystem:
             if msg.reconsume_times != commit_log[msg.commit_log_offset].reconsume_times
         )
 
-    # orderly area
-    # fidelity area: retention and the OFFSET_ILLEGAL task (R5.5, R5.7)
+    # orderly
+    # retention and the OFFSET_ILLEGAL task (R5.5, R5.7)
     def _retention_delete(self, a: act.RetentionDelete) -> None:
         self._controller()
         if not 0 <= a.queue < self.config.queues:
@@ -1237,7 +1237,7 @@ class ReferenceSystem:
         self._process(a.client).instance.scheduled_executor_service.run_due(LOCK_MQ_TASK_NAME)
 
     def _abstract_locks(self) -> tuple[tuple[int, int] | None, ...]:
-        """orderly area: the RebalanceLockManager table by queue index, () for a non-orderly group."""
+        """orderly: the RebalanceLockManager table by queue index, () for a non-orderly group."""
         if not self.config.orderly:
             return ()
         controller = self.host.controller
@@ -1249,7 +1249,7 @@ class ReferenceSystem:
             out.append(None if entry is None else (self.cids.index(entry.client_id), entry.last_update_timestamp))
         return tuple(out)
 
-    # full fidelity area: admin reset (R3.10a 4.9.8 client-driven; R3.10b 5.x server-side)
+    # admin reset: admin reset (R3.10a 4.9.8 client-driven; R3.10b 5.x server-side)
     def _admin_reset(self, a: act.AdminReset) -> None:
         """mqadmin ``resetOffsetByTime`` (or by offset) of one topic queue, forced: INVOKE_BROKER_TO_RESET_OFFSET
         (R3.10a, R3.10b). On CONSUMER_NOT_ONLINE (4.9.8) ``ResetOffsetByTimeCommand`` falls back to
@@ -1457,8 +1457,8 @@ class ReferenceSystem:
             heartbeat_at=self._abstract_heartbeats(controller),  # Stall
             bak=bak,  # faults (CorruptOffsetFile)
             main_unreadable=main_unreadable,
-            locks=self._abstract_locks(),  # orderly area
-            reset_pending=self._abstract_reset_pending(controller),  # full fidelity area (admin reset)
+            locks=self._abstract_locks(),  # orderly
+            reset_pending=self._abstract_reset_pending(controller),  # admin reset
         )
 
     @staticmethod
@@ -1536,7 +1536,7 @@ class ReferenceSystem:
                 seq=self.ids[i].value,
             )
         instance, consumer = process.instance, process.consumer
-        reset_inbox, reset_table, reset_wake, reset_held = self._abstract_reset_client(i, instance)  # full fidelity
+        reset_inbox, reset_table, reset_wake, reset_held = self._abstract_reset_client(i, instance)  # admin reset
         held = {self.mqs[q] for q, _ in reset_held}
         mem = consumer.offset_store.clone_offset_table(None)
         pulls, in_flight = self._abstract_pulls(i, instance)
@@ -1551,7 +1551,7 @@ class ReferenceSystem:
                 pull_request, state = queued[owned.uid], PULL_READY
             elif owned.uid in in_flight:
                 pull_request, state = in_flight[owned.uid], PULL_IN_FLIGHT
-            elif owned.dropped and owned.uid in (fixes := self._fix_tasks(instance)):  # fidelity area
+            elif owned.dropped and owned.uid in (fixes := self._fix_tasks(instance)):  # OFFSET_ILLEGAL
                 pull_request, state = fixes[owned.uid][1].pull_request, PULL_DROPPED
             elif owned.dropped and owned.uid in consumer.discarded_pull_requests:  # orderly consume loop (R8.8)
                 pull_request, state = consumer.discarded_pull_requests[owned.uid], PULL_DROPPED
@@ -1571,7 +1571,7 @@ class ReferenceSystem:
                     consume_started=() if self.config.orderly else self._consume_started(owned),  # R6.8
                 )
             )
-            if self.config.orderly:  # orderly area: lock state (R6.6, R8.2) and previouslyLocked (R5.1)
+            if self.config.orderly:  # orderly: lock state (R6.6, R8.2) and previouslyLocked (R5.1)
                 pqs[-1] = pqs[-1]._replace(  # type: ignore[union-attr]
                     locked=owned.locked,
                     last_lock=owned.last_lock_timestamp,
@@ -1620,10 +1620,10 @@ class ReferenceSystem:
             rebalance_requested=instance.rebalance_service.has_notified,
             view=None if view is None else tuple(self.cids.index(cid) for cid in view),
             seq=self.ids[i].value,
-            next_lock_all=scheduler.due_time(LOCK_MQ_TASK_NAME),  # orderly area
+            next_lock_all=scheduler.due_time(LOCK_MQ_TASK_NAME),  # orderly
             next_clean=service.clean_expire_msg_due(),  # R6.8
-            offset_fixes=self._abstract_fixes(instance),  # fidelity area
-            paused=consumer.pause,  # full fidelity area (admin reset)
+            offset_fixes=self._abstract_fixes(instance),  # OFFSET_ILLEGAL
+            paused=consumer.pause,  # admin reset
             reset_inbox=reset_inbox,
             reset_table=reset_table,
             reset_wake=reset_wake,

@@ -3,7 +3,8 @@
 Actions are frozen dataclasses rather than tuples so that two actions of different kinds never
 compare equal (``StartConsume(0, 3) != ApplyConsumeOffset(0, 3)``).
 
-The docstring of each action's transition (``model.py``, function ``_<name>``) gives its enabling
+The docstring of each action's transition (``Model._<name>``, in the module of its concern, e.g.
+``pull.py``; ``Model.step``'s table in ``model.py`` maps each action to it) gives its enabling
 condition, its effect and the rules it models. This module only names the actions and their
 parameters, grouped by who performs them.
 """
@@ -260,7 +261,7 @@ class ApplyConsumeOffset:
     rid: int
 
 
-# --- orderly area (R8) ----------------------------------------------------------------------------
+# --- orderly consumption (R8) ---------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class LockAll:
     """The orderly consumer's lockMQPeriodically timer fires: ``lockAll`` (R8.2, R8.3)."""
@@ -296,7 +297,7 @@ class Stall:
     duration: int
 
 
-# --- fidelity area (retention, OFFSET_ILLEGAL; R5.5, R5.7) -----------------------------------------
+# --- retention and OFFSET_ILLEGAL (R5.5, R5.7) -----------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class RetentionDelete:
     """Commit-log retention deletes the oldest remaining message of ``queue``: minOffset rises by one.
@@ -314,7 +315,7 @@ class FixOffsetIllegal:
     queue: int
 
 
-# --- full fidelity area (admin reset; R3.10a, R3.10b) -------------------------------------------
+# --- admin reset (R3.10a, R3.10b) ---------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class AdminReset:
     """An admin resets the group's offset of topic queue ``queue`` (budgeted, ``Config.admin_resets``):
@@ -380,15 +381,15 @@ Action = (
     | StartConsume
     | FinishConsume
     | ApplyConsumeOffset
-    | LockAll  # orderly area
+    | LockAll  # orderly
     | TryLockLater  # orderly consume loop
     | DelayedUnlock  # orderly consume loop
     | Stall  # orderly consume loop
-    | RetentionDelete  # fidelity area
-    | FixOffsetIllegal  # fidelity area
-    | AdminReset  # full fidelity area (admin reset)
-    | ClientResetReceive  # full fidelity area (admin reset)
-    | ClientResetWake  # full fidelity area (admin reset)
+    | RetentionDelete  # retention
+    | FixOffsetIllegal  # OFFSET_ILLEGAL
+    | AdminReset  # admin reset
+    | ClientResetReceive  # admin reset
+    | ClientResetWake  # admin reset
 )
 
 # Time passing with nothing but the clock and the scheduled tasks: a schedule made only of these holds every
@@ -414,3 +415,12 @@ PERTURBING = (
 
 def action_name(action: Action) -> str:
     return type(action).__name__
+
+
+class ActionNotEnabled(Exception):
+    """``step`` was given an action whose enabling condition does not hold in the state."""
+
+    def __init__(self, action: Action, reason: str) -> None:
+        super().__init__(f"{action!r} is not enabled: {reason}")
+        self.action = action
+        self.reason = reason

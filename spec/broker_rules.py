@@ -112,7 +112,7 @@ def search_offset(queue: BrokerQueue, timestamp: int) -> int:
     if not messages:
         return 0
     if queue.min_offset >= len(messages):
-        # Fidelity area: retention deleted every message. The search visits no unit and lands on -1,
+        # Retention deleted every message. The search visits no unit and lands on -1,
         # which the first file's (fileFromOffset + -1) / CQ_STORE_UNIT_SIZE truncates to 0; the pull
         # at 0 then gets OFFSET_ILLEGAL (R5.5).
         return 0

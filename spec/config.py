@@ -62,13 +62,13 @@ MUTATIONS: Final[dict[str, str]] = {
     "commit_past_cached": "removeMessage returns queueOffsetMax + 2 when the tree empties (R6.3)",
     "resume_ignores_stored_offset": "computePullFromWhere ignores the broker offset and uses consumeFromWhere",
     "avg_blocks_overlap": "AVG gives every consumer a block starting one queue early (R11.1)",
-    # orderly area (R8): planted bugs of the broker lock table
+    # orderly consumption (R8): planted bugs of the broker lock table
     "lock_ignores_holder": "orderly: tryLockBatch grants a queue another client holds, unexpired (R8.1)",
     "add_without_lock": "orderly: the rebalance adds a queue without lock(mq) first (R8.4; RMQ-09 item 2, #112)",
-    # fidelity (pull expiry, retention, OFFSET_ILLEGAL)
+    # pull expiry, retention and OFFSET_ILLEGAL
     "pull_expiry_ignored": "R9.4 Phase A keeps a pq not pulled for more than 120 s (isPullExpired, R6.6)",
     "offset_illegal_fix_deferred": "5.x runs the OFFSET_ILLEGAL correction 10 s later, as 4.9.8 does (R5.7)",
-    # full fidelity (admin reset, R3.10a, R3.10b)
+    # admin reset (R3.10a, R3.10b)
     "client_reset_off_by_one": "MQClientInstance.resetOffset applies the reset offset minus one (R3.10a)",
     "client_reset_skips_update": "MQClientInstance.resetOffset skips updateOffset(increaseOnly=false) and "
     "persists the old memory offset (R3.10a step 4)",
@@ -147,14 +147,14 @@ class Config:
     topic: str = "T"
     broker_name: str = "broker-a"
     mutations: frozenset[str] = field(default_factory=frozenset)
-    # orderly area (R8): a ConsumeMessageOrderlyService consumer: its lock protocol (R8.1-R8.4, R8.9, R5.1
+    # orderly consumption (R8): a ConsumeMessageOrderlyService consumer: its lock protocol (R8.1-R8.4, R8.9, R5.1
     # step 6), its consume loop (R8.5-R8.7) and its removal at rebalance (R8.8).
     orderly: bool = False
-    # fidelity area (R5.5, R5.7): commit-log retention raising minOffset (RetentionDelete). Default 0:
+    # retention and OFFSET_ILLEGAL (R5.5, R5.7): commit-log retention raising minOffset (RetentionDelete). Default 0:
     # without it no pull offset ever falls below minOffset, so existing configurations keep their exact
     # state space and meaning; runs that want OFFSET_ILLEGAL ask for it.
     retention_deletes: int = 0
-    # full fidelity (admin reset, R3.10a, R3.10b): budget of AdminReset. Default 0, so existing runs keep
+    # admin reset (R3.10a, R3.10b): budget of AdminReset. Default 0, so existing runs keep
     # their exact state space and meaning. CLUSTERING only.
     admin_resets: int = 0
     # orderly consume loop: budget of Stall, a stop-the-world pause of a consumer (default 0: the timing
@@ -240,11 +240,11 @@ class Config:
                 raise ConfigError(f"{name}: got {value!r}; accepted: a non-empty name without '@'")
         if not self.broker_name:  # '@' is allowed: MACHINE_ROOM reads "<room>@<name>" (R11.5)
             raise ConfigError("broker_name: got ''; accepted: a non-empty name ('<room>@<name>' for MACHINE_ROOM)")
-        if not isinstance(self.orderly, bool):  # orderly area
+        if not isinstance(self.orderly, bool):  # orderly
             raise ConfigError(f"orderly: got {self.orderly!r}; accepted: true or false")
-        _check_range("retention_deletes", self.retention_deletes, 0, 100)  # fidelity area
+        _check_range("retention_deletes", self.retention_deletes, 0, 100)  # retention
         _check_range("consume_timeout", self.consume_timeout, 1, 24 * 3_600_000)  # cleanExpiredMsg (R6.8)
-        _check_range("admin_resets", self.admin_resets, 0, 100)  # full fidelity (admin reset)
+        _check_range("admin_resets", self.admin_resets, 0, 100)  # admin reset
         if not isinstance(self.duplicate_client_id, bool):
             raise ConfigError(f"duplicate_client_id: got {self.duplicate_client_id!r}; accepted: true or false")
         if self.duplicate_client_id and (
@@ -336,14 +336,14 @@ class Config:
 
     @property
     def orderly_locks_in_broadcasting(self) -> bool:
-        """R8.9 (orderly area): a 4.9.8 orderly BROADCASTING consumer still locks each queue it adds
+        """R8.9: a 4.9.8 orderly BROADCASTING consumer still locks each queue it adds
         (``isOrder`` is passed through) and skips a queue whose lock fails, but never renews; 5.3.2
         (commit 2956f6d46b) takes no locks in BROADCASTING."""
         return self.version == V4_9_8
 
     @property
     def offset_illegal_fixed_at_once(self) -> bool:
-        """R5.7 (fidelity area): 4.9.8 corrects an OFFSET_ILLEGAL queue 10 s later with a plain
+        """R5.7: 4.9.8 corrects an OFFSET_ILLEGAL queue 10 s later with a plain
         overwrite (``executeTaskLater``), leaving the queue to the next periodic rebalance; 5.2.0
         (apache/rocketmq#7645) corrects at once with ``updateAndFreezeOffset`` and calls
         ``rebalanceImmediately``."""
@@ -351,7 +351,7 @@ class Config:
 
     @property
     def server_side_reset(self) -> bool:
-        """R3.10a/R3.10b (full fidelity, admin reset): 4.9.8's broker computes the targets and pushes
+        """R3.10a/R3.10b (admin reset): 4.9.8's broker computes the targets and pushes
         RESET_CONSUMER_CLIENT_OFFSET to the clients, which apply it after a 10 s sleep; from 5.1.0 a
         broker with ``useServerSideResetOffset`` (default true from 5.2.0) rewrites its own table,
         remembers a pending reset, ignores UPDATE_CONSUMER_OFFSET for that queue meanwhile, and

@@ -22,10 +22,10 @@ from rmqspec.spec import broker_rules as br
 from rmqspec.spec import orderly as lk
 from rmqspec.spec.actions import (
     Action,
-    AdminReset,  # full fidelity area
+    AdminReset,  # admin reset
     ApplyConsumeOffset,
     BrokerCrash,
-    BrokerReceive,  # full fidelity area
+    BrokerReceive,  # admin reset
     BrokerRestart,
     CleanExpiredMsg,
     ClientResetWake,  # the 4.9.8 client-side admin reset
@@ -42,15 +42,13 @@ from rmqspec.spec.actions import (
     SlaveSync,
     StartConsume,
 )
+from rmqspec.spec.admin_reset import RESET_APPLY_CAUSES
 from rmqspec.spec.allocation import AllocationError, NullPointerError, allocate_queues, machine_room_eligible
+from rmqspec.spec.concurrent_consume import CLEAN_EXPIRED_DELAY_LEVEL
 from rmqspec.spec.config import CLUSTERING, CONFIG, CONSISTENT_HASH, MACHINE_ROOM, MACHINE_ROOM_NEARBY, Config
-from rmqspec.spec.model import (
-    CLEAN_EXPIRED_DELAY_LEVEL,
-    POSITIONED_WITHOUT_OFFSET,
-    PULL_MAX_IDLE_TIME,
-    RESET_APPLY_CAUSES,
-    Model,
-)
+from rmqspec.spec.model import Model
+from rmqspec.spec.pull import PULL_MAX_IDLE_TIME
+from rmqspec.spec.rebalance import POSITIONED_WITHOUT_OFFSET
 from rmqspec.spec.state import PULL_DROPPED, PULL_IN_FLIGHT, Commit, State, pq_key
 from rmqspec.spec.state import bit_offsets as _bits
 
@@ -166,7 +164,7 @@ ORDERLY_SHUTDOWN_OVERLAP = (
     "delivered again by the next owner."
 )
 
-# orderly area: what INV-12a tolerates, for orderly CLUSTERING consumers only.
+# orderly: what INV-12a tolerates, for orderly CLUSTERING consumers only.
 ORDERLY_LOCK_TABLE_LOST = (
     "RebalanceLockManager is broker memory (R8.1): a broker crash forgets every lock, so after the restart "
     "another consumer may lock a queue whose owner still sees its pq locked and unexpired for up to 30 s "
@@ -178,7 +176,7 @@ def allowed_anomalies(config: Config) -> dict[str, str]:
     """Everything ``config`` tolerates: its mode's ``ALLOWED_ANOMALIES`` and, in CLUSTERING, the
     ``ALLOCATION_ANOMALIES`` of its strategy (of the inner one for MACHINE_ROOM_NEARBY)."""
     out = dict(ALLOWED_ANOMALIES[config.mode])
-    if config.orderly and config.mode == CLUSTERING:  # orderly area
+    if config.orderly and config.mode == CLUSTERING:  # orderly
         out["orderly-lock-table-lost"] = ORDERLY_LOCK_TABLE_LOST
         out["orderly-listener-outlives-shutdown"] = ORDERLY_SHUTDOWN_OVERLAP
     if config.duplicate_client_id:  # faults (RMQ-11)
@@ -427,7 +425,7 @@ def _persist_all_prunes(m: Model, s: State, a: Action, t: State) -> str | None:
         return None
     cl = t.clients[a.client]
     owned = {q for q, pq in enumerate(cl.pqs) if pq is not None}
-    owned |= {q for q, _ in cl.reset_held}  # full fidelity: a sleeping reset's dropped pqs are still table keys
+    owned |= {q for q, _ in cl.reset_held}  # admin reset: a sleeping reset's dropped pqs are still table keys
     if not owned:
         return None
     extra = sorted(q for q, v in enumerate(cl.mem) if v is not None and q not in owned)
@@ -507,9 +505,9 @@ def _broker_decrease_attributed(m: Model, s: State, a: Action, t: State) -> str 
         if old is None or new is None or new >= old:
             continue
         if _by_admin_reset(m, s, a, t, q):
-            continue  # full fidelity: an admin reset is a declared cause (DECLARED_DECREASE_CAUSES)
+            continue  # an admin reset is a declared cause (DECLARED_DECREASE_CAUSES)
         if _by_offset_illegal_fix(m, s, a, t, q):
-            continue  # fidelity area: the OFFSET_ILLEGAL correction overwrites either way (R5.7, S5)
+            continue  # the OFFSET_ILLEGAL correction overwrites either way (R5.7, S5)
         if _by_orderly_overwrite(m, s, a, t, q):
             continue  # orderly consume loop: increaseOnly=false over a correctTagsOffset value (R8.6, R6.7)
         if _by_pool_reorder(m, s, a, t, q):
@@ -552,7 +550,7 @@ def _resume_at_stored(m: Model, s: State, a: Action, t: State) -> str | None:
     return None
 
 
-# --- fidelity (pull expiry, retention, OFFSET_ILLEGAL) ---------------------------------------------
+# --- pull expiry, retention and OFFSET_ILLEGAL -----------------------------------------------------
 def _allocation_throws(m: Model, i: int, queues: tuple[int, ...], members: frozenset[int]) -> bool:
     cid_all = tuple(sorted(m.cids[j] for j in members))
     try:
@@ -602,7 +600,7 @@ def _pull_stalled_recreated(m: Model, s: State, a: Action, t: State) -> str | No
     return None
 
 
-# --- orderly area (R8) ------------------------------------------------------------------------------
+# --- orderly consumption (R8) -----------------------------------------------------------------------
 def _broker_lock_exclusive(m: Model, s: State, a: Action, t: State) -> str | None:
     """INV-11 as a step property: an entry of the lock table changes hands only when its holder's lock
     had expired (60 s without renewal), was released, or was lost with the broker."""
@@ -759,7 +757,7 @@ def _orderly_commit_point(m: Model, s: State, a: Action, t: State) -> str | None
     return None
 
 
-# --- full fidelity area (admin reset; R3.10a, R3.10b) -------------------------------------------------
+# --- admin reset (R3.10a, R3.10b) ---------------------------------------------------------------------
 class DecreaseCause(NamedTuple):
     """A declared cause of a falling broker offset (INV-8r): ``applies(model, before, action, after,
     queue)`` says whether this step's decrease of ``queue`` has that cause."""
@@ -1107,7 +1105,7 @@ INVARIANTS: tuple[Invariant, ...] = (
         "The broker validates nothing (R3.2); an offset past maxOffset skips future messages.",
         _committed_in_range,
     ),
-    # orderly area (R8)
+    # orderly consumption (R8)
     Invariant(
         "INV-12a",
         "lock_belief_exclusive",
@@ -1237,7 +1235,7 @@ ACTION_PROPERTIES: tuple[ActionProperty, ...] = (
         "flight; replaying from elsewhere (RMQ-14) is unbounded.",
         _resume_at_stored,
     ),
-    # fidelity (pull expiry, retention, OFFSET_ILLEGAL)
+    # pull expiry, retention and OFFSET_ILLEGAL
     ActionProperty(
         "LIV-3",
         "pull_stalled_pq_recreated",
@@ -1257,7 +1255,7 @@ ACTION_PROPERTIES: tuple[ActionProperty, ...] = (
         "new owner's offset and drop whatever pq the table holds then (apache/rocketmq#7645 closed it in 5.2.0).",
         _offset_illegal_fix_while_owned,
     ),
-    # orderly area (R8)
+    # orderly consumption (R8)
     ActionProperty(
         "INV-11",
         "broker_lock_exclusive",
@@ -1297,7 +1295,7 @@ ACTION_PROPERTIES: tuple[ActionProperty, ...] = (
         "over a suspended message loses it.",
         _orderly_commit_point,
     ),
-    # full fidelity area (admin reset; R3.10a, R3.10b)
+    # admin reset (R3.10a, R3.10b)
     ActionProperty(
         "INV-18",
         "reset_takes_effect",

@@ -14,12 +14,12 @@ the past; no action reads them to decide what to do.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 # Pull-request life cycle of a ProcessQueue (R5.1, R5.7).
 PULL_READY = 0  # a PullRequest waits in the executor; SendPull may run once now >= pull_ready_at
 PULL_IN_FLIGHT = 1  # the request is on the wire or held by the broker; its reply is pending
-PULL_DROPPED = 2  # fidelity: OFFSET_ILLEGAL dropped the pq and its PullRequest; it waits for its fix (R5.7)
+PULL_DROPPED = 2  # OFFSET_ILLEGAL dropped the pq and its PullRequest; it waits for its fix (R5.7)
 
 
 class Message(NamedTuple):
@@ -65,10 +65,10 @@ class Broker(NamedTuple):
     scheduled: tuple[Scheduled, ...]  # in due order
     dlq: tuple[Message, ...]  # %DLQ%<group>
     epoch: int = 0  # counts crashes: a pull the broker accepted in an older epoch fails
-    # orderly area: RebalanceLockManager's table for the group, per queue (client, lastUpdateTimestamp)
+    # orderly: RebalanceLockManager's table for the group, per queue (client, lastUpdateTimestamp)
     # or None (R8.1); memory only, so a crash empties it. () when the consumer is not orderly.
     locks: tuple[tuple[int, int] | None, ...] = ()
-    # full fidelity (admin reset): 5.x resetOffsetTable, the pending server-side reset per queue (R3.10b);
+    # admin reset: 5.x resetOffsetTable, the pending server-side reset per queue (R3.10b);
     # memory only. () means none pending anywhere.
     reset_pending: tuple[int | None, ...] = ()
     # Stall: per client, when its channel's lastUpdateTimestamp was last set by a heartbeat (R4.3); kept
@@ -96,11 +96,11 @@ class ProcessQueue(NamedTuple):
     next_offset: int  # PullRequest.nextOffset
     pull_state: int  # PULL_READY or PULL_IN_FLIGHT
     pull_ready_at: int  # when the executor runs the next pullMessage (R5.7 delays)
-    # orderly area (R6.6, R8.2, R5.1 step 6); left at these defaults when the consumer is not orderly
+    # orderly consumption (R6.6, R8.2, R5.1 step 6); left at these defaults when the consumer is not orderly
     locked: bool = False  # pq.locked
     last_lock: int = 0  # pq.lastLockTimestamp; isLockExpired() is now - last_lock > 30 s
     previously_locked: bool = False  # PullRequest.previouslyLocked: the first locked pull re-read the offset
-    # --- fidelity (pull expiry, OFFSET_ILLEGAL) ---
+    # --- pull expiry and OFFSET_ILLEGAL ---
     last_pull: int = 0  # lastPullTimestamp: creation, then every pullMessage run (R5.1 step 2, R6.6)
     # --- orderly consume loop (R6.4, R8.5-R8.8); defaults when the consumer is not orderly ---
     consuming_tree: int = 0  # consumingMsgOrderlyTreeMap as a bitmask; msgCount counts it too (R6.5)
@@ -219,9 +219,9 @@ class Client(NamedTuple):
     rebalance_requested: bool  # rebalanceImmediately() was called (R9.7)
     view: tuple[int, ...] | None  # cidAll of the last rebalance that placed every allocated queue
     seq: int  # mints pq uids and request ids
-    next_lock_all: int | None = None  # orderly area: lockMQPeriodically timer, CLUSTERING only (R8.3)
-    offset_fixes: tuple[OffsetFix, ...] = ()  # fidelity: 4.9.8 OFFSET_ILLEGAL tasks waiting 10 s (R5.7)
-    # full fidelity (admin reset, 4.9.8 client-driven, R3.10a)
+    next_lock_all: int | None = None  # orderly: lockMQPeriodically timer, CLUSTERING only (R8.3)
+    offset_fixes: tuple[OffsetFix, ...] = ()  # 4.9.8 OFFSET_ILLEGAL tasks waiting 10 s (R5.7)
+    # admin reset (4.9.8 client-driven, R3.10a)
     paused: bool = False  # DefaultMQPushConsumerImpl.pause, set by resetOffset's suspend()
     reset_inbox: tuple[tuple[int, int], ...] = ()  # RESET_CONSUMER_CLIENT_OFFSET on the wire: (queue, offset)
     reset_table: tuple[tuple[int, int], ...] = ()  # the table of the reset that sleeps now
@@ -259,8 +259,8 @@ class Ghost(NamedTuple):
     flushed_writer: tuple[int | None, ...]  # last_writer as of the last flush
     deliveries: int
     redeliveries: int
-    lock_table_lost_at: int = -1  # orderly area: when a broker crash last emptied the lock table (INV-12a)
-    # full fidelity (admin reset): per queue, () meaning all None. reset_expect is (expected first
+    lock_table_lost_at: int = -1  # orderly: when a broker crash last emptied the lock table (INV-12a)
+    # admin reset: per queue, () meaning all None. reset_expect is (expected first
     # offset, pq keys that existed at completion, the resetting client's own among them) while INV-18
     # waits for the first batch of a newer pq; reset_targets is a bitmask of every target an admin reset
     # of the queue named (INV-8r).
@@ -330,8 +330,8 @@ class Budget(NamedTuple):
     send_back_failures: int
     produces: tuple[int, ...]  # per topic queue
     query_errors: int = 0  # RebalanceQueryError (R2.3)
-    retention_deletes: int = 0  # fidelity: RetentionDelete (R5.5)
-    admin_resets: int = 0  # full fidelity: AdminReset (R3.10a, R3.10b)
+    retention_deletes: int = 0  # RetentionDelete (R5.5)
+    admin_resets: int = 0  # AdminReset (R3.10a, R3.10b)
     client_stalls: int = 0  # orderly consume loop: Stall, a stop-the-world pause
     commit_losses: int = 0  # faults: LoseCommit
     view_faults: int = 0  # faults: RebalanceWithoutSelf
@@ -346,7 +346,7 @@ class Event(NamedTuple):
 
     time: int
     kind: str  # "start", "deliver", "commit-sent", "commit-landed", "commit-lost", "position"
-    # full fidelity (admin reset) adds "admin-reset", "admin-write", "reset-completed", "commit-ignored",
+    # the admin reset adds "admin-reset", "admin-write", "reset-completed", "commit-ignored",
     # "reset-overwritten"; their client is -1 when the admin acts
     client: int
     queue: int
@@ -400,6 +400,11 @@ class State(NamedTuple):
 def history_list(state: State) -> list[Event]:
     """The ghost history of ``state``, oldest first."""
     return [] if state.history is None else state.history.events()
+
+
+def put_at(seq: tuple[Any, ...], index: int, value: Any) -> tuple[Any, ...]:
+    """``seq`` with ``value`` at ``index`` (the model's one way of changing a tuple entry)."""
+    return seq[:index] + (value,) + seq[index + 1 :]
 
 
 def bit_offsets(mask: int) -> list[int]:

@@ -1,4 +1,4 @@
-"""Admin offset reset (full fidelity area): 4.9.8's client-driven reset (R3.10a) and 5.x's server-side
+"""Admin offset reset: 4.9.8's client-driven reset (R3.10a) and 5.x's server-side
 reset (R3.10b), the invariants INV-18 (reset takes effect) and INV-8r (a committed offset falls only with
 a declared cause), and the known race RMQ-26: 4.9.8 fails INV-18 with a short counterexample, 5.x passes.
 """
@@ -18,9 +18,10 @@ from rmqspec.properties.reset_scenarios import QUIET, Driver, consumed_then_rese
 from rmqspec.reference.system import ReferenceSystem
 from rmqspec.spec import actions as act
 from rmqspec.spec import broker_rules as br
+from rmqspec.spec.admin_reset import PULL_DELAY_WHEN_SUSPEND
 from rmqspec.spec.config import CLUSTERING, V4_9_8, V5_X, Config
 from rmqspec.spec.invariants import check_state, check_step
-from rmqspec.spec.model import PULL_DELAY_WHEN_SUSPEND, Model
+from rmqspec.spec.model import Model
 
 
 def test_4_9_8_reset_race_fails_inv18_with_a_short_counterexample() -> None:

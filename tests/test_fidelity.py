@@ -1,4 +1,4 @@
-"""Fidelity area: pull expiry (R6.6, R9.4), retention raising minOffset (R5.5) and OFFSET_ILLEGAL
+"""Pull expiry (R6.6, R9.4), retention raising minOffset (R5.5) and OFFSET_ILLEGAL
 (R5.5, R5.7), with the 4.9.8 / 5.x difference of the correction (semantics §15, S9).
 
 The known-bug reproduction: 4.9.8 corrects an OFFSET_ILLEGAL queue 10 s after the pull result; a
@@ -22,7 +22,8 @@ from rmqspec.spec import actions as act
 from rmqspec.spec import broker_rules as br
 from rmqspec.spec.config import FROM_FIRST, Config
 from rmqspec.spec.invariants import check_step
-from rmqspec.spec.model import OFFSET_ILLEGAL_FIX_DELAY, ActionNotEnabled, Model
+from rmqspec.spec.model import ActionNotEnabled, Model
+from rmqspec.spec.pull import OFFSET_ILLEGAL_FIX_DELAY
 from rmqspec.spec.state import PULL_DROPPED, BrokerQueue, Commit, Message, State
 
 # The configuration of the reproduction: two consumers, two queues, two retention deletes.

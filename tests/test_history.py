@@ -469,12 +469,15 @@ def test_planted_foreign_bugs_are_refuted_only_by_the_causal_allow_list() -> Non
 def test_fate_and_cause_names_are_the_models() -> None:
     """The history's fates reuse properties/fates.py's constants, and its causes are the model's names."""
     import inspect
+    import sys
 
-    from rmqspec.spec import model
+    from rmqspec.spec import admin_reset, rebalance
+    from rmqspec.spec.model import Model
 
-    source = inspect.getsource(model)
-    assert {"consume-from-last", "consume-from-timestamp"} <= model.POSITIONED_WITHOUT_OFFSET
-    assert OFFSET_ILLEGAL_FIX in model.RESET_APPLY_CAUSES
+    # the model's source: spec/model.py and every concern module it mixes in
+    source = "".join(inspect.getsource(sys.modules[cls.__module__]) for cls in Model.__mro__[:-1])
+    assert {"consume-from-last", "consume-from-timestamp"} <= rebalance.POSITIONED_WITHOUT_OFFSET
+    assert OFFSET_ILLEGAL_FIX in admin_reset.RESET_APPLY_CAUSES
     for name in (FIRST_START, ADMIN_RESET, FAILURE_DROPPED, LOCAL_RETRY, "resumed-at-", "stored-offset"):
         assert f'"{name}"' in source, name
     assert set(SKIP_FAULTS) == fates.FAULT_CAUSES
@@ -904,7 +907,7 @@ def test_history_fates_and_redelivery_causes_are_the_models_own() -> None:
     """check-history gives a model walk's history the fates the model gives the walk's last state
     (properties/fates.py), fault harm included, and the redeliveries the model counts per cause, but for the
     consumeFromWhere positions a history cannot tell apart (young-queue-zero, consume-from-first, ...)."""
-    from rmqspec.spec.model import POSITIONED_WITHOUT_OFFSET
+    from rmqspec.spec.rebalance import POSITIONED_WITHOUT_OFFSET
 
     harm: dict[str, int] = {}
     redelivered: dict[str, int] = {}

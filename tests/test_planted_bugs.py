@@ -36,16 +36,16 @@ CASES: dict[str, tuple[str, dict[str, object]]] = {
     "piggyback_next_offset": ("INV-14", {"mode": CLUSTERING}),
     "resume_ignores_stored_offset": ("INV-15", {"mode": CLUSTERING}),
     "commit_past_cached": ("INV-16", {"mode": BROADCASTING}),
-    # fidelity area: 5.x with the OFFSET_ILLEGAL correction deferred 10 s again (4.9.8's window)
+    # OFFSET_ILLEGAL: 5.x with the OFFSET_ILLEGAL correction deferred 10 s again (4.9.8's window)
     "offset_illegal_fix_deferred": ("INV-17", {"mode": CLUSTERING, "version": "5.x", "retention_deletes": 2}),
-    # orderly area (R8)
+    # orderly consumption (R8)
     "lock_ignores_holder": ("INV-11", {"mode": CLUSTERING, "orderly": True}),
     "add_without_lock": ("INV-12a", {"mode": CLUSTERING, "orderly": True}),
     # orderly consume loop (R6.4, R8.6)
     "orderly_commit_returns_last_key": ("INV-3", {"mode": CLUSTERING, "orderly": True}),
     "orderly_suspend_commits": ("INV-3", {"mode": CLUSTERING, "orderly": True}),
     "pull_request_requeued": ("INV-20", {"mode": CLUSTERING}),
-    # full fidelity area (admin reset, R3.10a): the reset's commit carries no target of any reset
+    # admin reset (admin reset, R3.10a): the reset's commit carries no target of any reset
     "client_reset_off_by_one": ("INV-8r", {"mode": CLUSTERING, "admin_resets": 2}),
     # the causal allow-list: bugs a category would tolerate (tests/test_causal_allow_list.py shows that)
     "empty_group_loses_offsets": ("INV-9a", {"mode": CLUSTERING, "consumers": 1}),
@@ -164,7 +164,7 @@ def test_property_refutes_planted_bug_under_a_stalling_schedule(
     assert not _stalled_run(Config(**base), prop)  # type: ignore[arg-type]
 
 
-# --- full fidelity area (admin reset; R3.10a) -------------------------------------------------------------
+# --- admin reset (R3.10a) ---------------------------------------------------------------------------
 # Under 4.9.8, INV-18 also fails without any bug (RMQ-26's race), so its planted bug is shown on the patient
 # schedule of tests/test_admin_reset.py, where the reset's persist lands before the rebalance: the correct
 # model passes it, the mutated one fails INV-18 alone. INV-8r's bug is refuted by random walks above, and

@@ -58,7 +58,8 @@ from rmqspec.reference.system import ReferenceActionError, ReferenceSystem, Unsu
 from rmqspec.spec import actions as act
 from rmqspec.spec.config import FROM_FIRST, Config
 from rmqspec.spec.invariants import Violation, check_state, check_step
-from rmqspec.spec.model import PULL_MAX_IDLE_TIME, Model
+from rmqspec.spec.model import Model
+from rmqspec.spec.pull import PULL_MAX_IDLE_TIME
 from rmqspec.spec.state import PULL_DROPPED, Commit, State, history_list
 
 STEPS = 300
@@ -69,7 +70,7 @@ FIDELITY: dict[str, Any] = {"retention_deletes": 4, "backlog": 2, "consume_from_
 # slaves: a slave, and two master crashes so that the walks spend time with the master down
 SLAVE: dict[str, Any] = {"slave": True, "broker_crashes": 2}
 
-# full fidelity area (admin reset): 2 consumers x 2 queues, the default faults
+# admin reset: 2 consumers x 2 queues, the default faults
 RESET: dict[str, Any] = {"admin_resets": 3, "queues": 2, "messages_per_queue": 4}
 # orderly consume loop: a backlog from offset 0, batches of 2, one local retry before the DLQ, forwards that
 # may fail, and consumers that come and go
@@ -190,7 +191,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
     # 4.9.8 with query errors: the reference follows the model onto RMQ-14's path (INV-15 fails there;
     # the lockstep check compares states only).
     "4.9.8-query-errors-from-first": {"query_errors": 2, "consume_from_where": "CONSUME_FROM_FIRST_OFFSET"},
-    # orderly area (R8.1-R8.4, R8.9): broker locks, lockAll, lock-first rebalance and the first locked
+    # orderly consumption (R8.1-R8.4, R8.9): broker locks, lockAll, lock-first rebalance and the first locked
     # pull's offset re-read, under both versions; crashes leave locks to expire, a broker crash loses them.
     "orderly-clustering": {"orderly": True, "consumers": 3, "client_crashes": 2, "broker_crashes": 2},
     "5x-orderly-clustering": {"orderly": True, "version": "5.x", "consumers": 3, "client_shutdowns": 2},
@@ -209,13 +210,13 @@ CONFIGS: dict[str, dict[str, Any]] = {
     # autoCommit false (R8.6): SUCCESS holds the batch, COMMIT commits all held, ROLLBACK puts all back
     "orderly-loop-manual-commit": {**ORDERLY_LOOP, "orderly_auto_commit": False},
     "5x-orderly-loop-manual-commit": {**ORDERLY_LOOP, "version": "5.x", "orderly_auto_commit": False},
-    # fidelity area (R5.5, R5.7, R9.4): retention raises minOffset under a consumer positioned at 0, so pulls
+    # retention (R5.5, R5.7, R9.4): retention raises minOffset under a consumer positioned at 0, so pulls
     # get OFFSET_ILLEGAL; 4.9.8 corrects 10 s later (FixOffsetIllegal), 5.x at once, in both modes.
     "fidelity-retention": {**FIDELITY, "consumers": 3, "queues": 3, "client_crashes": 2, "broker_crashes": 2},
     "5x-fidelity-retention": {**FIDELITY, "version": "5.x", "consumers": 3, "queues": 3, "broker_crashes": 2},
     "fidelity-retention-broadcasting": {**FIDELITY, "mode": "BROADCASTING", "client_crashes": 2},
     "5x-fidelity-retention-broadcasting": {**FIDELITY, "mode": "BROADCASTING", "version": "5.x"},
-    # full fidelity area (admin reset, R3.10a, R3.10b): resets by offset and by timestamp with the default
+    # admin reset (admin reset, R3.10a, R3.10b): resets by offset and by timestamp with the default
     # faults. 4.9.8: the push, suspend and 10 s sleep, the client's own persist and resume, the old method
     # when nobody is online; 5.x: the pending reset, ignored commits, the pull answered OFFSET_RESET.
     "admin-reset": {**RESET},
@@ -313,7 +314,7 @@ EXPECTED: dict[str, set[str]] = {
     "5x-from-timestamp-cold-backlog": {"query-error"},
     "5x-broadcasting": {"local-file-written"},
     "4.9.8-query-errors-from-first": {"query-error"},
-    "orderly-clustering": {"LockAll"},  # orderly area
+    "orderly-clustering": {"LockAll"},  # orderly
     "orderly-loop": {"ApplyConsumeOffset", "suspend", "dlq", "removal-refused", "DelayedUnlock"},
     "5x-orderly-loop": {"ApplyConsumeOffset", "suspend", "dlq"},  # a refused 5.x removal: tests/test_orderly.py
     "orderly-loop-stalls": {"Stall", "TryLockLater", "suspend"},
@@ -325,11 +326,11 @@ EXPECTED: dict[str, set[str]] = {
     "orderly-loop-manual-commit": {"ApplyConsumeOffset", "commit-of-earlier-batches", "rollback-of-earlier-batches"},
     "5x-orderly-loop-manual-commit": {"ApplyConsumeOffset", "commit-of-earlier-batches", "rollback-of-earlier-batches"},
     "5x-orderly-clustering": {"LockAll"},
-    "fidelity-retention": {"RetentionDelete", "FixOffsetIllegal"},  # fidelity area
+    "fidelity-retention": {"RetentionDelete", "FixOffsetIllegal"},  # retention and OFFSET_ILLEGAL
     "5x-fidelity-retention": {"RetentionDelete", "offset-illegal-at-once"},
     "fidelity-retention-broadcasting": {"RetentionDelete", "FixOffsetIllegal", "local-file-written"},
     "5x-fidelity-retention-broadcasting": {"RetentionDelete", "offset-illegal-at-once"},
-    # full fidelity area (admin reset)
+    # admin reset
     "admin-reset": {"ClientResetReceive", "ClientResetWake", "reset-by-offset", "reset-by-timestamp"},
     "5x-admin-reset": {
         "reset-by-offset",
@@ -473,7 +474,7 @@ def run_lockstep(
             run.trace.append(action)
             run.counts[type(action).__name__] += 1
             previous, state = state, model.step(state, action)
-            if isinstance(action, act.ReceivePull):  # fidelity area: only OFFSET_ILLEGAL at once (5.x) removes a pq
+            if isinstance(action, act.ReceivePull):  # only OFFSET_ILLEGAL at once (5.x) removes a pq
                 q = next(p.queue for p in previous.clients[action.client].pulls if p.pq_uid == action.pq_uid)
                 if previous.clients[action.client].pqs[q] is not None and state.clients[action.client].pqs[q] is None:
                     run.seen.add("offset-illegal-at-once")
@@ -493,9 +494,9 @@ def run_lockstep(
                 run.seen.add("local-file-written")
             if state.budget.query_errors < config.query_errors:
                 run.seen.add("query-error")
-            if isinstance(action, act.AdminReset):  # full fidelity area (admin reset)
+            if isinstance(action, act.AdminReset):  # admin reset
                 run.seen.add("reset-by-timestamp" if action.by_timestamp else "reset-by-offset")
-            events, h = [], state.history  # full fidelity area: the events of this step
+            events, h = [], state.history  # admin reset: the events of this step
             while h is not None and h is not previous.history:
                 events.append(h.event.kind)
                 h = h.previous
@@ -516,7 +517,7 @@ def run_lockstep(
             ]
             if taken and isinstance(action, act.ReceivePull):  # a held pull woken under a pending 5.x reset
                 run.seen.add("reset-taken-by-held-pull")
-            if config.orderly and any(  # orderly area: a pq lost its lock at lockAll, or a lock was refused
+            if config.orderly and any(  # orderly: a pq lost its lock at lockAll, or a lock was refused
                 pq is not None and not pq.locked for cl in state.clients for pq in cl.pqs
             ):
                 run.seen.add("lock-denied")
@@ -1454,7 +1455,7 @@ def test_5x_client_sends_no_set_zero_if_not_found_so_a_young_queue_still_answers
         assert explicit_false.code == ResponseCode.QUERY_NOT_FOUND
 
 
-# --- full fidelity area: admin reset (R3.10a, R3.10b) ------------------------------------------------------
+# --- admin reset (R3.10a, R3.10b) ------------------------------------------------------------------------
 
 
 def test_4_9_8_admin_reset_with_nobody_online_falls_back_to_the_old_method_in_lockstep(tmp_path: Path) -> None:

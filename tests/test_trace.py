@@ -173,7 +173,7 @@ PLANTED: dict[str, tuple[dict[str, Any], bool]] = {
     "piggyback_next_offset": ({}, False),  # the piggy-backed commit is not observed
     "resume_ignores_stored_offset": ({}, True),
     "commit_past_cached": ({"mode": cfg.BROADCASTING}, True),
-    # fidelity area; pull_expiry_ignored needs a stalling schedule, not a random walk (SCHEDULE_ONLY)
+    # pull expiry; pull_expiry_ignored needs a stalling schedule, not a random walk (SCHEDULE_ONLY)
     "pull_expiry_ignored": ({}, False),
     "offset_illegal_fix_deferred": ({"version": "5.x", "retention_deletes": 2}, True),
     # admin reset under 4.9.8: the first violation of the walk is RMQ-26's race (INV-18), which
@@ -181,7 +181,7 @@ PLANTED: dict[str, tuple[dict[str, Any], bool]] = {
     # on the broker by then (observed.broker_offsets); the skipped update is shown on a schedule
     "client_reset_off_by_one": ({"admin_resets": 2}, True),
     "client_reset_skips_update": ({}, False),
-    # orderly area: the first violation is a lock grant, before any observed offset differs
+    # orderly: the first violation is a lock grant, before any observed offset differs
     "lock_ignores_holder": ({"orderly": True}, False),
     "add_without_lock": ({"orderly": True}, False),
     # orderly consume loop: INV-3 fails at the listener's return, before the memory offset it computes is
@@ -204,7 +204,7 @@ PLANTED: dict[str, tuple[dict[str, Any], bool]] = {
     # cleanExpiredMsg (R6.8): only the missing retry copy differs, and the broker's schedule is not observed
     "expired_removed_without_send_back": ({"consume_timeout": 2_000}, False),
 }
-# tests/test_planted_bugs.py, SCHEDULED_CASES and (full fidelity area) RESET_SCRIPTED_CASES
+# tests/test_planted_bugs.py, SCHEDULED_CASES and (admin reset) RESET_SCRIPTED_CASES
 SCHEDULE_ONLY = {
     "pull_expiry_ignored",
     "client_reset_skips_update",

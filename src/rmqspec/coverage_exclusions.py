@@ -8,12 +8,13 @@ branches of the source as it is; one that matches another number (the line was e
 another function, deleted or duplicated) is *stale*: it is not applied, so it hides nothing, and
 ``rmqspec coverage`` lists it until it is fixed. An excluded branch that a measurement did reach is
 counted as reached and listed (a mutation-only branch is reached under ``--mutation`` and in the test
-suite, which plants every bug). Entries may overlap (a glob over ``Model.*`` and a whole function):
+suite, which plants every bug). Entries may overlap (a glob over ``PullMixin.*`` and a whole function):
 a branch counts once, in the category of the first entry that matches it.
 
 Categories:
 
-- ``mutation``: the planted-bug side of a ``self.m_...`` flag of ``spec/model.py`` (``Config.mutations``,
+- ``mutation``: the planted-bug side of a ``self.m_...`` flag of ``Model`` (set in ``spec/model.py``, read in
+  the concern module of the code it changes; ``Config.mutations``,
   ``--mutation NAME``) or of a planted-bug argument (``avg_blocks_overlap``, ``answers_minus_one``). The
   correct model never takes it; campaigns with ``--mutation`` and ``tests/test_planted_bugs.py`` do.
 - ``violation``: the side of a property check (``spec/invariants.py``) that reports a violation. A clean
@@ -43,8 +44,8 @@ CATEGORIES = ("mutation", "violation", "validation", "defensive", "excluded-conf
 
 @dataclass(frozen=True)
 class Exclusion:
-    file: str  # file name in spec/, e.g. "model.py"
-    function: str  # qualified name of the enclosing function, e.g. "Model._crash" ("" at module level); "*" globs
+    file: str  # file name in spec/, e.g. "consumer_process.py"
+    function: str  # qualified name of the enclosing function, e.g. "FaultsMixin._stall" ("" at module level); "*" globs
     source: str  # a piece of the branch's line, e.g. "if self.m_local_remove_deletes"
     target: str  # a piece of the line it goes to, "exit" for leaving the function, "" for any
     category: str  # one of CATEGORIES
@@ -54,7 +55,7 @@ class Exclusion:
     def matches(self, branch: Any) -> bool:
         if branch.file != self.file or self.source not in branch.source_text:
             return False
-        if not fnmatchcase(branch.function, self.function):  # "Model._*": one reason shared by many functions
+        if not fnmatchcase(branch.function, self.function):  # "PullMixin.*": one reason shared by many functions
             return False
         if self.target == "exit":
             return bool(branch.target < 0)
@@ -75,6 +76,12 @@ class Exclusion:
 def _entries(file: str, category: str, reason: str, rows: list[tuple[Any, ...]]) -> list[Exclusion]:
     """One exclusion per ``(function, source, target[, count])`` row, all with ``category`` and ``reason``."""
     return [Exclusion(file, row[0], row[1], row[2], category, reason, *row[3:]) for row in rows]
+
+
+def _placed(category: str, reason: str, rows: list[tuple[Any, ...]]) -> list[Exclusion]:
+    """One exclusion per ``(file, function, source, target[, count])`` row, all with ``category`` and ``reason``:
+    for the branches of one reason that lie in several of the model's concern modules."""
+    return [Exclusion(row[0], row[1], row[2], row[3], category, reason, *row[4:]) for row in rows]
 
 
 _VIOLATION = (
@@ -160,50 +167,115 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
             ("check_step", "if detail is not None", "out.append(Violation("),
         ],
     ),
-    *_entries(
-        "model.py",
+    *_placed(
         "mutation",
         _MUTATION,
         [
-            ("Model._leave", "if self.m_empty_group_loses_offsets", "s = s._replace(broker="),
-            ("Model._persist_all", "elif not self.m_no_pruning", "for q, value in enumerate(cl.mem)"),
-            ("Model._remove_offset", "if self.m_local_remove_deletes", "cl = cl._replace(file="),
-            ("Model._compute_pull_from_where", "if stored >= 0 and not self.m_resume_ignores", "cfw = "),
-            ("Model._send_pull", "if self.m_piggyback_next", "commit_value = pq.next_offset"),
-            ("Model._receive_pull", "if self.m_pull_cursor_one_behind", "next_offset -= 1"),
-            ("Model._remove_message", "if not self.m_count_kept", "size -="),
-            ("Model._clean_expired_pq", "if self.m_expired_no_send_back", 'cause = "expired-removed"'),
-            ("Model._remove_orderly", "if self.m_removal_ignores_lock", "cl = s.clients[i]"),
+            ("broker.py", "BrokerMixin._leave", "if self.m_empty_group_loses_offsets", "s = s._replace(broker="),
+            (
+                "consumer_process.py",
+                "ConsumerProcessMixin._persist_all",
+                "elif not self.m_no_pruning",
+                "for q, value in enumerate(cl.mem)",
+            ),
+            (
+                "consumer_process.py",
+                "ConsumerProcessMixin._remove_offset",
+                "if self.m_local_remove_deletes",
+                "cl = cl._replace(file=",
+            ),
+            (
+                "rebalance.py",
+                "RebalanceMixin._compute_pull_from_where",
+                "if stored >= 0 and not self.m_resume_ignores",
+                "cfw = ",
+            ),
+            ("pull.py", "PullMixin._send_pull", "if self.m_piggyback_next", "commit_value = pq.next_offset"),
+            ("pull.py", "PullMixin._receive_pull", "if self.m_pull_cursor_one_behind", "next_offset -= 1"),
+            ("concurrent_consume.py", "ConcurrentConsumeMixin._remove_message", "if not self.m_count_kept", "size -="),
+            (
+                "concurrent_consume.py",
+                "ConcurrentConsumeMixin._clean_expired_pq",
+                "if self.m_expired_no_send_back",
+                'cause = "expired-removed"',
+            ),
+            (
+                "orderly_consume.py",
+                "OrderlyConsumeMixin._remove_orderly",
+                "if self.m_removal_ignores_lock",
+                "cl = s.clients[i]",
+            ),
         ],
     ),
     Exclusion("allocation.py", "allocate", "if avg_blocks_overlap", "start -= 1", "mutation", _MUTATION),
     Exclusion("broker_rules.py", "query_consumer_offset", "if answers_minus_one", "return -1", "mutation", _MUTATION),
-    *_entries(
-        "model.py",
+    *_placed(
         "excluded-config",
         _RESET_498,
         [
-            ("Model._next_deadline", "if cl.reset_wake is not None", "times.append(cl.reset_wake)"),
-            ("Model._persist_all", "if cl.reset_held", "return self._reset_persist_all("),
-            ("Model._reset_enabled", "if cl.reset_inbox and cl.reset_wake is None", "out.append(ClientResetReceive"),
+            ("clock.py", "ClockMixin._next_deadline", "if cl.reset_wake is not None", "times.append(cl.reset_wake)"),
             (
-                "Model._reset_enabled",
+                "consumer_process.py",
+                "ConsumerProcessMixin._persist_all",
+                "if cl.reset_held",
+                "return self._reset_persist_all(",
+            ),
+            (
+                "admin_reset.py",
+                "AdminResetMixin._reset_enabled",
+                "if cl.reset_inbox and cl.reset_wake is None",
+                "out.append(ClientResetReceive",
+            ),
+            (
+                "admin_reset.py",
+                "AdminResetMixin._reset_enabled",
                 "if cl.reset_wake is not None and cl.reset_wake <= s.now",
                 "out.append(ClientResetWake",
             ),
-            ("Model._admin_reset", "if self.config.server_side_reset", "if not b.registered"),
-            ("Model._admin_reset", "if not b.registered", "", 2),
-            ("Model._client_reset_receive", "", "", 6),
-            ("Model._client_reset_wake", "", "", 16),
-            ("Model._reset_persist_all", "", "", 8),
-            ("Model._reset_send_pull", "if not cl.paused", "pq = pq._replace(last_pull=s.now"),
-            ("Model._reset_rebalance", "if not cl.paused", "cl = cl._replace(next_rebalance="),
+            (
+                "admin_reset.py",
+                "AdminResetMixin._admin_reset",
+                "if self.config.server_side_reset",
+                "if not b.registered",
+            ),
+            ("admin_reset.py", "AdminResetMixin._admin_reset", "if not b.registered", "", 2),
+            ("admin_reset.py", "AdminResetMixin._client_reset_receive", "", "", 6),
+            ("admin_reset.py", "AdminResetMixin._client_reset_wake", "", "", 16),
+            ("admin_reset.py", "AdminResetMixin._reset_persist_all", "", "", 8),
+            (
+                "admin_reset.py",
+                "AdminResetMixin._reset_send_pull",
+                "if not cl.paused",
+                "pq = pq._replace(last_pull=s.now",
+            ),
+            (
+                "admin_reset.py",
+                "AdminResetMixin._reset_rebalance",
+                "if not cl.paused",
+                "cl = cl._replace(next_rebalance=",
+            ),
         ],
     ),
-    Exclusion("model.py", "Model.*", "", "raise ActionNotEnabled(", "defensive", _NOT_ENABLED, 51),
+    # every transition's refusal of a disabled action, per module of the model (51 in all)
+    *(
+        Exclusion(file, f"{cls}.*", "", "raise ActionNotEnabled(", "defensive", _NOT_ENABLED, count)
+        for file, cls, count in (
+            ("model.py", "Model", 1),
+            ("clock.py", "ClockMixin", 2),
+            ("broker.py", "BrokerMixin", 10),
+            ("slave.py", "SlaveMixin", 2),
+            ("consumer_process.py", "ConsumerProcessMixin", 8),
+            ("rebalance.py", "RebalanceMixin", 2),
+            ("pull.py", "PullMixin", 4),
+            ("concurrent_consume.py", "ConcurrentConsumeMixin", 5),
+            ("orderly_consume.py", "OrderlyConsumeMixin", 4),
+            ("faults.py", "FaultsMixin", 6),
+            ("admin_reset.py", "AdminResetMixin", 7),
+        )
+    ),
     Exclusion(
-        "model.py",
-        "Model._next_deadline",
+        "clock.py",
+        "ClockMixin._next_deadline",
         "if b.next_flush is not None",
         "if b.scheduled",
         "defensive",
@@ -211,8 +283,8 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
         "_broker_flush advances it, and only _broker_crash clears it, together with up=False",
     ),
     Exclusion(
-        "model.py",
-        "Model._rebalance_topics",
+        "rebalance.py",
+        "RebalanceMixin._rebalance_topics",
         "if self.retry_queue is not None",
         "lists, complete, thrown, balanced",
         "defensive",
@@ -220,8 +292,8 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
         "before this line when not clustering",
     ),
     Exclusion(
-        "model.py",
-        "Model._note_lost",
+        "ghost.py",
+        "GhostMixin._note_lost",
         "if after is None",
         "return g",
         "defensive",
@@ -253,23 +325,28 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
             ),
         ],
     ),
-    *_entries(
-        "model.py",
+    *_placed(
         "excluded-config",
         "a failed offset query under 4.9.8 (R2.3), which reads as 'no offset' [RMQ-14] and which INV-15 "
         "reports: sample_config draws query_errors under 5.x only, and no profile sets them",
         [
-            ("Model._compute_pull_from_where", "if not self.config.broker_error_reads_as_no_offset", "stored = None"),
             (
-                "Model.missing_offset_cause",
+                "rebalance.py",
+                "RebalanceMixin._compute_pull_from_where",
+                "if not self.config.broker_error_reads_as_no_offset",
+                "stored = None",
+            ),
+            (
+                "ghost.py",
+                "GhostMixin.missing_offset_cause",
                 "if query_error and self.clustering and self.config.broker_error_reads_as_no_offset",
                 'return "query-error"',
             ),
         ],
     ),
     Exclusion(
-        "model.py",
-        "Model._orderly_pull_gate",
+        "orderly_consume.py",
+        "OrderlyConsumeMixin._orderly_pull_gate",
         "if start is None and self.clustering and not s.broker.up and not self.config.read_error_throws",
         "start = -1",
         "excluded-config",
@@ -277,17 +354,17 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
         "down only by BrokerCrash, which run_unit switches off for exactly these runs (the outage is a real "
         "bug, INV-19, tests/test_orderly.py), and Config refuses a slave with orderly",
     ),
-    *_entries(
-        "model.py",
+    *_placed(
         "excluded-config",
         _FIX_498,
         [
             (
-                "Model._offset_illegal",
+                "pull.py",
+                "PullMixin._offset_illegal",
                 "if self.m_fix_deferred or not self.config.offset_illegal_fixed_at_once",
                 "fix = OffsetFix(",
             ),
-            ("Model._fix_offset_illegal", "if not cl.running or k is None", "fix = cl.offset_fixes[k]"),
+            ("pull.py", "PullMixin._fix_offset_illegal", "if not cl.running or k is None", "fix = cl.offset_fixes[k]"),
         ],
     ),
     *_entries(

@@ -86,12 +86,12 @@ _FAMILY_OF: dict[type, str] = {
     act.FinishConsume: "consume",
     act.ApplyConsumeOffset: "consume",
     act.OrphanReturns: "consume",  # an orderly listener that outlived a Shutdown returns (docs/spec.md §18.3)
-    act.LockAll: "client_timer",  # orderly area
-    act.RetentionDelete: "retention",  # fidelity area
-    act.AdminReset: "admin_reset",  # full fidelity area (admin reset)
-    act.ClientResetReceive: "admin_reset",  # full fidelity area
-    act.ClientResetWake: "client_timer",  # full fidelity area: the end of resetOffset's sleep is a timer
-    act.FixOffsetIllegal: "offset_fix",  # fidelity area
+    act.LockAll: "client_timer",  # orderly
+    act.RetentionDelete: "retention",  # retention (R5.5)
+    act.AdminReset: "admin_reset",  # admin reset
+    act.ClientResetReceive: "admin_reset",  # admin reset
+    act.ClientResetWake: "client_timer",  # admin reset: the end of resetOffset's sleep is a timer
+    act.FixOffsetIllegal: "offset_fix",  # the OFFSET_ILLEGAL task (R5.7)
     act.TryLockLater: "client_timer",  # orderly consume loop: the service's scheduled tasks
     act.DelayedUnlock: "client_timer",
     act.Stall: "stall",  # drawn only when a config sets client_stalls
@@ -182,14 +182,14 @@ def sample_config(
         mutations=mutations,
     )
     config = with_allocation_strategy(rng, config)
-    # orderly area: one run in four is an orderly consumer (R8.1-R8.4), drawn last to keep the other draws
+    # orderly: one run in four is an orderly consumer (R8.1-R8.4), drawn last to keep the other draws
     config = replace(config, orderly=rng.random() < 0.25)
-    # full fidelity area (admin reset): one CLUSTERING, non-orderly 5.x run in three gets an admin reset
+    # admin reset: one CLUSTERING, non-orderly 5.x run in three gets an admin reset
     # (R3.10b). Under 4.9.8 a reset is RMQ-26, which INV-18 reports (tests/test_admin_reset.py). Drawn
     # last, after the draws above, so that those keep their values for a given seed.
     if config.version == V5_X and config.mode == CLUSTERING and not config.orderly and rng.random() < 1 / 3:
         config = replace(config, admin_resets=1)
-    # fidelity area: one run in three gets commit-log retention (RetentionDelete, hence OFFSET_ILLEGAL).
+    # retention: one run in three gets commit-log retention (RetentionDelete, hence OFFSET_ILLEGAL).
     # The draw is made for every run, so later draws keep their values for a given seed, but under 4.9.8 it is
     # dropped: there the 10 s OFFSET_ILLEGAL window is a real bug INV-17 reports (S9, apache/rocketmq#7645;
     # tests/test_fidelity.py reproduces it), and no configuration keeps a rebalance from removing the pq inside
@@ -451,7 +451,7 @@ def run_unit(
         config, prefix = start.prefix()
         config = _with_profile(config, profile, mutations)
     if config.orderly and config.version == V4_9_8 and config.mode == CLUSTERING:
-        # orderly area: a broker outage at a 4.9.8 orderly consumer's first locked pull is a real bug that
+        # orderly: a broker outage at a 4.9.8 orderly consumer's first locked pull is a real bug that
         # INV-19 reports (tests/test_orderly.py reproduces it): clean runs keep the broker up there.
         config = replace(config, broker_crashes=0)
     model = Model(config)

@@ -1,0 +1,364 @@
+"""The broker: the topic's commit log, ``ConsumerOffsetManager``, its flush, restart and channels.
+
+RocketMQ classes: ``ConsumerOffsetManager`` (the in-memory offset table, last writer wins, R3.2, R3.4;
+``consumerOffset.json`` and its ``.bak``, R3.6, R3.7, R1.15), ``BrokerController``'s flush timer (R3.6),
+``ConsumerManager`` and ``ClientHousekeepingService`` (registration by heartbeat, the idle-channel scan,
+NOTIFY_CONSUMER_IDS_CHANGED; R4.1, R4.3, R9.7), ``ConsumerManageProcessor`` (UPDATE_CONSUMER_OFFSET, R3.4),
+``PullMessageProcessor`` (the piggy-backed commit and long polling, R5.4; the answers themselves are
+``broker_rules.py``), ``ScheduleMessageService`` delivering retries to ``%RETRY%`` (R7.5, R7.8), and the
+page cache of a young queue's head (R3.5). The broker's request pools, in which one request may overtake
+another on a connection, are docs/spec.md §18. The master's slave is ``slave.py``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from rmqspec.spec import broker_rules as br
+from rmqspec.spec.actions import (
+    OVERTAKE_WINDOW,
+    ActionNotEnabled,
+    BrokerCrash,
+    BrokerFlush,
+    BrokerReceive,
+    BrokerRestart,
+    CoolQueueHead,
+    DeliverScheduled,
+    ExpireChannel,
+    Produce,
+)
+from rmqspec.spec.state import (
+    Broker,
+    Client,
+    Commit,
+    Event,
+    Ghost,
+    History,
+    Message,
+    PullRequestMsg,
+    PullResult,
+    State,
+    pq_key,
+)
+from rmqspec.spec.state import put_at as _put
+
+if TYPE_CHECKING:
+    from rmqspec.spec.model import Model
+
+# Broker timers (semantics §14).
+FLUSH_FIRST_DELAY: Final = 10_000  # broker consumer-offset flush first run (R3.6)
+FLUSH_INTERVAL: Final = 5_000  # flushConsumerOffsetInterval (R3.6)
+CHANNEL_EXPIRED_TIMEOUT: Final = 120_000  # the broker's idle-channel scan closes a silent consumer (R4.3)
+
+
+class BrokerMixin:
+    """``Model``'s transitions and helpers for the broker and its messages; see the module docstring."""
+
+    # --- the topic's messages: produce, page cache (R3.5) -----------------------------------------
+    def _produce(self: Model, s: State, a: Produce) -> State:
+        """Produce(queue, tag). Enabled: the broker is up, the queue's produce budget remains and
+        the tag is one of config.tags. Effect: a message is appended at maxOffset, stored at ``now``;
+        message 0 of an empty queue starts hot (R3.5). An unsubscribed tag is owed to nobody."""
+        q = a.queue
+        if not (0 <= q < self.config.queues) or a.tag not in self.config.tags:
+            raise ActionNotEnabled(a, "no such queue or tag")
+        if not s.broker.up or s.budget.produces[q] <= 0:
+            raise ActionNotEnabled(a, "broker down or produce budget used up")
+        queue = s.broker.queues[q]
+        o = queue.max_offset
+        queue = queue._replace(
+            messages=(*queue.messages, Message((q, o), a.tag, s.now)), head_hot=queue.head_hot or o == 0
+        )
+        ghost = s.ghost
+        sub = self.config.subscription
+        if sub is not None and a.tag not in sub:
+            skipped = list(ghost.skipped)
+            for ledger_base in range(0, len(skipped), self.q_count):
+                skipped[ledger_base + q] |= 1 << o
+            ghost = ghost._replace(skipped=tuple(skipped))
+        return s._replace(
+            broker=s.broker._replace(queues=_put(s.broker.queues, q, queue)),
+            budget=s.budget._replace(produces=_put(s.budget.produces, q, s.budget.produces[q] - 1)),
+            ghost=ghost,
+        )
+
+    def _cool_queue_head(self: Model, s: State, a: CoolQueueHead) -> State:
+        """CoolQueueHead(queue). Enabled: message 0 of the queue is still hot. Effect: it leaves the
+        page cache, so a group with no offset is now told QUERY_NOT_FOUND instead of 0 (R3.5)."""
+        queue = s.broker.queues[a.queue] if 0 <= a.queue < self.config.queues else None
+        if queue is None or not queue.head_hot or queue.max_offset == 0:
+            raise ActionNotEnabled(a, "queue head is not hot")
+        return s._replace(
+            broker=s.broker._replace(queues=_put(s.broker.queues, a.queue, queue._replace(head_hot=False)))
+        )
+
+    # --- the broker: offset table, flush, restart, channels, consumer list, requests --------------
+    def _broker_flush(self: Model, s: State, a: BrokerFlush) -> State:
+        """BrokerFlush. Enabled: broker up and its flush timer due. Effect: consumerOffset.json
+        becomes a copy of the in-memory table; next flush in 5 s (R3.6)."""
+        b = s.broker
+        if not b.up or b.next_flush is None or b.next_flush > s.now:
+            raise ActionNotEnabled(a, "flush timer not due")
+        due = b.next_flush
+        if self.track_bak:  # string2File copies the readable previous main to .bak (R1.15, R3.6)
+            b = b._replace(bak=None if b.main_unreadable else b.flushed, main_unreadable=False)
+            s = s._replace(ghost=s.ghost._replace(bak_writer=s.ghost.flushed_writer))
+        return s._replace(
+            broker=b._replace(flushed=b.offsets, next_flush=due + FLUSH_INTERVAL),
+            ghost=s.ghost._replace(flushed_writer=s.ghost.last_writer),
+        )
+
+    def _deliver_scheduled(self: Model, s: State, a: DeliverScheduled) -> State:
+        """DeliverScheduled. Enabled: broker up and the earliest scheduled message is due. Effect:
+        the message lands in %RETRY%<group> (R7.5 step 8, R7.8). BROADCASTING has no retry queue in the
+        model (nobody subscribes to it, R7.8): the copy a BROADCASTING cleanExpiredMsg sent (R6.8) only
+        leaves the schedule."""
+        b = s.broker
+        if not b.up or not b.scheduled or b.scheduled[0].due > s.now:
+            raise ActionNotEnabled(a, "no scheduled message due")
+        rq = self.retry_queue
+        if rq is None:
+            return s._replace(broker=b._replace(scheduled=b.scheduled[1:]))
+        msg = b.scheduled[0].message._replace(store_time=s.now)
+        queue = b.queues[rq]
+        queue = queue._replace(messages=(*queue.messages, msg), head_hot=queue.head_hot or queue.max_offset == 0)
+        return s._replace(broker=b._replace(queues=_put(b.queues, rq, queue), scheduled=b.scheduled[1:]))
+
+    def _broker_crash(self: Model, s: State, a: BrokerCrash) -> State:
+        """BrokerCrash (budgeted). Enabled: broker up. Effect: the in-memory offset table is lost
+        and what will be loaded is the flushed file (R3.6, R3.7); every connection breaks, so
+        requests still on the wire are lost and pulls the broker held fail; registrations go."""
+        b = s.broker
+        if not b.up or s.budget.broker_crashes <= 0:
+            raise ActionNotEnabled(a, "broker down or crash budget used up")
+        clients = []
+        hist = s.history
+        for i, cl in enumerate(s.clients):
+            for item in cl.channel:
+                if isinstance(item, Commit) and not item.to_slave:
+                    hist = History(Event(s.now, "commit-lost", i, item.queue, item.offset, item.cause), hist)
+            # A pull still on the wire fails like one the broker held: its reply is an exception. Requests
+            # to the slave travel on another connection (slaves).
+            pulls = tuple(p._replace(epoch=-2) if p.epoch == -1 and not p.from_slave else p for p in cl.pulls)
+            clients.append(cl._replace(channel=tuple(r for r in cl.channel if r.to_slave), pulls=pulls))
+        return s._replace(
+            broker=b._replace(
+                up=False,
+                offsets=b.flushed,
+                next_flush=None,
+                registered=frozenset(),
+                heartbeat_at=(0,) * len(b.heartbeat_at),  # Stall: the channel table is broker memory
+                epoch=b.epoch + 1,
+                locks=(None,) * len(b.locks),  # orderly: the lock table is memory only (R8.1)
+            ),
+            clients=tuple(clients),
+            budget=s.budget._replace(broker_crashes=s.budget.broker_crashes - 1),
+            ghost=self._value_changed(
+                self._note_lost(s.ghost, b.offsets, b.flushed, 0, "broker-crash"), range(self.q_count)
+            )._replace(
+                last_writer=s.ghost.flushed_writer,
+                lock_table_lost_at=s.now if self.orderly else s.ghost.lock_table_lost_at,  # orderly
+            ),
+            history=hist,
+        )
+
+    def _broker_restart(self: Model, s: State, a: BrokerRestart) -> State:
+        """BrokerRestart (healing). Enabled: broker down. Effect: it loads consumerOffset.json and
+        starts its flush timer (first after 10 s); consumers re-register by heartbeat (R3.7, R4.3)."""
+        b = s.broker
+        if b.up:
+            raise ActionNotEnabled(a, "broker is up")
+        return s._replace(broker=b._replace(up=True, next_flush=s.now + FLUSH_FIRST_DELAY))
+
+    def _expire_channel(self: Model, s: State, a: ExpireChannel) -> State:
+        """ExpireChannel(client) (healing). Enabled: a broker that is up (the master, or its slave) still
+        lists a consumer whose process is gone, or the master lists one that is stalled with its last
+        heartbeat more than 120 s ago.
+        Effect: for a process that is gone, the channel closes (TCP close or 120 s idle expiry) and
+        the other members are told to rebalance (R4.3, R9.7). For a stalled one the broker's
+        idle-channel scan removes and closes the channel without telling anyone (R4.3): requests on
+        the wire are lost and its pulls fail."""
+        i = a.client
+        cl = s.clients[i]
+        if not self._channel_expirable(s, i):
+            raise ActionNotEnabled(a, "no stale channel for this client")
+        if not cl.running:  # the process is gone: every broker listing it closes the channel (slaves)
+            return self._leave(s, i, closed=True)
+        b = self._unregister(s.broker, i)
+        # scanNotActiveChannel: the channel is removed and closed, and nobody is told; what was on the wire
+        # is lost and every pull awaiting a reply fails (R4.3)
+        hist = s.history
+        for item in cl.channel:
+            if isinstance(item, Commit):
+                hist = History(Event(s.now, "commit-lost", i, item.queue, item.offset, item.cause), hist)
+        cl = cl._replace(channel=(), pulls=tuple(p._replace(epoch=-2, result=None) for p in cl.pulls))
+        return s._replace(
+            broker=b, clients=_put(s.clients, i, cl), history=hist, ghost=self._lost_overtaken(s.ghost, i)
+        )
+
+    def _channel_expirable(self: Model, s: State, i: int) -> bool:
+        """A broker that is up lists consumer ``i`` although its process is gone, or (master only: the
+        slave is not modelled with stalls) its channel is idle past 120 s."""
+        b, cl = s.broker, s.clients[i]
+        listed = b.up and i in b.registered
+        if cl.running:
+            return listed and self._channel_idle(s, i)
+        return listed or (s.slave is not None and i in s.slave.registered)
+
+    def _notify(self: Model, s: State, slave: bool = False) -> State:
+        """NOTIFY_CONSUMER_IDS_CHANGED to every live channel of the group on the master (or the slave:
+        its ConsumerManager notifies alike, R9.7)."""
+        members = s.slave.registered if slave and s.slave is not None else s.broker.registered
+        clients = tuple(
+            cl._replace(rebalance_requested=True) if cl.running and i in members else cl
+            for i, cl in enumerate(s.clients)
+        )
+        return s._replace(clients=clients)
+
+    def _leave(self: Model, s: State, i: int, closed: bool) -> State:
+        """Consumer ``i``'s channel goes from every broker that is up (an unregister at shutdown, a closed
+        connection): each tells its remaining channels (R9.7). ``closed``: the connection closed, which
+        a broker acts on only if it lists the channel; otherwise UNREGISTER_CLIENT, on which a broker that
+        knows the group notifies."""
+        b, sl = s.broker, s.slave
+        if b.up and (i in b.registered if closed else b.registered):
+            s = self._notify(s._replace(broker=self._unregister(b, i)))
+            if self.m_empty_group_loses_offsets and not s.broker.registered:
+                s = s._replace(broker=s.broker._replace(offsets=(None,) * self.q_count))
+        if sl is not None and (i in sl.registered if closed else sl.registered):
+            s = self._notify(s._replace(slave=sl._replace(registered=sl.registered - {i})), slave=True)
+        return s
+
+    def _list_source(self: Model, s: State) -> Broker | None:
+        """The broker a GET_CONSUMER_LIST_BY_GROUP goes to: the master while it is up, else its slave
+        (findBrokerAddrByTopic: the master's address when the route has it, else any, R9.3)."""
+        return s.broker if s.broker.up else s.slave
+
+    def _unregister(self: Model, b: Broker, i: int) -> Broker:
+        """The broker forgets consumer ``i``'s channel (and, with stalls tracked, its timestamp)."""
+        if b.heartbeat_at:
+            b = b._replace(heartbeat_at=_put(b.heartbeat_at, i, 0))
+        return b._replace(registered=b.registered - {i})
+
+    def _register(self: Model, s: State, i: int) -> State:
+        """A heartbeat registers the consumer with every broker of the route, the slave too (R4.1); a
+        new channel makes that broker notify (R9.7)."""
+        sl = s.slave
+        if sl is not None and i not in sl.registered:  # slaves
+            s = self._notify(s._replace(slave=sl._replace(registered=sl.registered | {i})), slave=True)
+        b = s.broker
+        if b.up and self.track_heartbeats:  # the channel's lastUpdateTimestamp (R4.3)
+            b = b._replace(heartbeat_at=_put(b.heartbeat_at, i, s.now))
+            s = s._replace(broker=b)
+        if not b.up or i in b.registered:
+            return s
+        return self._notify(s._replace(broker=b._replace(registered=b.registered | {i})))
+
+    def _broker_receive(self: Model, s: State, a: BrokerReceive) -> State:
+        """BrokerReceive(client). Enabled: the client's connection holds a request. Effect: the
+        broker processes the oldest one. UPDATE_CONSUMER_OFFSET stores the value, last writer
+        wins (R3.2, R3.4). PULL_MESSAGE first applies its piggy-backed commit when the flag is set
+        (the broker is a master; R5.4) and then holds the request until its reply is taken.
+        With ``overtakes`` 1 the broker runs the second request first, which overtakes the oldest
+        (docs/spec.md §18: a thread pool per request code); enabled only where that order can change an
+        offset (``may_overtake``). The ghost records the overtaken request (``Ghost.overtaken``)."""
+        item, rest, victim = self._take_request(s, a)
+        s = s._replace(clients=_put(s.clients, a.client, s.clients[a.client]._replace(channel=rest)))
+        if item.to_slave:
+            return self._slave_receive(s, a.client, item)
+        if isinstance(item, Commit):
+            offset = item.offset - 1 if self.m_commit_one_less and item.offset > 0 else item.offset
+            return self._land_commit(s, a.client, item.queue, offset, item.pq_uid, item.cause, victim)
+        result: PullResult | None
+        if not s.broker.registered:
+            # No consumer of the group registered (a restarted broker before any heartbeat):
+            # SUBSCRIPTION_NOT_EXIST, an early rejection that skips the commit (R5.4).
+            result = PullResult(br.PULL_ERROR, (), item.offset)
+        else:
+            if item.commit_flag:
+                s = self._land_commit(s, a.client, item.queue, item.commit_offset, item.pq_uid, "piggyback", victim)
+            result = self._pull_result(s, item.queue, item.offset)
+            if result.status == br.NO_NEW_MSG:
+                result = None  # held for long polling: answered when the client takes the reply
+        epoch = s.broker.epoch
+        cl = s.clients[a.client]
+        pulls = tuple(
+            p._replace(epoch=epoch, result=result) if p.pq_uid == item.pq_uid and p.epoch == -1 else p for p in cl.pulls
+        )
+        return s._replace(clients=_put(s.clients, a.client, cl._replace(pulls=pulls)))
+
+    def _pull_result(self: Model, s: State, q: int, offset: int, from_slave: bool = False) -> PullResult:
+        sub = None if q == self.retry_queue else self.config.subscription
+        batch = min(self.config.pull_batch_size, br.MAX_TRANSFER_COUNT_ON_MESSAGE_IN_MEMORY)
+        if from_slave and s.slave is not None:  # slaves: its own copy and bounds (R5.5)
+            return br.slave_pull_result(s.slave.queues[q], offset, batch, sub, self.config.offset_check_in_slave)
+        return br.pull_result(s.broker.queues[q], offset, batch, sub)
+
+    def may_overtake(self: Model, cl: Client) -> bool:
+        """BrokerReceive(client, overtakes=1) is enabled: the two oldest requests on the connection both
+        carry a commit of one queue (an UPDATE_CONSUMER_OFFSET, or a PULL_MESSAGE with the commit flag) and
+        both go to the master. An abstraction (docs/spec.md §18): 4.9.8 runs any request on its pool in any
+        order, but requests of different queues, or a pull with no commit, commute for every offset the
+        properties watch (a pull's result does not read the committed offset), so only these orders are
+        offered; the slave's connection stays FIFO (its table has its own property, INV-8s)."""
+        if len(cl.channel) < 2:
+            return False
+        older, newer = cl.channel[0], cl.channel[1]
+        return (
+            older.queue == newer.queue
+            and not older.to_slave
+            and not newer.to_slave
+            and (isinstance(older, Commit) or older.commit_flag)
+            and (isinstance(newer, Commit) or newer.commit_flag)
+        )
+
+    def _take_request(
+        self: Model, s: State, a: BrokerReceive
+    ) -> tuple[Commit | PullRequestMsg, tuple[Commit | PullRequestMsg, ...], Commit | PullRequestMsg | None]:
+        """The request BrokerReceive ``a`` runs, the connection without it, and the request it overtakes."""
+        cl = s.clients[a.client]
+        if not cl.channel:
+            raise ActionNotEnabled(a, "nothing on the wire")
+        if a.overtakes == 0:
+            return cl.channel[0], cl.channel[1:], None
+        if a.overtakes != OVERTAKE_WINDOW or not self.may_overtake(cl):
+            raise ActionNotEnabled(a, "no second request that may overtake the oldest (both commits of one queue)")
+        return cl.channel[1], (cl.channel[0], *cl.channel[2:]), cl.channel[0]
+
+    def _lost_overtaken(self: Model, g: Ghost, client: int) -> Ghost:
+        """The oldest request on ``client``'s connection never lands (lost, or the channel closed): it can no
+        longer be the overtaken request of ``Ghost.overtaken``, so a later copy of it gets no cause from it."""
+        if not g.overtaken or all(mark is None or mark[0] != client for mark in g.overtaken):
+            return g
+        return g._replace(
+            overtaken=tuple(None if mark is not None and mark[0] == client else mark for mark in g.overtaken)
+        )
+
+    def _land_commit(
+        self: Model,
+        s: State,
+        client: int,
+        q: int,
+        offset: int,
+        uid: int,
+        cause: str,
+        overtook: Commit | PullRequestMsg | None = None,
+    ) -> State:
+        b, g = s.broker, self._value_changed(self._note_committed(s.ghost, q), (q,))
+        if overtook is not None:  # the request pools: this commit ran before ``overtook`` (Ghost.overtaken)
+            g = g._replace(overtaken=_put(g.overtaken or (None,) * self.q_count, q, (client, overtook)))
+        return s._replace(
+            broker=b._replace(offsets=_put(b.offsets, q, offset)),
+            ghost=g._replace(last_writer=_put(g.last_writer, q, pq_key(client, uid))),
+            history=History(Event(s.now, "commit-landed", client, q, offset, cause), s.history),
+        )
+
+    def _channel_idle(self: Model, s: State, i: int) -> bool:
+        """A stalled consumer, or one whose heartbeat task died, whose channel's lastUpdateTimestamp (its
+        last heartbeat to land) is over 120 s old: the broker's idle-channel scan closes it (R4.3)."""
+        b = s.broker
+        cl = s.clients[i]
+        silent = self._stalled(s, cl) or "sendHeartbeatToAllBroker" in cl.dead_tasks
+        if not silent or not b.heartbeat_at or i not in b.registered:
+            return False
+        return s.now - b.heartbeat_at[i] > CHANNEL_EXPIRED_TIMEOUT

@@ -1,0 +1,397 @@
+"""Consumption: ``ConsumeMessageConcurrentlyService``, send-back, the DLQ and ``cleanExpiredMsg``.
+
+RocketMQ classes: ``ConsumeMessageConcurrentlyService`` (``submitConsumeRequest``, ``ConsumeRequest#run``,
+``processConsumeResult``, ``sendMessageBack`` and the local resubmit after a failed send-back; R7.1-R7.4),
+the broker's ``SendMessageProcessor#consumerSendMsgBack`` (retry schedule or ``%DLQ%``, R7.5, R7.7, R7.8),
+``ProcessQueue#removeMessage`` (R6.3) and ``ProcessQueue#cleanExpiredMsg`` (R6.8). The actions
+``StartConsume``, ``FinishConsume`` and ``ApplyConsumeOffset`` are handled here for both services: an
+orderly consumer's go to ``orderly_consume.py``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from rmqspec.spec import broker_rules as br
+from rmqspec.spec.actions import (
+    CONSUME_SUCCESS,
+    RECONSUME_LATER,
+    Action,
+    ActionNotEnabled,
+    ApplyConsumeOffset,
+    CleanExpiredMsg,
+    FinishConsume,
+    StartConsume,
+)
+from rmqspec.spec.state import (
+    PULL_DROPPED,
+    Broker,
+    BrokerQueue,
+    Client,
+    ConsumeRequest,
+    Event,
+    History,
+    Message,
+    OffsetUpdate,
+    ProcessQueue,
+    Scheduled,
+    State,
+    pq_key,
+)
+from rmqspec.spec.state import put_at as _put
+
+if TYPE_CHECKING:
+    from rmqspec.spec.model import Model
+
+SEND_BACK_RESUBMIT_DELAY: Final = 5_000  # local resubmit after a failed send-back (R7.3)
+# cleanExpiredMsg (R6.8): at most this many messages per pq and run, each sent back at this delay level
+CLEAN_EXPIRED_MAX_LOOPS: Final = 16
+CLEAN_EXPIRED_DELAY_LEVEL: Final = 3
+
+
+def _lowest(bits: int) -> int:
+    return (bits & -bits).bit_length() - 1
+
+
+class ConcurrentConsumeMixin:
+    """``Model``'s transitions and helpers for consumption; see the module docstring."""
+
+    # --- ConsumeRequest, processConsumeResult, send-back (R7.1-R7.8) ------------------------------
+    def _start_consume(self: Model, s: State, a: StartConsume) -> State:
+        """StartConsume(client, rid). Enabled: running and the request's time has come. Effect:
+        ConsumeRequest.run (R7.2): a request of a dropped pq returns at once; otherwise the
+        listener receives the messages (a delivery, recorded in the ghost ledger)."""
+        i = a.client
+        cl = s.clients[i]
+        k = next((k for k, r in enumerate(cl.requests) if r.rid == a.rid), None)
+        if not cl.running or k is None or not self._may_start(cl, cl.requests[k], s.now):
+            raise ActionNotEnabled(a, "no such ready consume request, or its queue's run is in progress")
+        r = cl.requests[k]
+        cl = cl._replace(requests=cl.requests[:k] + cl.requests[k + 1 :])
+        s = s._replace(clients=_put(s.clients, i, cl))
+        if self.orderly:  # orderly consume loop (R8.5)
+            return self._orderly_run(s, i, r)
+        pq = cl.pqs[r.queue]
+        if pq is None or pq.uid != r.pq_uid or pq.pull_state == PULL_DROPPED:
+            return s
+        pq = self._stamp_consume_start(pq, r.msgs, s.now)
+        cl = cl._replace(consuming=(*cl.consuming, r), pqs=_put(cl.pqs, r.queue, pq))
+        return self._deliver(s._replace(clients=_put(s.clients, i, cl)), i, r.queue, r.msgs)
+
+    def _stamp_consume_start(
+        self: Model, pq: ProcessQueue, msgs: tuple[tuple[int, int], ...], now: int
+    ) -> ProcessQueue:
+        """ConsumeRequest.run stamps CONSUME_START_TIME on each message just before the listener (R7.2 step 3),
+        which cleanExpiredMsg reads on the tree's first message (R6.8). A message no longer in the tree (the
+        cleaner removed it, and a resubmitted request runs it again) is not recorded: nothing reads it."""
+        stamps = dict(pq.consume_started)
+        for o, _ in msgs:
+            if pq.tree >> o & 1:
+                stamps[o] = now
+        return pq._replace(consume_started=tuple(sorted(stamps.items())))
+
+    def _deliver(self: Model, s: State, i: int, q: int, msgs: tuple[tuple[int, int], ...]) -> State:
+        """The listener receives ``msgs``: ghost deliveries (a redelivery if seen before) and history."""
+        g = s.ghost
+        idx = self._ledger(i) * self.q_count + q
+        cq = i * self.q_count + q
+        delivered, mine = g.delivered[idx], g.listened[cq]
+        redeliveries = g.redeliveries
+        causes = dict(g.redelivery_causes)
+        hist = s.history
+        ledger = self._ledger(i)
+        orphaned = {  # §18.3: a listener that outlived a Shutdown holds these, never to be committed (R4.4)
+            o
+            for j, other in enumerate(s.clients)
+            if self._ledger(j) == ledger
+            for r in other.orphaned
+            if r.queue == q
+            for o, _ in r.msgs
+        }
+        for o, times in msgs:
+            if delivered >> o & 1:
+                redeliveries += 1
+                if mine >> o & 1:
+                    cause = "local-retry"
+                elif o in orphaned:
+                    cause = "beside-orphaned-listener"
+                else:
+                    cause = self._resume_cause(s, i, q)
+                causes[cause] = causes.get(cause, 0) + 1
+            delivered |= 1 << o
+            mine |= 1 << o
+            hist = History(Event(s.now, "deliver", i, q, o, f"reconsumeTimes={times}"), hist)
+        g = g._replace(
+            delivered=_put(g.delivered, idx, delivered),
+            listened=_put(g.listened, cq, mine),
+            deliveries=g.deliveries + len(msgs),
+            redeliveries=redeliveries,
+            redelivery_causes=tuple(sorted(causes.items())),
+        )
+        return s._replace(ghost=g, history=hist)
+
+    def _resume_cause(self: Model, s: State, i: int, q: int) -> str:
+        """The redelivery cause of a message the current pq of (``i``, ``q``) had not delivered itself but an
+        earlier pq of the ledger had: where that pq resumed (the unpersisted window behind it)."""
+        pq = s.clients[i].pqs[q]
+        start = None if pq is None else self.start_of(s, pq_key(i, pq.uid))
+        return "resumed-at-" + ("unknown" if start is None else start[1])
+
+    def _finish_choices(self: Model, s: State, i: int, r: ConsumeRequest) -> list[Action]:
+        if self.orderly:
+            return self._orderly_finish_choices(s, i, r)
+        n = len(r.msgs)
+        outcomes = [(CONSUME_SUCCESS, n - 1)]
+        outcomes += [(CONSUME_SUCCESS, k) for k in range(-1, n - 1)]  # a batch acked in part, or not at all
+        outcomes.append((RECONSUME_LATER, -1))
+        out: list[Action] = []
+        for status, ack in outcomes:
+            out.append(FinishConsume(i, r.rid, status, ack, 0))
+            failed = n - 1 - ack
+            if failed and self.clustering and s.broker.up and s.budget.send_back_failures > 0:
+                sendable = self._sendable(s.clients[i], r, r.msgs[ack + 1 :])
+                out.extend(
+                    FinishConsume(i, r.rid, status, ack, mask)
+                    for mask in range(1, 1 << failed)
+                    if mask.bit_count() <= s.budget.send_back_failures and not mask & ~sendable
+                )
+        return out
+
+    def _sendable(self: Model, cl: Client, r: ConsumeRequest, failed: tuple[tuple[int, int], ...]) -> int:
+        """Bit j set: processConsumeResult would send failed message j back (CLUSTERING, R7.3). 5.x skips a
+        message no longer in its pq, which cleanExpiredMsg sent back and removed (R6.8, containsMessage)."""
+        mask = (1 << len(failed)) - 1
+        pq = cl.pqs[r.queue]
+        if not self.skips_cleaned or pq is None or pq.uid != r.pq_uid:
+            return mask
+        for j, (o, _) in enumerate(failed):
+            if not pq.tree >> o & 1:
+                mask &= ~(1 << j)
+        return mask
+
+    def _finish_consume(self: Model, s: State, a: FinishConsume) -> State:
+        """FinishConsume(client, rid, status, ack_index, send_back_fails). Enabled: running, the
+        listener of that request is running, and the parameters are a possible listener answer
+        (ack_index in [-1, n-1], -1 for RECONSUME_LATER) and send-back failures within budget (none
+        forced when the broker is reachable; all of them when it is down). Effect:
+        processConsumeResult (R7.3), skipped when the pq was dropped meanwhile (R7.2): acked
+        messages are done; each failed one is sent back (R7.4, R7.5: to %DLQ% once reconsumeTimes
+        reaches the maximum, else scheduled at delay level 3 + reconsumeTimes) or, in
+        BROADCASTING, dropped. Messages whose send-back failed stay in the pq and are resubmitted
+        locally after 5 s with reconsumeTimes + 1. The rest leave the pq (removeMessage, R6.3);
+        its result is applied by ApplyConsumeOffset. An orderly consumer's listener: ``_orderly_finish``."""
+        if self.orderly:
+            return self._orderly_finish(s, a)
+        i = a.client
+        cl, k = self._running_listener(s, a)
+        r = cl.consuming[k]
+        n = len(r.msgs)
+        ack = a.ack_index
+        valid_ack = (a.status == CONSUME_SUCCESS and -1 <= ack <= n - 1) or (a.status == RECONSUME_LATER and ack == -1)
+        failed = r.msgs[ack + 1 :] if valid_ack else ()
+        fails = a.send_back_fails
+        if (
+            not valid_ack
+            or fails < 0
+            or fails >> len(failed)
+            or (fails and (not self.clustering or not s.broker.up or fails.bit_count() > s.budget.send_back_failures))
+            or fails & ~self._sendable(cl, r, failed)
+        ):
+            raise ActionNotEnabled(a, "not a possible listener answer or send-back fault")
+        cl = cl._replace(consuming=cl.consuming[:k] + cl.consuming[k + 1 :])
+        q = r.queue
+        pq = cl.pqs[q]
+        if pq is None or pq.uid != r.pq_uid or pq.pull_state == PULL_DROPPED:  # dropped: skip processConsumeResult
+            return s._replace(clients=_put(s.clients, i, cl))
+        g = s.ghost
+        idx = self._ledger(i) * self.q_count + q
+        handled, skipped = g.handled[idx], g.skipped[idx]
+        for o, _ in r.msgs[: ack + 1]:
+            handled |= 1 << o
+        b = s.broker
+        back_failed: list[tuple[int, int]] = []
+        queue = b.queues[q]
+        dropped_failures = 0
+        for j, (o, times) in enumerate(failed):
+            if not self.clustering:  # BROADCASTING drops failures (R7.3): a declared skip
+                skipped |= 1 << o
+                dropped_failures |= 1 << o
+            elif self.skips_cleaned and not pq.tree >> o & 1:
+                continue  # 5.x: cleanExpiredMsg already sent it back and removed it (R7.3, R6.8)
+            elif not b.up or fails >> j & 1:
+                back_failed.append((o, times + 1))
+            else:
+                b = self._send_back(b, queue.messages[o], s.now)
+                handled |= 1 << o
+        g = g._replace(handled=_put(g.handled, idx, handled), skipped=_put(g.skipped, idx, skipped))
+        if dropped_failures:
+            g = g._replace(skips=(*g.skips, (idx, "failure-dropped", dropped_failures)))
+        budget = s.budget
+        if fails:
+            budget = budget._replace(send_back_failures=budget.send_back_failures - fails.bit_count())
+        back_offsets = {o for o, _ in back_failed}
+        removed = [o for o, _ in r.msgs if self.m_commit_before_send_back or o not in back_offsets]
+        pq, offset = self._remove_message(pq, removed, queue)
+        if offset >= 0:
+            cl = cl._replace(offset_updates=(*cl.offset_updates, OffsetUpdate(r.rid, q, r.pq_uid, offset)))
+        if back_failed:
+            cl = cl._replace(
+                requests=(
+                    *cl.requests,
+                    ConsumeRequest(cl.seq, q, r.pq_uid, tuple(back_failed), s.now + SEND_BACK_RESUBMIT_DELAY),
+                ),
+                seq=cl.seq + 1,
+            )
+        cl = cl._replace(pqs=_put(cl.pqs, q, pq))
+        return s._replace(clients=_put(s.clients, i, cl), broker=b, ghost=g, budget=budget)
+
+    def _apply_consume_offset(self: Model, s: State, a: ApplyConsumeOffset) -> State:
+        """ApplyConsumeOffset(client, rid). Enabled: running and that request's removeMessage result
+        is pending. Effect: the end of processConsumeResult (R7.3): unless the pq was dropped in the
+        meantime, updateOffset(mq, offset, increaseOnly=true). It is a separate step because
+        other consume threads and the rebalance interleave between removeMessage and
+        updateOffset; increaseOnly is what keeps a slower thread's lower result from winning.
+        Orderly: ``_orderly_apply``."""
+        if self.orderly:
+            return self._orderly_apply(s, a)
+        i = a.client
+        cl, u = self._take_offset_update(s, a)
+        pq = cl.pqs[u.queue]
+        if (pq is not None and pq.uid == u.pq_uid and pq.pull_state != PULL_DROPPED) or self.m_dropped_pq_commits:
+            cl = cl._replace(mem=_put(cl.mem, u.queue, self._updated(cl.mem[u.queue], u.offset, True)))
+        return s._replace(clients=_put(s.clients, i, cl))
+
+    def _running_listener(self: Model, s: State, a: FinishConsume) -> tuple[Client, int]:
+        """The client and the index in ``consuming`` of request ``a.rid``'s running listener."""
+        cl = s.clients[a.client]
+        k = next((k for k, r in enumerate(cl.consuming) if r.rid == a.rid), None)
+        if not cl.running or k is None:
+            raise ActionNotEnabled(a, "no running listener for this request")
+        return cl, k
+
+    def _take_offset_update(self: Model, s: State, a: ApplyConsumeOffset) -> tuple[Client, OffsetUpdate]:
+        """The client without request ``a.rid``'s pending OffsetUpdate, and that update."""
+        cl = s.clients[a.client]
+        k = next((k for k, u in enumerate(cl.offset_updates) if u.rid == a.rid), None)
+        if not cl.running or k is None:
+            raise ActionNotEnabled(a, "no pending offset update for this request")
+        return cl._replace(offset_updates=cl.offset_updates[:k] + cl.offset_updates[k + 1 :]), cl.offset_updates[k]
+
+    def _send_back(self: Model, b: Broker, original: Message, now: int, delay_level: int = 0) -> Broker:
+        """CONSUMER_SEND_MSG_BACK on the broker (R7.5): the broker looks the message up by its
+        commit-log offset, so the stored reconsumeTimes counts, not the client's local copy (which
+        a failed send-back raised). At reconsumeTimes >= max the message goes to %DLQ%<group>;
+        otherwise to SCHEDULE_TOPIC at ``delay_level``, where 0 (processConsumeResult's default) lets the
+        broker choose 3 + reconsumeTimes (R7.5 step 6; cleanExpiredMsg asks 3, R6.8), reaching %RETRY%<group>
+        with reconsumeTimes + 1 (R7.7)."""
+        times = original.reconsume_times
+        at_max = times > self.max_reconsume if self.m_dlq_late else times >= self.max_reconsume
+        msg = original._replace(reconsume_times=times + 1, store_time=now, sent_back_at=now)  # R7.5 step 7
+        if at_max:
+            return b._replace(dlq=(*b.dlq, msg))
+        delay = br.retry_delay_ms(times) if delay_level == 0 else br.delay_level_ms(delay_level)
+        entry = Scheduled(now + delay, msg)
+        scheduled = tuple(sorted((*b.scheduled, entry), key=lambda e: e.due))
+        return b._replace(scheduled=scheduled)
+
+    def _remove_message(
+        self: Model, pq: ProcessQueue, offsets: list[int], queue: BrokerQueue
+    ) -> tuple[ProcessQueue, int]:
+        """ProcessQueue.removeMessage (R6.3): the offset to commit is the lowest offset still held,
+        or queueOffsetMax + 1 when the tree empties; -1 when the tree was already empty."""
+        if pq.tree == 0:
+            return pq, -1
+        result = pq.queue_offset_max + (2 if self.m_commit_past else 1)
+        tree, count, size = pq.tree, pq.msg_count, pq.msg_size
+        for o in offsets:
+            if tree >> o & 1:
+                tree &= ~(1 << o)
+                if not self.m_count_kept:
+                    count -= 1
+                size -= br.body_size(queue.messages[o])
+        if count == 0:
+            size = 0
+        if tree:
+            result = max(offsets) + 1 if self.m_watermark_highest and offsets else _lowest(tree)
+        started = pq.consume_started
+        if started:  # the stamps of messages that left the tree (R6.8)
+            started = tuple(e for e in started if tree >> e[0] & 1)
+        return pq._replace(tree=tree, msg_count=count, msg_size=size, consume_started=started), result
+
+    # --- cleanExpiredMsg (R6.8) -------------------------------------------------------------------
+    def _clean_expired_msg(self: Model, s: State, a: CleanExpiredMsg) -> State:
+        """CleanExpiredMsg(client) (a timer). Enabled: running and the cleanExpireMsg timer due: a concurrent
+        consumer's ConsumeMessageConcurrentlyService.start schedules it at a fixed rate of consumeTimeout, first
+        after one period; the orderly service never does, and cleanExpiredMsg returns at once for an orderly
+        consumer (R6.8). Effect: the next run one period later, then cleanExpireMsg: ProcessQueue.cleanExpiredMsg
+        of every pq of processQueueTable (in queue order; the pqs are independent, so another order changes only
+        the order of their retry copies). Per pq, at most min(16, |msgTreeMap|) times: the tree's first message
+        is taken only if its CONSUME_START_TIME is set (its listener started, R7.2 step 3) and more than
+        consumeTimeout ago, else the pass stops; sendMessageBack(msg, 3) (CONSUMER_SEND_MSG_BACK to its store
+        host at delay level 3, else the producer fall-back, R7.4); then, as it is still the first key,
+        removeMessage([msg]), whose result is dropped: no updateOffset here (R6.3). The next removeMessage or
+        correctTagsOffset of the pq commits past it while its listener may still run; that listener's result
+        goes through processConsumeResult later (R7.3: 4.9.8 sends a failure back a second time, 5.x skips a
+        message no longer in its pq).
+        The broker schedules the copy at level 3 (10 s) whatever its reconsumeTimes, or dead-letters it at
+        reconsumeTimes >= max (R7.5 step 6). CLUSTERING: the message is handled, its copy being durable.
+        BROADCASTING (cleanExpiredMsg has no mode check): the copy is made alike, but it reaches %RETRY%<group>,
+        which no BROADCASTING consumer subscribes to (R7.8; the model's BROADCASTING broker has no retry queue,
+        so DeliverScheduled drops it there), so this consumer drops the message, a declared skip
+        "expired-to-unsubscribed-retry-topic". The send-back fails only while the broker is down: each attempt
+        throws (the producer fall-back too), is logged, and the message stays (the loop takes the same first
+        message again, so the pass ends)."""
+        i = a.client
+        cl = s.clients[i]
+        if not cl.running or cl.next_clean is None or cl.next_clean > s.now:
+            raise ActionNotEnabled(a, "cleanExpireMsg not due")
+        s = s._replace(clients=_put(s.clients, i, cl._replace(next_clean=cl.next_clean + self.consume_timeout)))
+        for q in range(self.q_count):
+            pq = s.clients[i].pqs[q]
+            if pq is not None and pq.consume_started:
+                s = self._clean_expired_pq(s, i, q, pq)
+        return s
+
+    def _clean_expired_pq(self: Model, s: State, i: int, q: int, pq: ProcessQueue) -> State:
+        """ProcessQueue.cleanExpiredMsg of one pq (R6.8; ``_clean_expired_msg``)."""
+        b, g, hist = s.broker, s.ghost, s.history
+        queue = b.queues[q]
+        idx = self._ledger(i) * self.q_count + q
+        handled, skipped, dropped = g.handled[idx], g.skipped[idx], 0
+        for _ in range(min(CLEAN_EXPIRED_MAX_LOOPS, pq.tree.bit_count())):
+            o = _lowest(pq.tree)
+            started = next((t for k, t in pq.consume_started if k == o), None)
+            if started is None or s.now - started <= self.consume_timeout or not b.up:
+                break
+            if self.m_expired_no_send_back:
+                cause = "expired-removed"
+            else:
+                b = self._send_back(b, queue.messages[o], s.now, CLEAN_EXPIRED_DELAY_LEVEL)
+                if self.clustering:
+                    handled |= 1 << o
+                    cause = "expired-sent-back"
+                else:
+                    skipped |= 1 << o
+                    dropped |= 1 << o
+                    cause = "expired-to-unsubscribed-retry-topic"
+            pq, _ = self._remove_message(pq, [o], queue)
+            hist = History(Event(s.now, cause, i, q, o, f"consume started at {started}"), hist)
+        if hist is s.history:
+            return s
+        g = g._replace(handled=_put(g.handled, idx, handled), skipped=_put(g.skipped, idx, skipped))
+        if dropped:
+            g = g._replace(skips=(*g.skips, (idx, "expired-to-unsubscribed-retry-topic", dropped)))
+        cl = s.clients[i]
+        return s._replace(
+            clients=_put(s.clients, i, cl._replace(pqs=_put(cl.pqs, q, pq))), broker=b, ghost=g, history=hist
+        )
+
+    def _ledger(self: Model, client: int) -> int:
+        return 0 if self.clustering else client
+
+    def _unsubscribed_bits(self: Model, queue: BrokerQueue) -> int:
+        """Offsets of a topic queue whose tag the group does not subscribe to: never owed."""
+        sub = self.config.subscription
+        if sub is None:
+            return 0
+        return sum(1 << o for o, m in enumerate(queue.messages) if m.tag not in sub)

@@ -1,0 +1,292 @@
+"""The consumer process and its offset store: start, shutdown, crash, heartbeat and the persist timer.
+
+RocketMQ classes: ``DefaultMQPushConsumerImpl#start`` and ``#shutdown`` (R4.4), ``MQClientInstance``'s
+scheduled tasks (persistAllConsumerOffset, heartbeat; R4.1), ``RemoteBrokerOffsetStore`` (CLUSTERING:
+``persistAll``, ``persist``, ``removeOffset``, the oneway UPDATE_CONSUMER_OFFSET; R2.1, R2.2, R2.5-R2.7) and
+``LocalFileOffsetStore`` (BROADCASTING: ``load``, ``persistAll``, ``persist``, ``removeOffset``, the writes of
+``offsets.json`` and its ``.bak`` by ``MixAll.string2File``; R1.9, R1.12-R1.15). The unserialised writers of
+``offsets.json`` (a lagging ``persistAll``) are docs/spec.md §18.3.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from rmqspec.spec import orderly as lk
+from rmqspec.spec.actions import (
+    ActionNotEnabled,
+    Crash,
+    Heartbeat,
+    OffsetFileWriteLands,
+    OrphanReturns,
+    PersistOffsets,
+    Shutdown,
+    Start,
+)
+from rmqspec.spec.rebalance import REBALANCE_WAIT
+from rmqspec.spec.state import Client, Commit, Event, History, State
+from rmqspec.spec.state import put_at as _put
+
+if TYPE_CHECKING:
+    from rmqspec.spec.model import Model
+
+# Consumer timers (semantics §14).
+PERSIST_FIRST_DELAY: Final = 10_000  # persistAllConsumerOffset first run (R4.1)
+PERSIST_INTERVAL: Final = 5_000  # persistConsumerOffsetInterval (R4.1)
+HEARTBEAT_FIRST_DELAY: Final = 1_000  # heartbeat task first run (R4.1)
+HEARTBEAT_INTERVAL: Final = 30_000  # heartbeatBrokerInterval (R4.1)
+
+
+class ConsumerProcessMixin:
+    """``Model``'s transitions and helpers for the consumer process and its offset store; see the module docstring."""
+
+    def _start(self: Model, s: State, a: Start) -> State:
+        """Start(client) (healing: a consumer joins or comes back). Enabled: not running. Effect:
+        a fresh process: the offset store loads (BROADCASTING: the local file, R1.9; CLUSTERING:
+        nothing, R2.1), the scheduled tasks start (persist after 10 s, heartbeat after 1 s, R4.1),
+        a heartbeat registers it now, and it asks for an immediate rebalance (R9.7)."""
+        i = a.client
+        cl = s.clients[i]
+        if cl.running:
+            raise ActionNotEnabled(a, "already running")
+        mem = cl.file if not self.clustering else cl.mem
+        cl = cl._replace(
+            # 5.x: RebalanceService's lastRebalanceTimestamp starts at construction (R4.2)
+            last_rebalance=s.now if self.paced else 0,
+            running=True,
+            mem=mem,
+            next_persist=s.now + PERSIST_FIRST_DELAY,
+            next_rebalance=s.now + REBALANCE_WAIT,
+            next_heartbeat=s.now + HEARTBEAT_FIRST_DELAY,
+            rebalance_requested=True,
+            view=None,
+            next_lock_all=s.now + lk.LOCK_ALL_FIRST_DELAY if self.lock_renewal else None,  # orderly consumption (R8.3)
+            next_clean=s.now + self.consume_timeout if self.cleans_expired else None,  # R6.8
+        )
+        return self._register(s._replace(clients=_put(s.clients, i, cl)), i)
+
+    def _stop_process(self: Model, cl: Client) -> Client:
+        """What survives a consumer process: its local offset file, requests already on the wire."""
+        none_q: tuple[int | None, ...] = (None,) * self.q_count
+        return cl._replace(
+            running=False,
+            mem=none_q,
+            pqs=(None,) * self.q_count,
+            pulls=(),
+            requests=(),
+            consuming=(),
+            offset_updates=(),
+            next_persist=None,
+            next_rebalance=None,
+            next_heartbeat=None,
+            rebalance_requested=False,
+            view=None,
+            next_lock_all=None,
+            offset_fixes=(),  # OFFSET_ILLEGAL: the pull service's pending tasks die with it
+            paused=False,  # admin reset: the sleeping resetOffset dies with it
+            reset_inbox=(),
+            reset_table=(),
+            reset_wake=None,
+            reset_held=(),
+            relocks=(),  # orderly consume loop: the service's scheduler dies with the process
+            unlocks=(),
+            stalled_until=None,
+            dead_tasks=(),  # faults: a restarted process has all its tasks again
+            last_rebalance=0,
+            next_clean=None,  # R6.8: shutdown stops cleanExpireMsgExecutors; a crash ends it
+        )
+
+    def _shutdown(self: Model, s: State, a: Shutdown) -> State:
+        """Shutdown(client) (budgeted: a consumer leaves). Enabled: running. Effect, in R4.4's
+        order: queued and running consume requests are discarded (awaitTermination 0); offsets of
+        the owned queues are persisted (oneway / file); the consumer unregisters, which makes the
+        broker notify the others; every pq is dropped and the process ends.
+
+        An orderly consumer's running listeners are not stopped: ``shutdownNow`` interrupts their threads
+        and a listener that does not check the interrupt runs on (``ThreadUtils#shutdownGracefully``), after
+        ``unlockAll`` has released its queues at the broker (R4.4 step 1, R8.9). They become
+        ``Client.orphaned`` until ``OrphanReturns``; meanwhile another consumer may lock the queue and run
+        its listener beside them (INV-12's allowed anomaly ``orderly-listener-outlives-shutdown``). A concurrent
+        listener's late return changes nothing either (its pq is dropped, R7.2) and no property compares
+        concurrent listeners, so those are dropped here."""
+        i = a.client
+        if not s.clients[i].running or s.budget.client_shutdowns <= 0:
+            raise ActionNotEnabled(a, "not running or shutdown budget used up")
+        orphaned = (*s.clients[i].orphaned, *s.clients[i].consuming) if self.orderly else s.clients[i].orphaned
+        cl = s.clients[i]._replace(requests=(), consuming=(), offset_updates=())
+        s = s._replace(
+            clients=_put(s.clients, i, cl),
+            budget=s.budget._replace(client_shutdowns=s.budget.client_shutdowns - 1),
+        )
+        if self.lock_renewal:  # orderly: ConsumeMessageOrderlyService.shutdown's unlockAll(false) (R4.4, R8.9)
+            s = self._unlock_all(s, i)
+        s = self._persist_all(s, i, "shutdown")
+        s = self._leave(s, i, closed=False)  # the group exists: CHANGE goes out (R9.7)
+        stopped = self._stop_process(s.clients[i])._replace(orphaned=orphaned)
+        return s._replace(clients=_put(s.clients, i, stopped))
+
+    def _orphan_returns(self: Model, s: State, a: OrphanReturns) -> State:
+        """OrphanReturns(client, rid). Enabled: that listener outlived its consumer's Shutdown and the JVM
+        is not stalled. Effect: it returns; ``processConsumeResult`` commits its batch into a pq that
+        ``destroy()`` dropped, so ``updateOffset`` is skipped (R8.6), and the loop ends at its dropped check
+        (R8.5). Nothing else changes: its offsets were never persisted, so the next owner delivers them
+        again (a redelivery at the last landed commit)."""
+        cl = s.clients[a.client]
+        if self._stalled(s, cl) or all(r.rid != a.rid for r in cl.orphaned):
+            raise ActionNotEnabled(a, "no such listener outlived a shutdown, or its JVM is stalled")
+        cl = cl._replace(orphaned=tuple(r for r in cl.orphaned if r.rid != a.rid))
+        return s._replace(clients=_put(s.clients, a.client, cl))
+
+    def _crash(self: Model, s: State, a: Crash) -> State:
+        """Crash(client) (budgeted). Enabled: running. Effect: memory is lost (offset table, pqs,
+        pending work, timers). Requests already on the wire still arrive; the broker keeps the
+        channel until ExpireChannel."""
+        i = a.client
+        if not s.clients[i].running or s.budget.client_crashes <= 0:
+            raise ActionNotEnabled(a, "not running or crash budget used up")
+        return s._replace(  # the JVM dies, and listeners that outlived an earlier Shutdown with it
+            clients=_put(s.clients, i, self._stop_process(s.clients[i])._replace(orphaned=(), file_write_pending=None)),
+            budget=s.budget._replace(client_crashes=s.budget.client_crashes - 1),
+        )
+
+    def _heartbeat(self: Model, s: State, a: Heartbeat) -> State:
+        """Heartbeat(client). Enabled: running and the 30 s heartbeat timer due (R4.1). Effect: the
+        broker (if up) registers the consumer, notifying the group if it was not listed."""
+        cl = s.clients[a.client]
+        if not cl.running or cl.next_heartbeat is None or cl.next_heartbeat > s.now:
+            raise ActionNotEnabled(a, "heartbeat not due")
+        cl = cl._replace(next_heartbeat=cl.next_heartbeat + HEARTBEAT_INTERVAL)
+        return self._register(s._replace(clients=_put(s.clients, a.client, cl)), a.client)
+
+    def _persist_offsets(self: Model, s: State, a: PersistOffsets) -> State:
+        """PersistOffsets(client, lagging). Enabled: running, persistAllConsumerOffset due, and the timer's last
+        persistAll has written. Effect: ``persistAll(keys(processQueueTable))`` (R4.1, R2.7, R1.12); next run
+        in 5 s.
+
+        ``lagging`` 1 (BROADCASTING, budgeted): LocalFileOffsetStore#persistAll reads offsets.json and merges
+        the owned queues' memory values now, and its ``string2File`` runs later (``OffsetFileWriteLands``).
+        Nothing locks the file against the other writers, ``persist(mq)`` on the rebalance thread (a
+        pull-expired removal, R9.4), the OFFSET_ILLEGAL task (R5.7) and the 4.9.8 reset (R3.10a), so what
+        they write meanwhile is overwritten (docs/spec.md §18.3). Enabled when a pq is owned, the file is
+        readable and no reset sleeps (those persistAlls take the other paths of ``_persist_all``)."""
+        cl = s.clients[a.client]
+        if not cl.running or cl.next_persist is None or cl.next_persist > s.now or cl.file_write_pending is not None:
+            raise ActionNotEnabled(a, "persist timer not due, or its last persistAll has not written yet")
+        if a.lagging not in (0, 1) or (a.lagging and not self._may_lag_write(s, cl)):
+            raise ActionNotEnabled(a, "no lagging write: not BROADCASTING, no budget, nothing owned or a reset sleeps")
+        nxt = None if self.m_persist_stops else cl.next_persist + PERSIST_INTERVAL
+        cl = cl._replace(next_persist=nxt)
+        if a.lagging:
+            content = tuple(
+                cl.mem[q] if cl.pqs[q] is not None and cl.mem[q] is not None else cl.file[q]
+                for q in range(self.q_count)
+            )
+            return s._replace(
+                clients=_put(s.clients, a.client, cl._replace(file_write_pending=(cl.file, content))),
+                budget=s.budget._replace(lagging_file_writes=s.budget.lagging_file_writes - 1),
+            )
+        s = s._replace(clients=_put(s.clients, a.client, cl))
+        return self._persist_all(s, a.client, "persist-timer")
+
+    def _may_lag_write(self: Model, s: State, cl: Client) -> bool:
+        """A lagging persistAll is possible: BROADCASTING, budget left, a pq owned (persistAll of nothing writes
+        nothing), the main file readable and no reset asleep (those persistAlls are ``_persist_all``'s others)."""
+        return (
+            not self.clustering
+            and s.budget.lagging_file_writes > 0
+            and any(pq is not None for pq in cl.pqs)
+            and not cl.file_main_unreadable
+            and not cl.reset_held
+        )
+
+    def _offset_file_write_lands(self: Model, s: State, a: OffsetFileWriteLands) -> State:
+        """OffsetFileWriteLands(client). Enabled: a lagging persistAll has merged and not written, and the JVM is
+        not stalled; also after the consumer's Shutdown, whose own persistAll does not wait for the timer's
+        (``ScheduledExecutorService#shutdown`` lets a running task finish, R4.4), so this write may undo it.
+        Effect: ``MixAll.string2File`` of the table it merged: the previous main becomes
+        .bak and main holds that table, so an entry another writer changed since the read goes back to what
+        the read saw (a lost update: INV-6b and INV-6c declare it, ``file-write-race``). A history event names
+        the queues whose newer entry was undone."""
+        i = a.client
+        cl = s.clients[i]
+        if cl.file_write_pending is None or self._stalled(s, cl):
+            raise ActionNotEnabled(a, "no persistAll waits to write, or the JVM is stalled")
+        read, content = cl.file_write_pending
+        undone = [q for q in range(self.q_count) if cl.file[q] != read[q] and cl.file[q] != content[q]]
+        # an entry another writer added after the read is gone: a restart positions without it (INV-9a's cause)
+        s = s._replace(ghost=self._note_lost(s.ghost, cl.file, content, i, "file-write-race"))
+        cl = self._write_file(cl, content)._replace(file_write_pending=None)
+        s = s._replace(clients=_put(s.clients, i, cl))
+        if undone:
+            detail = f"undid queues {undone}: written by another thread after this persistAll read the file"
+            s = s._replace(history=History(Event(s.now, "file-write-race", i, undone[0], -1, detail), s.history))
+        return self._file_written(s, i)
+
+    def _persist_all(self: Model, s: State, i: int, cause: str) -> State:
+        """OffsetStore.persistAll(keys(processQueueTable)).
+
+        Remote store (R2.7): an empty set does nothing; otherwise every memory entry of an owned
+        queue is sent oneway and every other entry is removed from memory. Local store (R1.12,
+        4.9.8): the owned queues' memory values are merged into the file, other file entries kept.
+        """
+        cl = s.clients[i]
+        owned = [q for q, pq in enumerate(cl.pqs) if pq is not None]
+        if cl.reset_held:  # admin reset: a sleeping reset's dropped pqs are still keys
+            return self._reset_persist_all(s, i, cause)
+        if not owned:
+            return s
+        if not self.clustering:
+            file = tuple(
+                cl.mem[q] if cl.pqs[q] is not None and cl.mem[q] is not None else cl.file[q]
+                for q in range(self.q_count)
+            )
+            return self._file_written(s._replace(clients=_put(s.clients, i, self._write_file(cl, file))), i)
+        mem = list(cl.mem)
+        for q, value in enumerate(cl.mem):
+            if value is None:
+                continue
+            pq = cl.pqs[q]
+            if pq is not None:
+                s = self._send_commit(s, i, q, value, pq.uid, cause)
+            elif not self.m_no_pruning:
+                mem[q] = None
+        cl = s.clients[i]
+        return s._replace(clients=_put(s.clients, i, cl._replace(mem=tuple(mem))))
+
+    def _send_commit(self: Model, s: State, i: int, q: int, value: int, uid: int, cause: str) -> State:
+        """updateConsumeOffsetToBroker oneway (R2.5): queued on the connection if the broker is
+        reachable, otherwise lost at once (the send fails and is logged). While the master is down the
+        slave takes it (R2.5's lookup falls back to any address of the broker name; slaves)."""
+        if not s.broker.up and s.slave is None:
+            return s._replace(history=History(Event(s.now, "commit-lost", i, q, value, cause), s.history))
+        cl = s.clients[i]
+        cl = cl._replace(channel=(*cl.channel, Commit(q, value, uid, cause, to_slave=not s.broker.up)))
+        return s._replace(
+            clients=_put(s.clients, i, cl),
+            history=History(Event(s.now, "commit-sent", i, q, value, cause), s.history),
+        )
+
+    def _persist_one(self: Model, s: State, i: int, q: int, uid: int, cause: str) -> State:
+        """OffsetStore.persist(mq): oneway send (R2.6) or a file write of that entry (R1.13)."""
+        cl = s.clients[i]
+        value = cl.mem[q]
+        if value is None:
+            return s
+        if self.clustering:
+            return self._send_commit(s, i, q, value, uid, cause)
+        written = self._write_file(cl, _put(cl.file, q, value))
+        return self._file_written(s._replace(clients=_put(s.clients, i, written)), i)
+
+    def _write_file(self: Model, cl: Client, file: tuple[int | None, ...]) -> Client:
+        """MixAll.string2File of offsets.json (R1.15): the previous main goes to .bak (an unreadable main
+        too, as text: the .bak is then unreadable); main gets the merged table read from the effective file."""
+        if self.track_file_bak:
+            cl = cl._replace(file_bak=None if cl.file_main_unreadable else cl.file, file_main_unreadable=False)
+        return cl._replace(file=file)
+
+    def _remove_offset(self: Model, cl: Client, q: int) -> Client:
+        """OffsetStore.removeOffset(mq): the memory entry only; the local file keeps it (R1.14, R2.2)."""
+        cl = cl._replace(mem=_put(cl.mem, q, None))
+        if self.m_local_remove_deletes and not self.clustering:
+            cl = cl._replace(file=_put(cl.file, q, None))
+        return cl

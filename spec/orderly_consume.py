@@ -1,0 +1,494 @@
+"""Orderly consumption: the client side of the broker locks and ``ConsumeMessageOrderlyService``'s loop.
+
+RocketMQ classes: ``RebalanceImpl#lock``, ``#lockAll``, ``#unlock``, ``#unlockAll`` and the pull gate of a
+locked pq (R8.2-R8.4, R8.9; the broker's ``RebalanceLockManager`` itself is ``orderly.py``, R8.1),
+``ConsumeMessageOrderlyService`` (``ConsumeRequest#run``, the loop under the MessageQueueLock,
+``processConsumeResult``, ``tryLockLaterAndReconsume``, ``submitConsumeRequestLater``; R8.5-R8.7),
+``ProcessQueue#takeMessages``, ``#commit``, ``#makeMessageToConsumeAgain`` (R6.4) and the orderly removal of
+an unnecessary queue with its delayed unlock (R8.8).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from rmqspec.spec import broker_rules as br
+from rmqspec.spec import orderly as lk
+from rmqspec.spec.actions import (
+    ORDERLY_COMMIT,
+    ORDERLY_ROLLBACK,
+    ORDERLY_SUCCESS,
+    SUSPEND_CURRENT_QUEUE_A_MOMENT,
+    Action,
+    ActionNotEnabled,
+    ApplyConsumeOffset,
+    DelayedUnlock,
+    FinishConsume,
+    LockAll,
+    TryLockLater,
+)
+from rmqspec.spec.pull import PULL_DELAY_WHEN_EXCEPTION
+from rmqspec.spec.state import (
+    PULL_DROPPED,
+    Broker,
+    Client,
+    ConsumeRequest,
+    Message,
+    OffsetUpdate,
+    ProcessQueue,
+    State,
+    pq_key,
+)
+from rmqspec.spec.state import bit_offsets as _bits
+from rmqspec.spec.state import put_at as _put
+
+if TYPE_CHECKING:
+    from rmqspec.spec.model import Model
+
+# orderly consume loop (R8.5-R8.8)
+TRY_LOCK_LATER_AT_RUN: Final = 100  # ConsumeRequest.run finds the pq not locked: tryLockLaterAndReconsume(100)
+TRY_LOCK_LATER_IN_LOOP: Final = 10  # the loop finds it not locked or expired: tryLockLaterAndReconsume(10)
+RESUBMIT_AFTER_LOCK: Final = 10  # tryLockLaterAndReconsume: lockOneMQ granted
+RESUBMIT_AFTER_LOCK_DENIED: Final = 3_000  # tryLockLaterAndReconsume: lockOneMQ refused
+MAX_TIME_CONSUME_CONTINUOUSLY: Final = 60_000  # rocketmq.client.maxTimeConsumeContinuously
+SUBMIT_LATER_AFTER_LONG_RUN: Final = 10  # the loop yields after a long run: submitConsumeRequestLater(10)
+SUSPEND_CURRENT_QUEUE_TIME: Final = 1_000  # suspendCurrentQueueTimeMillis, within the [10, 30 000] clamp
+UNLOCK_DELAY_TIME: Final = 20_000  # rocketmq.client.unlockDelayTimeMills; 5.x's forced-removal age (R8.8)
+
+
+class OrderlyConsumeMixin:
+    """``Model``'s transitions and helpers for orderly consumption; see the module docstring."""
+
+    # --- the client side of the broker locks (semantics §8) ---------------------------------------
+    def _lock(self: Model, s: State, i: int, queues: tuple[int, ...], lock_all: bool) -> tuple[State, frozenset[int]]:
+        """LOCK_BATCH_MQ, synchronous (R8.2): ``lock(mq)`` for one queue or ``lockAll`` for every queue
+        in the pq table. The broker runs tryLockBatch (R8.1). Every granted queue with a pq gets
+        ``locked := true, lastLockTimestamp := now``; ``lockAll`` also sets ``locked := false`` on
+        the denied ones. A down broker is an exception: nothing granted, nothing changed."""
+        b = s.broker
+        if not b.up:
+            return s, frozenset()
+        locks, granted = lk.try_lock_batch(b.locks, queues, self.identity[i], s.now, self.m_lock_ignores_holder)
+        cl = s.clients[i]
+        pqs = list(cl.pqs)
+        for q in queues:
+            pq = pqs[q]
+            if pq is None:
+                continue
+            if q in granted:
+                pqs[q] = pq._replace(locked=True, last_lock=s.now)
+            elif lock_all:
+                pqs[q] = pq._replace(locked=False)
+        return s._replace(
+            broker=b._replace(locks=locks), clients=_put(s.clients, i, cl._replace(pqs=tuple(pqs)))
+        ), granted
+
+    def _unlock_all(self: Model, s: State, i: int) -> State:
+        """``unlockAll(oneway=false)`` (R8.2): UNLOCK_BATCH_MQ, synchronous, for every queue in the pq
+        table; each pq gets ``locked := false``. A down broker is an exception, logged."""
+        cl = s.clients[i]
+        owned = self._lock_batch_queues(cl)
+        if not owned or not s.broker.up:
+            return s
+        s = self._note_stale_unlock(s, i, owned)
+        b = s.broker._replace(locks=lk.unlock_batch(s.broker.locks, owned, self.identity[i]))
+        pqs = tuple(pq._replace(locked=False) if pq is not None and q in owned else pq for q, pq in enumerate(cl.pqs))
+        return s._replace(broker=b, clients=_put(s.clients, i, cl._replace(pqs=pqs)))
+
+    def _lock_batch_queues(self: Model, cl: Client) -> tuple[int, ...]:
+        """The queues lockAll / unlockAll put in their batch (R8.2): every key of the pq table in 4.9.8;
+        only pqs not dropped in 5.x (``buildProcessQueueTableByBrokerName``)."""
+        skip = self.config.lock_all_skips_dropped
+        return tuple(
+            q
+            for q, pq in enumerate(cl.pqs)
+            if pq is not None and not (skip and (pq.dropped or pq.pull_state == PULL_DROPPED))
+        )
+
+    def _lock_all(self: Model, s: State, a: LockAll) -> State:
+        """LockAll(client). Enabled: running, an orderly CLUSTERING consumer, and its
+        lockMQPeriodically timer due (first 1 s after start, then every 20 s; R8.3). Effect:
+        ``lockAll`` over the queues of the pq table (R8.2; 5.x leaves out dropped pqs), nothing when
+        it is empty."""
+        i = a.client
+        cl = s.clients[i]
+        if not cl.running or cl.next_lock_all is None or cl.next_lock_all > s.now:
+            raise ActionNotEnabled(a, "lockAll timer not due")
+        s = s._replace(clients=_put(s.clients, i, cl._replace(next_lock_all=cl.next_lock_all + lk.LOCK_ALL_INTERVAL)))
+        owned = self._lock_batch_queues(cl)
+        if not owned:
+            return s
+        s, _ = self._lock(s, i, owned, True)
+        return s
+
+    def _orderly_pull_gate(self: Model, s: State, i: int, q: int, pq: ProcessQueue) -> tuple[State, ProcessQueue, bool]:
+        """R5.1 step 6 of an orderly consumer's pullMessage, for ``pq`` as steps 1-5 left it: a pq
+        not locked waits 3 s; the first pull of a locked pq re-reads the offset
+        (computePullFromWhereWithException, R10.1: CLUSTERING asks the broker, so a handover resumes
+        at the previous owner's last landed commit) and marks the request previouslyLocked; a
+        failed read waits 3 s. Returns the state, the pq, and whether the pull goes on (when it
+        does not, the state already holds the delayed pq).
+
+        An unreachable broker is a failed read (readOffset gives -2, R2.3). 5.x throws on it and
+        waits 3 s; 4.9.8's computePullFromWhereWithException returns -1 (R10.1), which pullMessage
+        takes as the next offset without a check, marking the request previouslyLocked: the pull
+        at -1 then gets OFFSET_ILLEGAL and the offset is reset to minOffset (INV-19)."""
+        if pq.locked and pq.previously_locked:
+            return s, pq, True
+        start: int | None = None
+        if pq.locked:
+            before = s.clients[i].mem[q]
+            s, start = self._compute_pull_from_where(s, i, q, pq.uid, False)
+            if s.clients[i].mem[q] != before:  # ghost for INV-8: the re-read overwrote memory (increaseOnly=false)
+                s = s._replace(ghost=s.ghost._replace(raised_by_tags=s.ghost.raised_by_tags | {pq_key(i, pq.uid)}))
+            if start is None and self.clustering and not s.broker.up and not self.config.read_error_throws:
+                start = -1  # 4.9.8: the failed read's -1 becomes nextOffset
+        cl = s.clients[i]
+        if start is None or (start < 0 and self.config.read_error_throws):
+            pq = pq._replace(pull_ready_at=s.now + PULL_DELAY_WHEN_EXCEPTION)
+            return s._replace(clients=_put(s.clients, i, cl._replace(pqs=_put(cl.pqs, q, pq)))), pq, False
+        return s, pq._replace(next_offset=start, previously_locked=True), True
+
+    # --- the orderly consume loop (R6.4, R8.5-R8.8) -----------------------------------------------
+    def _orderly_timers_enabled(self: Model, s: State, i: int, cl: Client) -> list[Action]:
+        out: list[Action] = []
+        uids = dict.fromkeys(uid for uid, _, due in cl.relocks if due <= s.now)
+        out.extend(TryLockLater(i, uid) for uid in uids)
+        queues = dict.fromkeys(q for q, due in cl.unlocks if due <= s.now)
+        out.extend(DelayedUnlock(i, q) for q in queues)
+        return out
+
+    def _may_start(self: Model, cl: Client, r: ConsumeRequest, now: int) -> bool:
+        """A submitted request may run once its time has come; an orderly run of a live pq also needs its
+        queue's MessageQueueLock, which a run of the same client holds from its first take to its end (R8.5)."""
+        if r.ready_at > now:
+            return False
+        if not self.orderly or self.m_no_queue_monitor or not self._orderly_live(cl.pqs[r.queue], r.pq_uid):
+            return True  # a dropped pq's request returns before it takes the monitor
+        return all(x.queue != r.queue for x in cl.consuming) and all(u.queue != r.queue for u in cl.offset_updates)
+
+    @staticmethod
+    def _orderly_live(pq: ProcessQueue | None, uid: int) -> bool:
+        """Is ``uid`` the table's pq and not dropped (R6.7)? A pq that left the table is dropped."""
+        return pq is not None and pq.uid == uid and not pq.dropped and pq.pull_state != PULL_DROPPED
+
+    def _submit_orderly_request(self: Model, cl: Client, q: int, uid: int, ready_at: int) -> Client:
+        """submitConsumeRequest / submitConsumeRequestLater (R8.4, R8.5): a ConsumeRequest names only
+        (pq, mq); the run takes its messages from the pq."""
+        request = ConsumeRequest(cl.seq, q, uid, (), ready_at)
+        return cl._replace(requests=(*cl.requests, request), seq=cl.seq + 1)
+
+    def _relock_later(self: Model, s: State, i: int, uid: int, q: int, delay: int) -> State:
+        """tryLockLaterAndReconsume(delay) (R8.5): a task on the service's scheduler."""
+        cl = s.clients[i]
+        return s._replace(clients=_put(s.clients, i, cl._replace(relocks=(*cl.relocks, (uid, q, s.now + delay)))))
+
+    def _orderly_run(self: Model, s: State, i: int, r: ConsumeRequest) -> State:
+        """ConsumeRequest.run of the orderly service (R8.5 step 1): a dropped pq returns; CLUSTERING
+        needs ``locked`` and not ``isLockExpired()`` (30 s), else it tries to lock again in 100 ms;
+        then the loop starts (beginTime = now)."""
+        q = r.queue
+        pq = s.clients[i].pqs[q]
+        if not self._orderly_live(pq, r.pq_uid) or pq is None:
+            return s
+        if self.clustering and not (pq.locked and not self._lock_expired(pq, s.now)):
+            return self._relock_later(s, i, pq.uid, q, TRY_LOCK_LATER_AT_RUN)
+        return self._orderly_iterate(s, i, q, pq.uid, r.rid, s.now)
+
+    def _lock_expired(self: Model, pq: ProcessQueue, now: int) -> bool:
+        return not self.m_ignores_lock_expiry and lk.client_lock_expired(pq.last_lock, now)
+
+    def _orderly_iterate(self: Model, s: State, i: int, q: int, uid: int, rid: int, begin: int) -> State:
+        """One pass of the orderly loop up to the listener call (R8.5 step 2): stop if dropped; in
+        CLUSTERING, not locked or lock expired: try to lock again in 10 ms and stop; after 60 s of
+        continuous consumption resubmit in 10 ms and stop; takeMessages(consumeMessageBatchMaxSize)
+        (R6.4): none left clears ``consuming`` and stops; otherwise the listener receives them."""
+        cl = s.clients[i]
+        pq = cl.pqs[q]
+        if not self._orderly_live(pq, uid) or pq is None:
+            return s
+        if self.clustering and (not pq.locked or self._lock_expired(pq, s.now)):
+            return self._relock_later(s, i, uid, q, TRY_LOCK_LATER_IN_LOOP)
+        if s.now - begin > MAX_TIME_CONSUME_CONTINUOUSLY:
+            cl = self._submit_orderly_request(cl, q, uid, s.now + SUBMIT_LATER_AFTER_LONG_RUN)
+            return s._replace(clients=_put(s.clients, i, cl))
+        taken = _bits(pq.tree)[: self.config.consume_batch_size]
+        if not taken:
+            pq = pq._replace(consuming=False)
+            return s._replace(clients=_put(s.clients, i, cl._replace(pqs=_put(cl.pqs, q, pq))))
+        mask = sum(1 << o for o in taken)
+        local = dict(pq.retry_times)
+        queue = s.broker.queues[q]
+        msgs = tuple((o, local.get(o, queue.messages[o].reconsume_times)) for o in taken)
+        pq = pq._replace(tree=pq.tree & ~mask, consuming_tree=pq.consuming_tree | mask)
+        listener = ConsumeRequest(rid, q, uid, msgs, s.now, begin)
+        cl = cl._replace(pqs=_put(cl.pqs, q, pq), consuming=(*cl.consuming, listener))
+        return self._deliver(s._replace(clients=_put(s.clients, i, cl)), i, q, msgs)
+
+    def _orderly_finish_choices(self: Model, s: State, i: int, r: ConsumeRequest) -> list[Action]:
+        out: list[Action] = [
+            FinishConsume(i, r.rid, ORDERLY_SUCCESS, -1, 0),
+            FinishConsume(i, r.rid, SUSPEND_CURRENT_QUEUE_A_MOMENT, -1, 0),
+        ]
+        if not self.config.orderly_auto_commit:  # R8.6: the two answers that mean something only then
+            out += [FinishConsume(i, r.rid, ORDERLY_COMMIT, -1, 0), FinishConsume(i, r.rid, ORDERLY_ROLLBACK, -1, 0)]
+        at_max = sum(1 for _, times in r.msgs if times >= self.max_reconsume)
+        if at_max and s.broker.up and s.budget.send_back_failures > 0:
+            out.extend(
+                FinishConsume(i, r.rid, SUSPEND_CURRENT_QUEUE_A_MOMENT, -1, mask)
+                for mask in range(1, 1 << at_max)
+                if mask.bit_count() <= s.budget.send_back_failures
+            )
+        return out
+
+    def _orderly_finish(self: Model, s: State, a: FinishConsume) -> State:
+        """FinishConsume(client, rid, status, -1, send_back_fails), orderly. Enabled: that listener is
+        running; ``status`` is SUCCESS or SUSPEND_CURRENT_QUEUE_A_MOMENT (an exception or null is a
+        suspend); ``send_back_fails`` names at-max messages whose forwarding fails (budgeted; all fail
+        when the broker is down). Effect: the listener returns (the consume lock is released) and
+        processConsumeResult runs with autoCommit (R8.6) on the pq object, dropped or not:
+        SUCCESS commits (``commit()``, R6.4). SUSPEND runs checkReconsumeTimes (R8.7): a message at
+        maxReconsumeTimes is sent to %RETRY%<group> and the broker routes it to %DLQ%<group> (R7.6);
+        any other message, or one whose send failed, counts one more local reconsume and suspends the
+        batch: makeMessageToConsumeAgain puts the whole batch back in the tree and a new request runs
+        after 1 s (suspendCurrentQueueTimeMillis); the run ends. A batch with every message forwarded
+        commits. A commit leaves an OffsetUpdate for ApplyConsumeOffset.
+
+        With ``Config.orderly_auto_commit`` false (R8.6): SUCCESS commits nothing (the batch stays in
+        consumingMsgOrderlyTreeMap) and the loop goes on; COMMIT runs ``commit()``, which commits everything
+        taken since the last commit; ROLLBACK runs ``rollback()``, which puts all of that back in the tree,
+        and resubmits after 1 s; a SUSPEND whose batch was all forwarded commits nothing and goes on. A pq
+        that left the table is committed as its batch alone (the model keeps no consuming map of it; its
+        commit is never applied)."""
+        i = a.client
+        cl, k = self._running_listener(s, a)
+        r = cl.consuming[k]
+        at_max = [o for o, times in r.msgs if times >= self.max_reconsume]
+        fails = a.send_back_fails
+        auto = self.config.orderly_auto_commit
+        answers = [ORDERLY_SUCCESS, SUSPEND_CURRENT_QUEUE_A_MOMENT]
+        if not auto:
+            answers += [ORDERLY_COMMIT, ORDERLY_ROLLBACK]
+        if (
+            a.status not in answers
+            or a.ack_index != -1
+            or fails < 0
+            or fails >> len(at_max)
+            or (fails and (a.status != SUSPEND_CURRENT_QUEUE_A_MOMENT or not s.broker.up))
+            or fails.bit_count() > s.budget.send_back_failures
+        ):
+            raise ActionNotEnabled(a, "not a possible orderly listener answer or forwarding fault")
+        cl = cl._replace(consuming=cl.consuming[:k] + cl.consuming[k + 1 :])
+        q = r.queue
+        pq = cl.pqs[q]
+        on_pq = pq is not None and pq.uid == r.pq_uid  # the pq object is still in the table (maybe dropped)
+        g = s.ghost
+        idx = self._ledger(i) * self.q_count + q
+        handled = g.handled[idx]
+        b, budget = s.broker, s.budget
+        batch = [o for o, _ in r.msgs]
+        if a.status == ORDERLY_ROLLBACK:  # autoCommit false: rollback(), then submitConsumeRequestLater (R8.6)
+            if on_pq and pq is not None:
+                pq = pq._replace(tree=pq.tree | pq.consuming_tree, consuming_tree=0)
+                cl = cl._replace(pqs=_put(cl.pqs, q, pq))
+            cl = self._submit_orderly_request(cl, q, r.pq_uid, s.now + SUSPEND_CURRENT_QUEUE_TIME)
+            return s._replace(clients=_put(s.clients, i, cl))
+        if a.status in (ORDERLY_SUCCESS, ORDERLY_COMMIT):
+            handled |= sum(1 << o for o in batch)
+            suspend = False
+        else:
+            suspend, raised, j = False, {}, 0
+            for o, times in r.msgs:
+                if times >= self.max_reconsume:
+                    failed = not b.up or fails >> j & 1
+                    j += 1
+                    if not failed:
+                        b = self._forward_to_dlq(b, b.queues[q].messages[o], times, s.now)
+                        handled |= 1 << o
+                        continue
+                suspend = True
+                raised[o] = times + 1
+            budget = budget._replace(send_back_failures=budget.send_back_failures - fails.bit_count())
+            if suspend and not self.m_suspend_commits:
+                if on_pq and pq is not None:  # makeMessageToConsumeAgain (R6.4); local reconsumeTimes (R8.7)
+                    mask = sum(1 << o for o in batch)
+                    times_of = dict(pq.retry_times) | raised
+                    pq = pq._replace(
+                        tree=pq.tree | mask,
+                        consuming_tree=pq.consuming_tree & ~mask,
+                        retry_times=tuple(sorted(times_of.items())),
+                    )
+                    cl = cl._replace(pqs=_put(cl.pqs, q, pq))
+                cl = self._submit_orderly_request(cl, q, r.pq_uid, s.now + SUSPEND_CURRENT_QUEUE_TIME)
+                g = g._replace(handled=_put(g.handled, idx, handled))
+                return s._replace(clients=_put(s.clients, i, cl), broker=b, ghost=g, budget=budget)
+        if not auto and a.status != ORDERLY_COMMIT:  # nothing committed: the loop takes the next batch (R8.6)
+            g = g._replace(handled=_put(g.handled, idx, handled))
+            s = s._replace(clients=_put(s.clients, i, cl), broker=b, ghost=g, budget=budget)
+            return self._orderly_iterate(s, i, q, r.pq_uid, r.rid, r.begin)
+        # commit() (R6.4) on the pq object; one that left the table has the batch in its consuming map
+        taken = _bits(pq.consuming_tree) if not auto and on_pq and pq is not None and pq.consuming_tree else batch
+        top = max(taken)
+        offset = top if self.m_commit_last_key else top + 1
+        if not on_pq:  # the detached pq's msgCount falls; a late reply's correctTagsOffset reads it (R6.7)
+            pulls = tuple(
+                p._replace(dropped_count=p.dropped_count - len(taken), dropped_empty=p.dropped_count == len(taken))
+                if p.pq_uid == r.pq_uid
+                else p
+                for p in cl.pulls
+            )
+            cl = cl._replace(pulls=pulls)
+        if on_pq and pq is not None:
+            queue = b.queues[q]
+            count = pq.msg_count - pq.consuming_tree.bit_count()
+            bodies = sum(br.body_size(queue.messages[o]) for o in _bits(pq.consuming_tree))
+            done = set(taken)
+            pq = pq._replace(
+                consuming_tree=0,
+                msg_count=count,
+                msg_size=0 if count == 0 else pq.msg_size - bodies,
+                retry_times=tuple(e for e in pq.retry_times if e[0] not in done),
+            )
+            cl = cl._replace(pqs=_put(cl.pqs, q, pq))
+        update = OffsetUpdate(r.rid, q, r.pq_uid, offset, r.begin)
+        cl = cl._replace(offset_updates=(*cl.offset_updates, update))
+        g = g._replace(handled=_put(g.handled, idx, handled))
+        return s._replace(clients=_put(s.clients, i, cl), broker=b, ghost=g, budget=budget)
+
+    def _forward_to_dlq(self: Model, b: Broker, original: Message, times: int, now: int) -> Broker:
+        """ConsumeMessageOrderlyService.sendMessageBack (R8.7): the producer sends a copy to
+        %RETRY%<group> with RECONSUME_TIME = reconsumeTimes (5.1.1+: + 1) and MAX_RECONSUME_TIMES =
+        max; the broker sees reconsumeTimes >= max and stores it in %DLQ%<group> (R7.6)."""
+        counted = times + 1 if self.config.orderly_forward_counts_the_send else times
+        return b._replace(dlq=(*b.dlq, original._replace(reconsume_times=counted, store_time=now, sent_back_at=now)))
+
+    def _orderly_apply(self: Model, s: State, a: ApplyConsumeOffset) -> State:
+        """ApplyConsumeOffset(client, rid), orderly. Enabled: that run's commit is pending. Effect: the
+        end of processConsumeResult (R8.6): unless the pq was dropped, updateOffset(mq, commitOffset,
+        increaseOnly=false); then the loop's next pass (R8.5), which may call the listener again."""
+        i = a.client
+        cl, u = self._take_offset_update(s, a)
+        if self._orderly_live(cl.pqs[u.queue], u.pq_uid) or self.m_dropped_pq_commits:
+            cl = cl._replace(mem=_put(cl.mem, u.queue, self._updated(cl.mem[u.queue], u.offset, False)))
+        s = s._replace(clients=_put(s.clients, i, cl))
+        return self._orderly_iterate(s, i, u.queue, u.pq_uid, u.rid, u.begin)
+
+    def _try_lock_later(self: Model, s: State, a: TryLockLater) -> State:
+        """TryLockLater(client, pq_uid) (a timer). Enabled: running, and a tryLockLaterAndReconsume
+        task of that pq is due (the earliest due runs). Effect (R8.5): lockOneMQ, i.e. lock(mq) (R8.2),
+        which refreshes whatever pq the table holds for mq; then submitConsumeRequestLater for the
+        task's pq: 10 ms if the lock was granted, 3 s if not."""
+        i = a.client
+        cl = s.clients[i]
+        due = [(t, k) for k, (uid, _, t) in enumerate(cl.relocks) if uid == a.pq_uid and t <= s.now]
+        if not cl.running or not due:
+            raise ActionNotEnabled(a, "no tryLockLaterAndReconsume task due for this pq")
+        k = min(due)[1]
+        uid, q, _ = cl.relocks[k]
+        s = s._replace(clients=_put(s.clients, i, cl._replace(relocks=cl.relocks[:k] + cl.relocks[k + 1 :])))
+        s, granted = self._lock(s, i, (q,), False)
+        delay = RESUBMIT_AFTER_LOCK if q in granted else RESUBMIT_AFTER_LOCK_DENIED
+        return s._replace(clients=_put(s.clients, i, self._submit_orderly_request(s.clients[i], q, uid, s.now + delay)))
+
+    def _delayed_unlock(self: Model, s: State, a: DelayedUnlock) -> State:
+        """DelayedUnlock(client, queue) (a timer, 4.9.8). Enabled: running and an unlockDelay task of
+        ``queue`` is due. Effect: ``unlock(mq, oneway=true)`` (R8.2, R8.8), whatever the table holds
+        for mq now: if the client re-created a pq for the queue within those 20 s, its fresh broker lock
+        is released and another consumer can lock the queue while this one still believes it holds it
+        (a 4.9.8 bug, docs/spec.md §14; the ghost notes it for INV-12a/INV-12)."""
+        i = a.client
+        cl = s.clients[i]
+        k = next((k for k, (q, due) in enumerate(cl.unlocks) if q == a.queue and due <= s.now), None)
+        if not cl.running or k is None:
+            raise ActionNotEnabled(a, "no unlockDelay task due for this queue")
+        s = s._replace(clients=_put(s.clients, i, cl._replace(unlocks=cl.unlocks[:k] + cl.unlocks[k + 1 :])))
+        return self._unlock_oneway(s, i, a.queue, late=True)
+
+    def _per_q_int(self: Model, values: tuple[int, ...]) -> tuple[int, ...]:
+        return values if values else (-1,) * self.q_count
+
+    def _unlock_oneway(self: Model, s: State, i: int, q: int, late: bool = False) -> State:
+        """``unlock(mq, oneway=true)`` (R8.2): applied when sent if the broker is up, lost if not. The
+        model lets it act at once rather than queue behind commits on the connection; Java's broker
+        runs lock requests and commits on different executors, so either order is possible."""
+        if not s.broker.up:
+            return s
+        s = self._note_stale_unlock(s, i, (q,), late)
+        return s._replace(broker=s.broker._replace(locks=lk.unlock_batch(s.broker.locks, (q,), self.identity[i])))
+
+    def _note_stale_unlock(self: Model, s: State, i: int, queues: tuple[int, ...], late: bool = False) -> State:
+        """Ghost for INV-12a/INV-12: an unlock by client ``i``'s clientId that releases a lock a running
+        client with that clientId still relies on (a live belief, or a listener running on the queue).
+        RocketMQ's own code does this in three ways, which the default checker tolerates: a ``late`` unlock
+        of the client's own lock (4.9.8's unlockDelay after the queue came back, 5.x's forced removal under a
+        running listener), and any unlock by a sharer of a duplicate clientId. An ordinary unlock of a lock
+        the client itself still relies on is not noted: that is a bug INV-12 must report (RMQ-09 (1))."""
+        if not s.broker.locks:
+            return s
+        me = self.identity[i]
+        stale = list(self._per_q_int(s.ghost.stale_unlocks))
+        noted = False
+        for q in queues:
+            if lk.holder(s.broker.locks, q, s.now) != me:
+                continue
+            for j, cl in enumerate(s.clients):
+                if not cl.running or self.identity[j] != me or (j == i and not late):
+                    continue
+                pq = cl.pqs[q]
+                believes = pq is not None and not pq.dropped and pq.locked
+                believes = believes and not lk.client_lock_expired(pq.last_lock, s.now)  # type: ignore[union-attr]
+                listening = any(r.queue == q for r in cl.consuming)
+                if believes or listening:
+                    stale[q] = s.now
+                    noted = True
+        return s._replace(ghost=s.ghost._replace(stale_unlocks=tuple(stale))) if noted else s
+
+    def _remove_orderly(
+        self: Model, s: State, i: int, q: int, pq: ProcessQueue, uid: int, cause: str
+    ) -> tuple[State, bool]:
+        """removeUnnecessaryMessageQueue of an orderly CLUSTERING consumer for ``pq``, already dropped
+        (R8.8). The consume lock is free when no listener of this pq runs (R8.5 step 3). Returns the
+        state and whether the pq may leave the table; the caller takes it out.
+
+        4.9.8: persist(mq) and removeOffset(mq) first; then, with the consume lock, unlockDelay: the
+        broker unlock is sent 20 s later if the tree still caches messages, at once otherwise; without
+        it the removal is refused. 5.x (5.2.0): persist(mq); with the write lock, or forced once the
+        pq's lastLockTimestamp is more than 20 s old: persist again, removeOffset, unlock at once;
+        otherwise refused, the memory offset kept."""
+        free = all(r.pq_uid != pq.uid for r in s.clients[i].consuming)
+        s = self._persist_one(s, i, q, uid, cause)
+        if self.m_removal_ignores_lock:  # RMQ-09 (1): unlock at once, listener or not
+            cl = s.clients[i]
+            return self._unlock_oneway(s._replace(clients=_put(s.clients, i, self._remove_offset(cl, q))), i, q), True
+        if self.config.orderly_removal_waits_for_consume_lock:
+            cl = s.clients[i]
+            s = s._replace(clients=_put(s.clients, i, self._remove_offset(cl, q)))
+            if not free:
+                return s, False
+            if pq.tree:
+                cl = s.clients[i]
+                unlock = (q, s.now + UNLOCK_DELAY_TIME)
+                return s._replace(clients=_put(s.clients, i, cl._replace(unlocks=(*cl.unlocks, unlock)))), True
+            return self._unlock_oneway(s, i, q), True
+        if not (free or s.now > pq.last_lock + UNLOCK_DELAY_TIME):
+            return s, False
+        s = self._persist_one(s, i, q, uid, cause)
+        cl = s.clients[i]
+        s = s._replace(clients=_put(s.clients, i, self._remove_offset(cl, q)))
+        return self._unlock_oneway(s, i, q, late=not free), True  # forced: the listener may still run
+
+    def _detach(self: Model, cl: Client, q: int, pq: ProcessQueue) -> Client:
+        """processQueueTable.remove(mq) of a dropped ``pq``. A pull of it still in flight remembers what
+        its late reply reads: msgCount == 0 for correctTagsOffset (R6.7) and, orderly, ``consuming``
+        for putMessage's dispatch (R6.2)."""
+        pulls = tuple(
+            p._replace(
+                dropped_empty=pq.msg_count == 0,
+                dropped_consuming=pq.consuming,
+                dropped_count=pq.msg_count if self.orderly else 0,
+            )
+            if p.pq_uid == pq.uid
+            else p
+            for p in cl.pulls
+        )
+        return cl._replace(pqs=_put(cl.pqs, q, None), pulls=pulls)

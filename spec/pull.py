@@ -1,0 +1,327 @@
+"""Pull: ``PullMessageService``, the pull callback, pull expiry, flow control, retention and OFFSET_ILLEGAL.
+
+RocketMQ classes: ``DefaultMQPushConsumerImpl#pullMessage`` and its ``PullCallback`` (flow control, the
+piggy-backed commit, the reply's effects on the pq and the offset store; R5.1, R5.2, R5.7, R1.5, R6.2,
+R6.7, R7.1), ``PullAPIWrapper`` (R5.3), ``ProcessQueue#isPullExpired`` and the rebalance's removal of an
+expired pq (R6.6, R9.4), the commit log's retention (``minOffset`` rises, R5.5, R3.5) and the OFFSET_ILLEGAL
+correction (4.9.8's task 10 s later, 5.x at once; R5.7).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from rmqspec.spec import broker_rules as br
+from rmqspec.spec.actions import Action, ActionNotEnabled, FixOffsetIllegal, ReceivePull, RetentionDelete, SendPull
+from rmqspec.spec.state import (
+    PULL_DROPPED,
+    PULL_IN_FLIGHT,
+    PULL_READY,
+    BrokerQueue,
+    Client,
+    ConsumeRequest,
+    OffsetFix,
+    ProcessQueue,
+    PullInFlight,
+    PullRequestMsg,
+    State,
+    pq_key,
+)
+from rmqspec.spec.state import put_at as _put
+
+if TYPE_CHECKING:
+    from rmqspec.spec.model import Model
+
+# Pull timers (semantics §14).
+PULL_DELAY_WHEN_EXCEPTION: Final = 3_000  # pullTimeDelayMillsWhenException (R5.7)
+OFFSET_ILLEGAL_FIX_DELAY: Final = 10_000  # executeTaskLater of the 4.9.8 OFFSET_ILLEGAL task (R5.7)
+PULL_MAX_IDLE_TIME: Final = 120_000  # rocketmq.client.pull.pullMaxIdleTime: isPullExpired (R6.6)
+
+
+class PullMixin:
+    """``Model``'s transitions and helpers for pulling; see the module docstring."""
+
+    # --- the pull request and its reply (R5.1-R5.7) -----------------------------------------------
+    def _send_pull(self: Model, s: State, a: SendPull) -> State:
+        """SendPull(client, queue). Enabled: running; the queue's pq has a ready PullRequest and is
+        not over pullThresholdForQueue (R5.1 holds a pull back only when msgCount > threshold). Flow
+        control's 50 ms retries are folded: the retry that finds room is this step, and the retries
+        before it, which only set lastPullTimestamp (R5.1 step 2 comes before step 5), are applied
+        by Tick (``_flow_control_retries``), so a pq held by flow control never looks pull-expired
+        (R6.6). Effect: PULL_MESSAGE at nextOffset
+        with the piggy-backed commit: CLUSTERING sends the memory offset and sets the flag only
+        when it is > 0 (R5.2). If the broker is down the
+        send fails and the pull is retried after 3 s (R5.7). A pq that an orderly removal left dropped
+        in the table only loses its PullRequest (R5.1 step 1)."""
+        i, q = a.client, a.queue
+        cl = s.clients[i]
+        pq = cl.pqs[q] if cl.running and 0 <= q < self.q_count else None
+        if (
+            pq is None
+            or pq.pull_state != PULL_READY
+            or pq.pull_ready_at > s.now
+            or (pq.msg_count > self.config.pull_threshold_for_queue and not pq.dropped)
+        ):
+            raise ActionNotEnabled(a, "no ready pull request under the flow-control threshold")
+        if pq.dropped:  # orderly consume loop: R5.1 step 1, a dropped pq's PullRequest is discarded
+            pq = pq._replace(pull_state=PULL_DROPPED)
+            return s._replace(clients=_put(s.clients, i, cl._replace(pqs=_put(cl.pqs, q, pq))))
+        pq = pq._replace(last_pull=s.now)  # R5.1 step 2
+        if self.orderly:  # orderly: R5.1 step 6
+            s, pq, ready = self._orderly_pull_gate(s, i, q, pq)
+            if not ready:
+                return s
+            cl = s.clients[i]
+        to_slave = not s.broker.up  # slaves: the route lacks the master, so any address of the name (R5.3)
+        if to_slave and s.slave is None:
+            pq = pq._replace(pull_ready_at=s.now + PULL_DELAY_WHEN_EXCEPTION)
+            return s._replace(clients=_put(s.clients, i, cl._replace(pqs=_put(cl.pqs, q, pq))))
+        commit_value = 0  # R5.2: only CLUSTERING reads the store (READ_FROM_MEMORY, -1 if absent)
+        if self.clustering:
+            mem = cl.mem[q]
+            commit_value = mem if mem is not None else -1
+            if self.m_piggyback_next:
+                commit_value = pq.next_offset
+        # pullKernelImpl clears COMMIT_OFFSET for a slave's address (R5.3)
+        request = PullRequestMsg(q, pq.uid, pq.next_offset, commit_value > 0 and not to_slave, commit_value, to_slave)
+        cl = cl._replace(
+            pqs=_put(cl.pqs, q, pq._replace(pull_state=PULL_READY if self.m_pull_requeued else PULL_IN_FLIGHT)),
+            pulls=(*cl.pulls, PullInFlight(q, pq.uid, pq.next_offset, -1, None, None, from_slave=to_slave)),
+            channel=(*cl.channel, request),
+        )
+        return s._replace(clients=_put(s.clients, i, cl))
+
+    def _receive_pull(self: Model, s: State, a: ReceivePull) -> State:
+        """ReceivePull(client, pq_uid). Enabled: running and the broker has processed that pull.
+        Effect: the PullCallback (R5.7) with the result computed from the queue now, which models
+        long polling (a held request is answered when a message arrives; R5.4 commits only once).
+        FOUND: putMessage, submit consume requests in batches of consumeMessageBatchMaxSize,
+        nextOffset := nextBeginOffset. NO_NEW_MSG / NO_MATCHED_MSG: nextOffset := nextBeginOffset,
+        then correctTagsOffset: if the pq holds nothing, updateOffset(nextOffset, increaseOnly).
+        A broken connection (broker crashed meanwhile) or an error code is an exception: pull again
+        after 3 s.
+        A reply for a dropped pq changes nothing, except correctTagsOffset (R6.7)."""
+        i = a.client
+        cl = s.clients[i]
+        found_at = next((k for k, p in enumerate(cl.pulls) if p.pq_uid == a.pq_uid and p.epoch != -1), None)
+        if not cl.running or found_at is None:
+            raise ActionNotEnabled(a, "no processed pull for this pq")
+        pull = cl.pulls[found_at]
+        cl = cl._replace(pulls=cl.pulls[:found_at] + cl.pulls[found_at + 1 :])
+        s = s._replace(clients=_put(s.clients, i, cl))
+        q = pull.queue
+        pq = cl.pqs[q]
+        live = pq is not None and pq.uid == pull.pq_uid
+        failed = (
+            (not pull.from_slave and (not s.broker.up or pull.epoch != s.broker.epoch))  # slaves: never crash
+            or (pull.result is not None and pull.result.status == br.PULL_ERROR)
+        )
+        if failed:
+            if live and pq is not None:
+                pq = pq._replace(pull_state=PULL_READY, pull_ready_at=s.now + PULL_DELAY_WHEN_EXCEPTION)
+                s = s._replace(clients=_put(s.clients, i, cl._replace(pqs=_put(cl.pqs, q, pq))))
+            return s
+        queue = s.broker.queues[q]
+        result = pull.result if pull.result is not None else self._pull_result(s, q, pull.offset, pull.from_slave)
+        if result.status == br.OFFSET_ILLEGAL:
+            return self._offset_illegal(s, i, pull, result.next_begin)
+        if not live or pq is None:
+            if result.status == br.FOUND and self.orderly:  # putMessage on the detached pq; dispatch if idle
+                if result.found and not pull.dropped_consuming:
+                    cl = self._submit_orderly_request(cl, q, pull.pq_uid, s.now)
+            elif result.status == br.FOUND:  # no dropped check here: requests are submitted (R5.7)
+                cl = self._submit_consume_requests(cl, q, pull.pq_uid, result.found, queue, s.now)
+            elif pull.dropped_empty:
+                raised = self._updated(cl.mem[q], result.next_begin, True)
+                current = cl.pqs[q]  # the shared entry now belongs to the table's pq (R6.7's exception)
+                old = cl.mem[q]
+                if self.orderly and (old is None or raised > old) and current is not None:  # "orderly-overwrite"
+                    keys = s.ghost.raised_by_tags | {pq_key(i, current.uid)}
+                    s = s._replace(ghost=s.ghost._replace(raised_by_tags=keys))
+                cl = cl._replace(mem=_put(cl.mem, q, raised))
+            return s._replace(clients=_put(s.clients, i, cl))
+        if result.status == br.FOUND:
+            tree, count, size, qmax = pq.tree, pq.msg_count, pq.msg_size, pq.queue_offset_max
+            for o in result.found:  # ProcessQueue.putMessage (R6.2)
+                if not tree >> o & 1:
+                    tree |= 1 << o
+                    count += 1
+                    size += br.body_size(queue.messages[o])
+                    qmax = o
+            pq = pq._replace(tree=tree, msg_count=count, msg_size=size, queue_offset_max=qmax)
+            g = s.ghost
+            cq = i * self.q_count + q
+            got = g.received[cq]
+            for o in result.found:
+                got |= 1 << o
+            s = s._replace(ghost=g._replace(received=_put(g.received, cq, got)))
+            if self.orderly:  # a replaced message is the stored one again; dispatchToConsume (R6.2, R8.4)
+                found = set(result.found)
+                pq = pq._replace(retry_times=tuple(e for e in pq.retry_times if e[0] not in found))
+                if result.found and not pq.consuming:
+                    pq = pq._replace(consuming=True)
+                    cl = self._submit_orderly_request(cl, q, pq.uid, s.now)
+            else:
+                if pq.consume_started:  # a replaced message object carries no CONSUME_START_TIME (R6.2, R6.8)
+                    found = set(result.found)
+                    pq = pq._replace(consume_started=tuple(e for e in pq.consume_started if e[0] not in found))
+                cl = self._submit_consume_requests(cl, q, pq.uid, result.found, queue, s.now)
+        elif pq.msg_count == 0:  # correctTagsOffset
+            raised = self._updated(cl.mem[q], result.next_begin, True)
+            before = cl.mem[q]
+            if self.orderly and (before is None or raised > before):  # ghost for INV-8's "orderly-overwrite"
+                s = s._replace(ghost=s.ghost._replace(raised_by_tags=s.ghost.raised_by_tags | {pq_key(i, pq.uid)}))
+            cl = cl._replace(mem=_put(cl.mem, q, raised))
+        next_offset = result.next_begin
+        if self.m_pull_cursor_one_behind and result.status == br.FOUND:
+            next_offset -= 1
+        pq = pq._replace(next_offset=next_offset, pull_state=PULL_READY, pull_ready_at=s.now)
+        cl = cl._replace(pqs=_put(cl.pqs, q, pq))
+        return s._replace(clients=_put(s.clients, i, cl))
+
+    def _submit_consume_requests(
+        self: Model, cl: Client, q: int, uid: int, found: tuple[int, ...], queue: BrokerQueue, now: int
+    ) -> Client:
+        """submitConsumeRequest: consecutive chunks of consumeMessageBatchMaxSize (R7.1)."""
+        requests = list(cl.requests)
+        seq = cl.seq
+        batch = self.config.consume_batch_size
+        for k in range(0, len(found), batch):
+            msgs = tuple((o, queue.messages[o].reconsume_times) for o in found[k : k + batch])
+            requests.append(ConsumeRequest(seq, q, uid, msgs, now))
+            seq += 1
+        return cl._replace(requests=tuple(requests), seq=seq)
+
+    def _updated(self: Model, old: int | None, value: int, increase_only: bool) -> int:
+        """OffsetStore.updateOffset (R1.5): a new entry takes the value; increaseOnly keeps the max."""
+        if old is None or not increase_only or self.m_ignore_increase_only:
+            return value
+        return old if old >= value else value
+
+    # --- pull expiry and flow control (R6.6, R9.4) ------------------------------------------------
+    def pull_expired(self: Model, s: State, pq: ProcessQueue) -> bool:
+        """ProcessQueue.isPullExpired (R6.6): no pullMessage run for more than 120 s. R9.4 Phase A
+        drops such a pq (push consumers) and Phase B re-creates it in the same pass. A pq held by flow
+        control is never expired: its 50 ms retries keep lastPullTimestamp fresh, which every Tick
+        applies (``_flow_control_retries``; docs/spec.md, "Pull expiry")."""
+        return not self.m_no_pull_expiry and s.now - pq.last_pull > PULL_MAX_IDLE_TIME
+
+    def flow_controlled(self: Model, pq: ProcessQueue, now: int) -> bool:
+        """pullMessage would take this pq's PullRequest now and stop at flow control (R5.1 step 5): the
+        request is runnable and msgCount > pullThresholdForQueue (a dropped pq's request is discarded
+        first, step 1)."""
+        return (
+            pq.pull_state == PULL_READY
+            and pq.pull_ready_at <= now
+            and pq.msg_count > self.config.pull_threshold_for_queue
+            and not pq.dropped
+        )
+
+    def _flow_control_retries(self: Model, s: State) -> State:
+        """What pullMessage's flow-control retries did while the clock advanced to ``s.now`` (R5.1
+        steps 2 and 5): a PullRequest held by flow control is run every 50 ms, and each run only sets
+        lastPullTimestamp and re-queues itself 50 ms later. The retries of one Tick are folded into
+        the last one, at the new time: ``last_pull := now`` (the last real retry ran less than 50 ms
+        before), and the request stays runnable, so the run that finds room is the next SendPull.
+        Nothing else of the state changes, so a per-50 ms step would only add no-op steps; this keeps
+        the state finite and the behaviours the same: flow control alone never makes a pq
+        pull-expired (R6.6, R9.4). A stalled JVM runs no retry."""
+        clients = s.clients
+        for i, cl in enumerate(clients):
+            if not cl.running or self._stalled(s, cl):
+                continue
+            pqs = cl.pqs
+            for q, pq in enumerate(pqs):
+                if pq is not None and pq.last_pull != s.now and self.flow_controlled(pq, s.now):
+                    pqs = _put(pqs, q, pq._replace(last_pull=s.now))
+            if pqs is not cl.pqs:
+                clients = _put(clients, i, cl._replace(pqs=pqs))
+        return s if clients is s.clients else s._replace(clients=clients)
+
+    # --- retention and OFFSET_ILLEGAL (R5.5, R5.7) ------------------------------------------------
+    def _retention_and_fix_enabled(self: Model, s: State) -> list[Action]:
+        out: list[Action] = []
+        b = s.broker
+        if b.up and s.budget.retention_deletes > 0:
+            out.extend(RetentionDelete(q) for q in self.topic_queues if b.queues[q].min_offset < b.queues[q].max_offset)
+        for i, cl in enumerate(s.clients):
+            if cl.running and not self._stalled(s, cl):
+                due = dict.fromkeys(f.queue for f in cl.offset_fixes if f.due <= s.now)
+                out.extend(FixOffsetIllegal(i, q) for q in due)
+        return out
+
+    def _retention_delete(self: Model, s: State, a: RetentionDelete) -> State:
+        """RetentionDelete(queue) (budgeted). Enabled: the broker is up, ``queue`` is a topic queue
+        holding a message at or above minOffset, and ``retention_deletes`` budget is left. Effect:
+        commit-log retention deleted the file holding the queue's oldest remaining message, and the
+        consume queue's minOffset rises by one (R5.5). A pull below it now gets OFFSET_ILLEGAL with
+        nextBeginOffset = minOffset (R5.5, R5.7); with message 0 gone the queue is no longer young,
+        so a group with no offset is told QUERY_NOT_FOUND (R3.5). Messages below minOffset are no
+        longer owed (INV-9 counts from minOffset)."""
+        q = a.queue
+        b = s.broker
+        queue = b.queues[q] if 0 <= q < self.config.queues else None
+        if queue is None or not b.up or s.budget.retention_deletes <= 0 or queue.min_offset >= queue.max_offset:
+            raise ActionNotEnabled(a, "broker down, no message left to delete, or retention budget used up")
+        queue = queue._replace(min_offset=queue.min_offset + 1)
+        return s._replace(
+            broker=b._replace(queues=_put(b.queues, q, queue)),
+            budget=s.budget._replace(retention_deletes=s.budget.retention_deletes - 1),
+        )
+
+    def _offset_illegal(self: Model, s: State, i: int, pull: PullInFlight, next_begin: int) -> State:
+        """The PullCallback's OFFSET_ILLEGAL branch (R5.7), which runs whether or not the pq was
+        dropped meanwhile: nextOffset := nextBeginOffset, pq.dropped := true (its PullRequest is not
+        re-queued, PULL_DROPPED). 4.9.8 schedules the correction 10 s later (FixOffsetIllegal);
+        5.2.0+ runs it at once, then rebalanceImmediately (``Config.offset_illegal_fixed_at_once``).
+        5.2.0's updateAndFreezeOffset freezes the entry until the removeOffset of the same task: at
+        this model's granularity (the task is one step) the freeze has no effect, except after a
+        removeProcessQueue that finds no pq, which 5.2.0 leaves frozen; not modelled."""
+        cl = s.clients[i]
+        q = pull.queue
+        pq = cl.pqs[q]
+        live = pq is not None and pq.uid == pull.pq_uid and pq.pull_state != PULL_DROPPED
+        if live and pq is not None:
+            cl = cl._replace(pqs=_put(cl.pqs, q, pq._replace(next_offset=next_begin, pull_state=PULL_DROPPED)))
+        if self.m_fix_deferred or not self.config.offset_illegal_fixed_at_once:
+            fix = OffsetFix(q, pull.pq_uid, next_begin, s.now + OFFSET_ILLEGAL_FIX_DELAY, live)
+            cl = cl._replace(offset_fixes=(*cl.offset_fixes, fix))
+            return s._replace(clients=_put(s.clients, i, cl))
+        s = self._apply_offset_fix(s._replace(clients=_put(s.clients, i, cl)), i, q, next_begin)
+        cl = s.clients[i]
+        return s._replace(clients=_put(s.clients, i, cl._replace(rebalance_requested=True)))
+
+    def _fix_offset_illegal(self: Model, s: State, a: FixOffsetIllegal) -> State:
+        """FixOffsetIllegal(client, queue) (a timer, 4.9.8). Enabled: running and the OFFSET_ILLEGAL
+        task of ``queue`` scheduled 10 s earlier is due (the earliest, if several). Effect: the task
+        (R5.7): updateOffset(mq, nextOffset, increaseOnly=false), persist(mq), removeProcessQueue(mq),
+        which removes *whatever pq the table now holds* for mq, drops it and runs
+        removeUnnecessaryMessageQueue (persist, removeOffset). The queue waits for the next
+        rebalance. A declared cause of a falling offset (commits with cause "offset-illegal-fix")."""
+        i, q = a.client, a.queue
+        cl = s.clients[i]
+        k = next((k for k, f in enumerate(cl.offset_fixes) if f.queue == q and f.due <= s.now), None)
+        if not cl.running or k is None:
+            raise ActionNotEnabled(a, "no OFFSET_ILLEGAL task due for this queue")
+        fix = cl.offset_fixes[k]
+        cl = cl._replace(offset_fixes=cl.offset_fixes[:k] + cl.offset_fixes[k + 1 :])
+        return self._apply_offset_fix(s._replace(clients=_put(s.clients, i, cl)), i, q, fix.offset)
+
+    def _apply_offset_fix(self: Model, s: State, i: int, q: int, offset: int) -> State:
+        """updateOffset(increaseOnly=false) (R1.5), persist(mq) (R2.6 / R1.13), removeProcessQueue."""
+        cl = s.clients[i]
+        s = s._replace(clients=_put(s.clients, i, cl._replace(mem=_put(cl.mem, q, offset))))
+        pq = cl.pqs[q]
+        s = self._persist_one(s, i, q, -1 if pq is None else pq.uid, "offset-illegal-fix")
+        if pq is None:
+            return s  # removeProcessQueue finds nothing: the memory entry stays until pruned (R2.7)
+        cl = s.clients[i]._replace(pqs=_put(s.clients[i].pqs, q, None), view=None)
+        s = s._replace(clients=_put(s.clients, i, cl))
+        if self.orderly_removal:  # removeProcessQueue takes the pq out whatever the orderly removal answers
+            s, _ = self._remove_orderly(s, i, q, pq._replace(dropped=True), -1, "offset-illegal-fix")
+            cl = s.clients[i]
+            return s._replace(clients=_put(s.clients, i, cl._replace(pulls=self._detach(cl, q, pq).pulls)))
+        s = self._persist_one(s, i, q, -1, "offset-illegal-fix")
+        cl = s.clients[i]
+        cl = self._remove_offset(cl._replace(pulls=self._detach(cl, q, pq).pulls), q)
+        return s._replace(clients=_put(s.clients, i, cl))

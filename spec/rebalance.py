@@ -1,0 +1,315 @@
+"""Rebalance: ``RebalanceService``, ``RebalanceImpl`` and where a new pq starts (``computePullFromWhere``).
+
+RocketMQ classes: ``RebalanceService`` (the 20 s wait, 5.x's paced loop; R4.2), ``RebalanceImpl``
+(``doRebalance``, ``rebalanceByTopic``, ``updateProcessQueueTableInRebalance``: the consumer list, allocation
+by ``allocation.py``, removal and creation of pqs; R9.1-R9.7), ``RebalancePushImpl#computePullFromWhere`` and
+``consumeFromWhere`` (R10.1, R10.4; the broker's offset query, R2.3, R2.4, R3.5), and the orderly branches of
+removal and creation (locks, R8.4, R8.8).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from rmqspec.spec import broker_rules as br
+from rmqspec.spec.actions import ActionNotEnabled, Rebalance, RebalanceQueryError
+from rmqspec.spec.allocation import AllocationError, allocate_queues
+from rmqspec.spec.config import FROM_FIRST, FROM_TIMESTAMP
+from rmqspec.spec.state import PULL_READY, Client, Event, History, ProcessQueue, State, pq_key
+from rmqspec.spec.state import put_at as _put
+
+if TYPE_CHECKING:
+    from rmqspec.spec.model import Model
+
+# Rebalance timers (semantics §14).
+REBALANCE_WAIT: Final = 20_000  # RebalanceService waitInterval (R4.2)
+REBALANCE_MIN_INTERVAL: Final = 1_000  # 5.x rocketmq.client.rebalance.minInterval, also the unbalanced wait (R4.2)
+NEW_PULL_DISPATCH_DELAY: Final = 500  # 5.x dispatchPullRequest(pullRequestList, 500) for new pqs (R9.4)
+# How a pq's position was found when the group had no stored offset (Ghost.starts): consumeFromWhere
+# decided (R10.4), or the broker answered 0 for a young queue with no entry (R3.5). On a queue the group
+# had committed on, each needs a cause the run shows (INV-9a, Model.missing_offset_cause).
+POSITIONED_WITHOUT_OFFSET: Final = frozenset(
+    {"consume-from-first", "consume-from-last", "consume-from-timestamp", "young-queue-zero"}
+)
+
+
+class RebalanceMixin:
+    """``Model``'s transitions and helpers for rebalancing; see the module docstring."""
+
+    def _rebalance(self: Model, s: State, a: Rebalance) -> State:
+        """Rebalance(client). Enabled: running, and the 20 s wait is over or a rebalance was
+        requested (start, notification). Effect: ``doRebalance`` for the topic and, in CLUSTERING,
+        the retry topic (R9.1). BROADCASTING takes every queue (R9.2). CLUSTERING asks the broker (its
+        slave while the master is down) for the consumer list; if it cannot (no broker) nothing changes,
+        else it allocates with
+        the configured strategy over the sorted lists (R9.3, R11) and updates the pq table (R9.4)."""
+        if not self._rebalance_due(s, a.client):
+            raise ActionNotEnabled(a, "no rebalance due or requested")
+        return self._do_rebalance(s, a.client, None)
+
+    def _rebalance_query_error(self: Model, s: State, a: RebalanceQueryError) -> State:
+        """RebalanceQueryError(client, queue) (budgeted). Enabled: CLUSTERING, a rebalance is due
+        as for Rebalance, the broker is up with a consumer of the group registered, ``queue`` has no
+        pq, and ``query_errors`` budget is left. Effect: Rebalance(client), except that if Phase B
+        asks the broker for ``queue``'s offset, the QUERY_CONSUMER_OFFSET answer is SYSTEM_ERROR
+        (the processor threw), which costs one unit of budget. readOffset maps it by version (R2.3):
+        4.9.8 reads it as -1, no offset, and positions the queue by consumeFromWhere (R10.1), past
+        a stored offset [RMQ-14]; 5.x reads it as -2, computePullFromWhereWithException throws and
+        the rebalance leaves the queue without a pq this round (R10.1, R9.4)."""
+        i, q = a.client, a.queue
+        listing = self._list_source(s)
+        if (
+            not self.clustering
+            or not 0 <= q < self.q_count
+            or not self._rebalance_due(s, i)
+            or s.budget.query_errors <= 0
+            or listing is None
+            or not listing.registered
+            or s.clients[i].pqs[q] is not None
+        ):
+            raise ActionNotEnabled(a, "no rebalance due, no query of that queue possible, or budget used up")
+        return self._do_rebalance(s, i, q)
+
+    def _rebalance_due(self: Model, s: State, i: int) -> bool:
+        cl = s.clients[i]
+        if "RebalanceService" in cl.dead_tasks:  # faults: the thread is gone; nothing wakes it
+            return False
+        if self.paced and s.now < cl.last_rebalance + REBALANCE_MIN_INTERVAL:
+            return False  # 5.x: a wake-up within minInterval of the last rebalance waits out the rest (R4.2)
+        return cl.running and (cl.rebalance_requested or (cl.next_rebalance is not None and cl.next_rebalance <= s.now))
+
+    def _do_rebalance(self: Model, s: State, i: int, fault: int | None, without_self: bool = False) -> State:
+        """doRebalance (R9.1); ``fault`` is the queue whose offset query fails, if any; ``without_self``:
+        the broker's consumer lists lack this consumer's clientId (RebalanceWithoutSelf). The next wait is
+        20 s; 5.x waits only minInterval (1 s) when the result was not balanced (R4.2)."""
+        cl = s.clients[i]
+        wait = None if self.m_rebalance_stops else s.now + REBALANCE_WAIT
+        cl = cl._replace(next_rebalance=wait, rebalance_requested=False)
+        if self.paced:
+            cl = cl._replace(last_rebalance=s.now)
+        s = s._replace(clients=_put(s.clients, i, cl))
+        s, balanced = self._rebalance_topics(s, i, fault, without_self)
+        if balanced or wait is None or not self.paced:
+            return s
+        cl = s.clients[i]
+        return s._replace(clients=_put(s.clients, i, cl._replace(next_rebalance=s.now + REBALANCE_MIN_INTERVAL)))
+
+    def _rebalance_topics(self: Model, s: State, i: int, fault: int | None, without_self: bool) -> tuple[State, bool]:
+        """rebalanceByTopic for each subscribed topic; also returns 5.x's ``balanced``: every topic's allocation
+        equals its working queues (pqs in the table, not dropped), a null consumer list counting as balanced
+        and a throwing allocation as not (5.3.3 RebalanceImpl#rebalanceByTopic, R4.2)."""
+        if not self.clustering:
+            s, _ = self._rebalance_topic(s, i, self.topic_queues, set(self.topic_queues), fault)
+            return s, not self.paced or self._working(s, i, self.topic_queues) == set(self.topic_queues)
+        listing = self._list_source(s)
+        if listing is None or not listing.registered:
+            # findConsumerIdList gets an error (no broker, or no consumer registered: SYSTEM_ERROR)
+            # and answers null: existing pqs are kept (R9.3 steps 2-3).
+            return s, True
+        me = self.cids[i]
+        topics = [self.topic_queues]
+        if self.retry_queue is not None:
+            topics.append((self.retry_queue,))
+        lists, complete, thrown, balanced = set(), True, 0, True
+        for queues in topics:
+            # findConsumerIdList per topic: the heartbeat of an earlier topic's change may have
+            # registered this consumer in between (R9.3, R9.6).
+            listed = self._list_source(s).registered  # type: ignore[union-attr]
+            if without_self:
+                listed = frozenset(j for j in listed if self.cids[j] != me)
+                if not listed:  # an empty list is answered "no consumer for this group": null (R9.3 step 3)
+                    thrown += 1
+                    continue
+            members = tuple(sorted(listed, key=lambda j: self.cids[j]))
+            cid_all = tuple(self.cids[j] for j in members)
+            try:
+                allocated = allocate_queues(self.strategies[i], me, tuple(self.mqs[q] for q in queues), cid_all)
+            except AllocationError:
+                thrown += 1  # logged; this topic is left as it is this round (R9.3 step 5, R11.7)
+                balanced = False
+                continue
+            mine = {self.queue_index[mq] for mq in allocated}
+            errors = s.budget.query_errors
+            s, placed = self._rebalance_topic(s, i, queues, mine, fault)
+            if s.budget.query_errors != errors:
+                fault = None  # the query error strikes once; a CONFIG list can ask again in the next topic
+            lists.add(tuple(self.identity[j] for j in members))  # a view names clientIds (RMQ-11)
+            complete = complete and placed
+            # a CONFIG list naming the retry queue in the topic's pass is never balanced: getWorkingMessageQueue
+            # looks only at the topic's own queues
+            balanced = balanced and (not self.paced or mine == self._working(s, i, queues))
+        if thrown == len(topics):
+            return s, balanced  # no topic was allocated: the view stays
+        view = lists.pop() if complete and not thrown and len(lists) == 1 else None
+        cl = s.clients[i]
+        return s._replace(clients=_put(s.clients, i, cl._replace(view=view))), balanced
+
+    @staticmethod
+    def _working(s: State, i: int, topic_queues: tuple[int, ...]) -> set[int]:
+        """5.x getWorkingMessageQueue: the topic's queues with a pq in the table that is not dropped."""
+        pqs = s.clients[i].pqs
+        return {q for q in topic_queues if (pq := pqs[q]) is not None and not pq.dropped}
+
+    def _rebalance_topic(
+        self: Model, s: State, i: int, topic_queues: tuple[int, ...], mine: set[int], fault: int | None
+    ) -> tuple[State, bool]:
+        """rebalanceByTopic's tail: update the pq table and, if it changed, messageQueueChanged,
+        whose heartbeat registers the consumer with the broker (R9.6 step 3, R9.7)."""
+        before = self._pq_uids(s.clients[i])
+        s, complete = self._update_process_queue_table(s, i, topic_queues, mine, fault)
+        # "changed": a pq added or removed; an orderly removal that was refused only marks its pq dropped (R8.8)
+        if self._pq_uids(s.clients[i]) != before:
+            s = self._register(s, i)
+        return s, complete
+
+    @staticmethod
+    def _pq_uids(cl: Client) -> tuple[int | None, ...]:
+        return tuple(None if pq is None else pq.uid for pq in cl.pqs)
+
+    def _update_process_queue_table(
+        self: Model, s: State, i: int, topic_queues: tuple[int, ...], mine: set[int], fault: int | None
+    ) -> tuple[State, bool]:
+        """updateProcessQueueTableInRebalance (R9.4), push consumer.
+
+        Phase A drops each pq no longer allocated, or pull-expired (R6.6): ``persist`` then
+        ``removeOffset`` (R9.5); an orderly CLUSTERING consumer's removal may be refused and the pq
+        stays in the table, dropped (R8.8), which keeps Phase B from re-creating it. Phase B
+        creates a pq for each new queue: ``removeDirtyOffset``, then ``computePullFromWhere``
+        (R10.1); a queue whose start cannot be computed is skipped this round. Returns the new
+        state and whether every allocated queue now has a pq.
+        """
+        for q in topic_queues:
+            pq = s.clients[i].pqs[q]
+            if pq is None or (q in mine and not self.pull_expired(s, pq)):
+                continue
+            if self.orderly_removal:  # orderly consume loop: R8.8; a refused removal keeps the pq, dropped
+                pq = pq._replace(dropped=True)
+                cl = s.clients[i]
+                s = s._replace(clients=_put(s.clients, i, cl._replace(pqs=_put(cl.pqs, q, pq))))
+                s, removed = self._remove_orderly(s, i, q, pq, pq.uid, "rebalance-removal")
+                if removed:
+                    cl = s.clients[i]
+                    s = s._replace(clients=_put(s.clients, i, self._detach(cl, q, pq)))
+                continue
+            s = self._persist_one(s, i, q, pq.uid, "rebalance-removal")
+            cl = s.clients[i]
+            cl = self._remove_offset(self._detach(cl, q, pq), q)
+            s = s._replace(clients=_put(s.clients, i, cl))
+        complete = True
+        for q in sorted(mine, key=self.mqs.__getitem__):
+            if s.clients[i].pqs[q] is not None:
+                complete = complete and not s.clients[i].pqs[q].dropped  # type: ignore[union-attr]
+                continue
+            if self.lock_on_add and not self.m_add_without_lock:  # orderly: lock(mq) first, else skip (R8.4)
+                s, granted = self._lock(s, i, (q,), False)
+                if q not in granted:
+                    complete = False
+                    continue
+            cl = s.clients[i]
+            s = s._replace(clients=_put(s.clients, i, self._remove_offset(cl, q)))  # removeDirtyOffset
+            s, start = self._compute_pull_from_where(s, i, q, s.clients[i].seq, fault == q)
+            if start is None or start < 0:
+                complete = False
+                continue
+            cl = s.clients[i]
+            first_pull = s.now + (NEW_PULL_DISPATCH_DELAY if self.paced else 0)
+            pq = ProcessQueue(cl.seq, 0, 0, 0, 0, start, PULL_READY, first_pull, last_pull=s.now)
+            if self.orderly:  # orderly: pq.locked := true; lastLockTimestamp is its creation (R8.4)
+                pq = pq._replace(locked=True, last_lock=s.now)
+            cl = cl._replace(pqs=_put(cl.pqs, q, pq), seq=cl.seq + 1)
+            s = s._replace(clients=_put(s.clients, i, cl))
+        return s, complete
+
+    def _compute_pull_from_where(
+        self: Model, s: State, i: int, q: int, uid: int, query_fails: bool
+    ) -> tuple[State, int | None]:
+        """computePullFromWhereWithException (R10.1) after ``readOffset(READ_FROM_STORE)``.
+
+        CLUSTERING reads the broker (R2.3, R3.5): a found offset seeds memory with
+        ``updateOffset(mq, o, false)``; QUERY_NOT_FOUND gives -1. BROADCASTING reads the local file
+        (R1.11). With -1, consumeFromWhere decides (R10.4): LAST gives maxOffset (0 for a retry
+        topic), FIRST gives 0, TIMESTAMP searches (maxOffset for a retry topic). The offsets a
+        first-start position jumps over are recorded as declared skips (INV-9). ``None`` means the
+        broker could not be asked (an exception: the queue is skipped this round).
+
+        ``query_fails``: the broker answers SYSTEM_ERROR (RebalanceQueryError). 4.9.8 reads that as
+        -1 like QUERY_NOT_FOUND; 5.x as -2, a failed read (R2.3), on which 5.x throws where 4.9.8
+        returns -1 (R10.1); the caller skips the queue on both (R9.4).
+
+        ``uid``: the pq positioned (the next uid for a pq Phase B creates). The ghost records how its
+        position was found (``Ghost.starts``) and, for a position consumeFromWhere chose, why there was no
+        stored offset (``missing_offset_cause``).
+        """
+        cl = s.clients[i]
+        b = s.broker
+        asked = b if b.up else s.slave  # slaves: R2.4's lookup falls back to the slave while the master is down
+        stored: int | None
+        if self.clustering:
+            if asked is None:
+                return s, None
+            if query_fails:
+                s = s._replace(budget=s.budget._replace(query_errors=s.budget.query_errors - 1))
+                if not self.config.broker_error_reads_as_no_offset:
+                    return s, None if self.config.read_error_throws else -1  # readOffset gave -2
+                stored = None  # 4.9.8: MQBrokerException reads as -1, "no offset" [RMQ-14]
+            else:
+                stored = br.query_consumer_offset(
+                    asked.offsets[q],
+                    asked.queues[q],
+                    self.m_answers_minus_one,
+                    self.config.young_queue_needs_head_in_memory,
+                )
+        else:
+            stored = cl.file[q]
+        if stored is not None:
+            seeded = stored - 1 if self.m_resume_memory_one_behind and stored > 0 else stored
+            cl = cl._replace(mem=_put(cl.mem, q, seeded))  # updateOffset(mq, o, increaseOnly=false)
+            s = s._replace(clients=_put(s.clients, i, cl))
+            if stored >= 0 and not self.m_resume_ignores:
+                how = "stored-offset"
+                if self.clustering and asked is not None and asked.offsets[q] is None:
+                    how = "young-queue-zero"  # no entry: the broker answers 0 for a young queue (R3.5)
+                elif self.clustering and asked is s.slave:
+                    how = "stored-offset-on-slave"
+                return self._positioned(s, i, q, uid, stored, how, False, query_fails), stored
+        cfw = self.config.consume_from_where
+        is_retry = q == self.retry_queue
+        if cfw == FROM_FIRST or (is_retry and cfw != FROM_TIMESTAMP):
+            return self._positioned(s, i, q, uid, 0, "consume-from-first", False, query_fails), 0
+        if not b.up:  # GET_MAX_OFFSET / SEARCH_OFFSET_BY_TIMESTAMP go to the master only: MQClientException
+            return s, None
+        queue = b.queues[q]
+        if cfw == FROM_TIMESTAMP and not is_retry:
+            start = br.search_offset(queue, self.config.consume_timestamp)
+            return self._positioned(s, i, q, uid, start, "consume-from-timestamp", True, query_fails), start
+        start = queue.max_offset
+        return self._positioned(s, i, q, uid, start, "consume-from-last", True, query_fails), start
+
+    def _positioned(
+        self: Model, s: State, i: int, q: int, uid: int, start: int, how: str, skip: bool, query_error: bool
+    ) -> State:
+        """Ghost of a position found for pq ``uid``: ``Ghost.starts``; for a position consumeFromWhere
+        chose, the cause of the missing offset in the history event; the offsets a forward position
+        jumps over that nobody handled are declared skipped with that cause (``Ghost.skips``). A new
+        pq's own ledgers (``received``, ``listened``) start empty."""
+        g = s.ghost
+        idx = self._ledger(i) * self.q_count + q
+        key = pq_key(i, uid)
+        g = g._replace(starts=(*(e for e in g.starts if e[0] != key), (key, start, how)))
+        if how == "stored-offset" and self.clustering:  # it read the master's current value
+            readers = g.readers or (frozenset(),) * self.q_count
+            g = g._replace(readers=_put(readers, q, readers[q] | {key}))
+        cause = how
+        if how in POSITIONED_WITHOUT_OFFSET:
+            cause = f"{how}: {self.missing_offset_cause(s, i, q, query_error) or 'no cause'}"
+        if skip and start > 0:
+            below = (1 << start) - 1
+            jumped = below & ~(g.handled[idx] | g.skipped[idx]) & ~((1 << s.broker.queues[q].min_offset) - 1)
+            g = g._replace(skipped=_put(g.skipped, idx, g.skipped[idx] | below))
+            if jumped:
+                g = g._replace(skips=(*g.skips, (idx, cause, jumped)))
+        if uid == s.clients[i].seq:
+            cq = i * self.q_count + q
+            if g.received[cq] or g.listened[cq]:
+                g = g._replace(received=_put(g.received, cq, 0), listened=_put(g.listened, cq, 0))
+        return s._replace(ghost=g, history=History(Event(s.now, "position", i, q, start, cause), s.history))

@@ -1,0 +1,99 @@
+"""The master's slave: HA replication, ``SlaveSynchronize`` and the requests it serves while the master is down.
+
+RocketMQ classes: ``SlaveSynchronize#syncConsumerOffset`` (GET_ALL_CONSUMER_OFFSET and ``putAll``, R3.8,
+RMQ-25 (2)), the HA service copying the commit log, and the slave's own ``ConsumerManageProcessor`` and
+``PullMessageProcessor`` (a commit is stored, R3.4; a pull is answered from the slave's copy, no commit flag,
+R5.3-R5.5). Clients reach the slave when the master is down (R2.4, R2.5, R9.3).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from rmqspec.spec import broker_rules as br
+from rmqspec.spec.actions import ActionNotEnabled, SlaveReplicate, SlaveSync
+from rmqspec.spec.state import Commit, Event, History, PullRequestMsg, PullResult, State, pq_key
+from rmqspec.spec.state import put_at as _put
+
+if TYPE_CHECKING:
+    from rmqspec.spec.model import Model
+
+SLAVE_SYNC_WRITER: Final = -2  # ghost writer key of the slave's table entries that SlaveSync copied
+
+
+class SlaveMixin:
+    """``Model``'s transitions and helpers for the master's slave; see the module docstring."""
+
+    def _slave_receive(self: Model, s: State, i: int, item: Commit | PullRequestMsg) -> State:
+        """BrokerReceive of a request sent to the slave while the master was down. UPDATE_CONSUMER_OFFSET
+        is stored: the 4.9.8 handler checks no role (R3.4). PULL_MESSAGE is answered from the slave's copy
+        of the commit log; its commit flag is clear (R5.3), and a slave would not store it anyway (R5.4). A
+        group the slave has no heartbeat of is SUBSCRIPTION_NOT_EXIST, as on the master; a 5.x slave refuses
+        every pull (``Config.slave_serves_pulls``). Either error is an exception to the client (3 s)."""
+        sl = s.slave
+        assert sl is not None
+        if isinstance(item, Commit):
+            g = self._note_committed(s.ghost, item.queue)
+            if s.broker.offsets[item.queue] is None:  # the slave never syncs its table back (R3.8, RMQ-25 (2))
+                lost = g.offset_lost or ("",) * len(g.handled)
+                g = g._replace(offset_lost=_put(lost, item.queue, "slave-only-commit"))
+            return s._replace(
+                slave=sl._replace(offsets=_put(sl.offsets, item.queue, item.offset)),
+                ghost=g._replace(slave_last_writer=_put(g.slave_last_writer, item.queue, pq_key(i, item.pq_uid))),
+                history=History(
+                    Event(s.now, "commit-landed-on-slave", i, item.queue, item.offset, item.cause), s.history
+                ),
+            )
+        result: PullResult | None = PullResult(br.PULL_ERROR, (), item.offset)
+        if sl.registered and self.config.slave_serves_pulls:  # 5.x rejects the pull: SYSTEM_BUSY
+            result = self._pull_result(s, item.queue, item.offset, from_slave=True)
+            if result.status == br.NO_NEW_MSG:
+                result = None  # held for long polling on the slave, answered as messages are copied
+        cl = s.clients[i]
+        pulls = tuple(
+            p._replace(epoch=0, result=result) if p.pq_uid == item.pq_uid and p.epoch == -1 else p for p in cl.pulls
+        )
+        return s._replace(clients=_put(s.clients, i, cl._replace(pulls=pulls)))
+
+    def _slave_replicate(self: Model, s: State, a: SlaveReplicate) -> State:
+        """SlaveReplicate(queue) (slaves; free). Enabled: the master is up and the slave's copy of ``queue``
+        differs from the master's. Effect: the copy catches up with the master's commit log (HA): its
+        messages, its minOffset (the model lets the slave's retention follow the master's) and whether
+        message 0 is in page cache (R3.5). Until it runs, the slave lags; a master crash freezes the lag."""
+        q, b, sl = a.queue, s.broker, s.slave
+        if sl is None or not b.up or not 0 <= q < self.q_count or sl.queues[q] == b.queues[q]:
+            raise ActionNotEnabled(a, "no slave, master down, or the slave's copy is current")
+        return s._replace(slave=sl._replace(queues=_put(sl.queues, q, b.queues[q])))
+
+    def _slave_sync(self: Model, s: State, a: SlaveSync) -> State:
+        """SlaveSync (slaves; a timer: 4.9.8 first 3 s after start, then every 10 s; 5.x at 61 s, then every
+        63 s, ``Config.slave_sync_times``). Enabled: due. Effect, when the master is up:
+        GET_ALL_CONSUMER_OFFSET returns the master's memory table and the slave applies it with ``putAll``
+        on its ``topic@group`` map: for every topic whose key the master has, the
+        slave's per-queue map is replaced by the master's, so a value the slave took while the master was
+        down is overwritten (RMQ-25 (2)); a key only the slave has survives (R3.8). A master that is down
+        answers nothing and the slave keeps its table."""
+        b, sl = s.broker, s.slave
+        if sl is None or sl.next_sync is None or sl.next_sync > s.now:
+            raise ActionNotEnabled(a, "no slave sync due")
+        sl = sl._replace(next_sync=sl.next_sync + self.config.slave_sync_times[1])
+        if not b.up:
+            return s._replace(slave=sl)
+        offsets, writers = list(sl.offsets), list(s.ghost.slave_last_writer)
+        hist = s.history
+        topics = [self.topic_queues] + ([(self.retry_queue,)] if self.retry_queue is not None else [])
+        for queues in topics:
+            if all(b.offsets[q] is None for q in queues):
+                continue  # no "topic@group" key on the master: the slave's own survives
+            for q in queues:
+                value = b.offsets[q]
+                if offsets[q] != value:
+                    hist = History(
+                        Event(s.now, "slave-sync", -1, q, -1 if value is None else value, "slave-sync"), hist
+                    )
+                offsets[q], writers[q] = value, SLAVE_SYNC_WRITER
+        return s._replace(
+            slave=sl._replace(offsets=tuple(offsets)),
+            ghost=s.ghost._replace(slave_last_writer=tuple(writers)),
+            history=hist,
+        )
