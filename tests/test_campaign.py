@@ -302,3 +302,146 @@ def test_the_new_directed_scripts_reach_their_preconditions() -> None:
     assert unsynced.state.slave is not None and unsynced.state.slave.offsets[0] is None
     cause = unsynced.model.missing_offset_cause(unsynced.state, 0, 0, False)
     assert cause == "failover-to-a-replica-lacking-the-offset"
+
+
+def _falls(d: object, on_slave: bool) -> list[tuple[int, int]]:
+    """The falls (from, to) of queue 0's offset over a Driver's run, on the slave or the master."""
+    from itertools import pairwise
+
+    from rmqspec.properties.reset_scenarios import Driver
+
+    assert isinstance(d, Driver)
+    state = d.model.initial()
+    values = []
+    for a in d.taken:
+        state = d.model.step(state, a)
+        table = state.slave if on_slave else state.broker
+        assert table is not None
+        values.append(table.offsets[0])
+    return [(a, b) for a, b in pairwise(values) if a is not None and b is not None and b < a]
+
+
+def test_a_stale_owners_late_commit_lowers_the_slaves_offset_during_the_outage() -> None:
+    from rmqspec.properties import scenario_starts as ss
+    from rmqspec.spec.state import history_list
+
+    d = ss.late_commit_on_the_slave("4.9.8")
+    assert not d.state.broker.up and d.state.slave is not None and d.violations == []
+    landed = [e for e in history_list(d.state) if e.kind == "commit-landed-on-slave" and e.queue == 1]
+    order = [(e.client, e.offset) for e in landed]
+    assert order.index((1, 4)) < order.index((0, 2))  # the older commit lands last
+    assert d.state.slave.offsets[1] == 2
+
+
+def test_the_offset_illegal_correction_lowers_the_slaves_offset_while_the_master_is_down() -> None:
+    from rmqspec.properties import scenario_starts as ss
+
+    d = ss.offset_illegal_fix_below(on_slave=True)("4.9.8")
+    assert not d.state.broker.up and d.violations == []
+    assert _falls(d, on_slave=True) == [(4, 2)]
+
+
+def test_the_offset_illegal_correction_lowers_the_masters_offset() -> None:
+    from rmqspec.properties import scenario_starts as ss
+
+    d = ss.offset_illegal_fix_below(on_slave=False)("4.9.8")
+    assert d.state.broker.up and d.violations == []
+    assert _falls(d, on_slave=False) == [(4, 2)]
+
+
+def test_an_unreadable_offset_file_lowers_the_offset_to_the_bak_at_restart() -> None:
+    from rmqspec.properties import scenario_starts as ss
+
+    d = ss.corrupted_offset_file_at_restart("4.9.8")
+    assert isinstance(d.taken[-1], act.CorruptOffsetFile) and d.violations == []
+    assert _falls(d, on_slave=False) == [(2, 1)]
+
+
+def test_a_rebalance_without_self_among_sharers_of_one_client_id_sees_an_empty_list_and_keeps_its_pqs() -> None:
+    from rmqspec.properties import scenario_starts as ss
+
+    d = ss.consumer_list_without_self("4.9.8")
+    model = d.model
+    before = model.initial()
+    for a in d.taken[:-1]:
+        before = model.step(before, a)
+    assert model.cids[0] == model.cids[1] and isinstance(d.taken[-1], act.RebalanceWithoutSelf)
+    assert d.state.clients[0].pqs == before.clients[0].pqs and d.state.clients[0].pqs[0] is not None
+
+
+def test_try_lock_later_is_refused_while_its_pq_is_in_the_table() -> None:
+    from rmqspec.properties import scenario_starts as ss
+
+    d = ss.lock_refused_while_its_pq_exists("5.x")
+    pq = d.state.clients[0].pqs[0]
+    assert isinstance(d.taken[-1], act.TryLockLater) and d.violations == []
+    assert pq is not None and not pq.locked and d.state.broker.locks[0] is not None
+    assert d.state.broker.locks[0][0] == d.model.identity[1]  # consumer 1 holds the broker lock
+
+
+@pytest.mark.parametrize("status", [act.ORDERLY_ROLLBACK, act.SUSPEND_CURRENT_QUEUE_A_MOMENT])
+def test_an_old_listener_answering_after_its_pq_was_replaced_puts_nothing_back_and_resubmits(status: str) -> None:
+    from rmqspec.properties import scenario_starts as ss
+
+    d = ss.old_listener_answers_after_requeue(status)("5.x")
+    last = d.taken[-1]
+    assert isinstance(last, act.FinishConsume) and last.status == status and d.violations == []
+    pq = d.state.clients[0].pqs[1]
+    resubmitted = [r for r in d.state.clients[0].requests if r.queue == 1]
+    assert pq is not None and pq.consuming_tree == 0  # the new pq's tree got nothing of the old batch back
+    assert any(r.pq_uid != pq.uid for r in resubmitted)  # the old pq's request, 1 s later
+
+
+def test_two_orderly_broadcasting_consumers_listen_on_one_queue_at_once() -> None:
+    from rmqspec.properties import scenario_starts as ss
+
+    d = ss.orderly_broadcasting_listeners("4.9.8")
+    assert d.model.config.mode == BROADCASTING and d.violations == []
+    assert all(any(r.queue == 0 for r in d.state.clients[i].consuming) for i in (0, 1))
+
+
+def test_the_cleaner_drops_a_broadcasting_message_to_the_unsubscribed_retry_topic() -> None:
+    from rmqspec.properties import scenario_starts as ss
+
+    d = ss.expired_to_unsubscribed_retry_topic("4.9.8")
+    assert d.violations == [] and not d.state.broker.scheduled
+    assert any(cause == "expired-to-unsubscribed-retry-topic" for _, cause, _ in d.state.ghost.skips)
+
+
+def test_the_first_batch_after_a_reset_to_an_unsubscribed_offset_starts_at_the_next_subscribed_one() -> None:
+    from rmqspec.properties import scenario_starts as ss
+
+    d = ss.reset_to_an_unsubscribed_offset("5.x")
+    queue = d.state.broker.queues[0]
+    assert [m.tag for m in queue.messages] == ["A", "B", "A"] and d.violations == []
+    pq = d.state.clients[0].pqs[0]
+    assert isinstance(d.taken[-1], act.ReceivePull) and pq is not None and pq.tree == 1 << 2
+    assert d.state.ghost.reset_expect[0] is None  # INV-18 checked this first batch
+
+
+def test_a_late_offset_illegal_reply_for_a_removed_pq_is_corrected_with_no_pq_in_the_table() -> None:
+    from rmqspec.properties import scenario_starts as ss
+
+    d = ss.offset_illegal_reply_after_removal("4.9.8")
+    assert isinstance(d.taken[-1], act.FixOffsetIllegal) and d.violations == []
+    assert d.state.clients[0].pqs[1] is None and not d.state.clients[0].offset_fixes
+
+
+def test_a_removed_orderly_pqs_late_reply_raises_the_memory_offset_of_its_replacement() -> None:
+    from rmqspec.properties import scenario_starts as ss
+    from rmqspec.spec.state import pq_key
+
+    d = ss.late_reply_raises_the_new_pqs_offset("4.9.8")
+    pq = d.state.clients[0].pqs[1]
+    assert isinstance(d.taken[-1], act.ReceivePull) and d.taken[-1].pq_uid != pq.uid and d.violations == []
+    assert d.state.clients[0].mem[1] == d.state.broker.queues[1].max_offset  # past every unsubscribed B
+    assert pq_key(0, pq.uid) in d.state.ghost.raised_by_tags  # the overwrite a later commit may undercut
+
+
+def test_a_late_found_reply_for_a_removed_orderly_pq_dispatches_nothing() -> None:
+    from rmqspec.properties import scenario_starts as ss
+
+    d = ss.late_found_reply_after_orderly_removal("4.9.8")
+    last = d.taken[-1]
+    assert isinstance(last, act.ReceivePull) and d.state.clients[0].pqs[1] is None and d.violations == []
+    assert [r.pq_uid for r in d.state.clients[0].requests if r.queue == 1] == [last.pq_uid]  # the one queued before
