@@ -106,16 +106,6 @@ _VALIDATED = (
     "draws only valid ones; tests/test_spec_allocation.py and tests/test_spec_rules.py try the bad ones"
 )
 
-_FIX_498 = (
-    "4.9.8's deferred OFFSET_ILLEGAL correction (R5.7: FixOffsetIllegal 10 s later; 5.x corrects at once, "
-    "Config.offset_illegal_fixed_at_once): a default campaign meets OFFSET_ILLEGAL on the master only below "
-    "minOffset after RetentionDelete, which sample_config draws under 5.x only (4.9.8's 10 s window is a real "
-    "bug, INV-17, tests/test_fidelity.py); 4.9.8's other source, a pull at -1 after a failed read, needs one of "
-    "the two configurations excluded above (a 4.9.8 query error, an outage at a 4.9.8 orderly locked pull); a "
-    "slave turns OFFSET_ILLEGAL into NO_MATCHED_MSG (offset_check_in_slave is never drawn, RMQ-17). The planted "
-    "bug offset_illegal_fix_deferred takes it (tests/test_planted_bugs.py)"
-)
-
 EXCLUSIONS: tuple[Exclusion, ...] = (
     *_entries(
         "invariants.py",
@@ -135,6 +125,11 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
             ("_retry_accounting", "if msg.reconsume_times < least", 'return f"'),
             ("_retry_accounting", "elif msg.reconsume_times != limit + 1", 'return f"'),
             ("_increase_only", "if old is not None and new is not None and new < old", 'return f"'),
+            (
+                "_offset_illegal_fix_while_owned",
+                "if not fix.live or (pq is not None and pq.uid == fix.pq_uid)",
+                'now = "no pq" if pq is None',
+            ),
             ("_dropped_pq_inert", "if t.clients[a.client].mem != cl.mem", 'return f"'),
             ("_dropped_pq_inert", "if t.ghost.delivered != s.ghost.delivered", 'return f"'),
             ("_local_file_grows", "if lost", 'return f"'),
@@ -354,27 +349,124 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
         "down only by BrokerCrash, which run_unit switches off for exactly these runs (the outage is a real "
         "bug, INV-19, tests/test_orderly.py), and Config refuses a slave with orderly",
     ),
-    *_placed(
-        "excluded-config",
-        _FIX_498,
-        [
-            (
-                "pull.py",
-                "PullMixin._offset_illegal",
-                "if self.m_fix_deferred or not self.config.offset_illegal_fixed_at_once",
-                "fix = OffsetFix(",
-            ),
-            ("pull.py", "PullMixin._fix_offset_illegal", "if not cl.running or k is None", "fix = cl.offset_fixes[k]"),
-        ],
+    Exclusion(
+        "pull.py",
+        "PullMixin._receive_pull",
+        "if not tree >> o & 1",
+        "for o in result.found",
+        "defensive",
+        "putMessage of an offset the pq already holds: a FOUND reply is read at the pull's own nextOffset, and a "
+        "live pq's nextOffset never moves back while it holds messages (docs/spec.md §18.4 (c); the OFFSET_ILLEGAL "
+        "branch that moves it drops the pq, R5.7)",
     ),
     *_entries(
         "invariants.py",
-        "excluded-config",
-        _FIX_498,
+        "defensive",
+        "LIV-3's exemption for a pull-expired pq kept by an allocation that throws: the one strategy that throws "
+        "on a valid non-empty list (MACHINE_ROOM without consumeridcs under a '<room>@<name>' broker) throws for "
+        "every list that holds the asker, so no pq ever exists under it (docs/campaign.md); a kept pq without a "
+        "throw is the violation itself",
         [
-            ("_offset_illegal_fix_while_owned", "if not isinstance(a, FixOffsetIllegal)", "cl = s.clients[a.client]"),
-            ("_offset_illegal_fix_while_owned", "if not fix.live or (pq is not None and pq.uid == fix.pq_uid)", "", 2),
+            (
+                "_pull_stalled_recreated",
+                "if kept is None or kept.uid != pq.uid or kept.dropped",
+                "queues = (q,) if q == m.retry_queue else m.topic_queues",
+            ),
+            (
+                "_pull_stalled_recreated",
+                "if m.clustering and any(_allocation_throws(m, i, queues, r) for r in members)",
+                "continue",
+            ),
         ],
+    ),
+    Exclusion(
+        "allocation.py",
+        "allocate_queues",
+        "if inner.name == CONFIG and inner.message_queue_list is None",
+        "raise NullPointerError(",
+        "defensive",
+        "MACHINE_ROOM_NEARBY around a CONFIG with no list (Java's addAll(null)): Config accepts only AVG, "
+        "AVG_BY_CIRCLE and CONSISTENT_HASH as nearby_inner; tests/test_spec_allocation.py and conform's "
+        "reference run it",
+    ),
+    *_entries(
+        "invariants.py",
+        "defensive",
+        "_landed_commit is asked only about a decrease that the step's landing request made: a step that lands "
+        "no request on the queue, or one without a commit, lowers no broker offset (its callers run after the "
+        "failover and admin-reset causes, which cover every other lowering step)",
+        [
+            (
+                "_landed_commit",
+                "if not isinstance(a, BrokerReceive) or not 0 <= a.overtakes < len(s.clients[a.client].channel)",
+                "return None",
+            ),
+            ("_landed_commit", "if item.queue != q", "return None"),
+            ("_landed_commit", "if item.commit_flag", "return None"),
+        ],
+    ),
+    Exclusion(
+        "invariants.py",
+        "stale_owner_race",
+        "if s.ghost.readers and key in s.ghost.readers[q]",
+        "return None",
+        "defensive",
+        "a lowering commit from a pq that read the current value as its start: its memory would have to fall "
+        "below what it read, and its only lowering writer, the OFFSET_ILLEGAL correction, goes below a stored "
+        "position only for a pull above maxOffset, which a committed value never is; no path found (the "
+        "campaigns and the directed starts never take it)",
+    ),
+    *_placed(
+        "violation",
+        "the path to INV-9a's report: a pq positioned without a stored offset on a queue whose group had committed, "
+        "with no cause the ghost shows (missing_offset_cause answers None). Every way the correct model's tables "
+        "lose an entry records its cause in Ghost.offset_lost (a broker crash, an unreadable file, a slave "
+        "lacking it, a 4.9.8 query error), so a clean campaign never gets here; the planted bug "
+        "empty_group_loses_offsets does (tests/test_causal_allow_list.py)",
+        [
+            (
+                "ghost.py",
+                "GhostMixin.missing_offset_cause",
+                "if self.clustering and not s.broker.up and s.slave is not None and s.slave.offsets[q] is None",
+                "return None",
+            ),
+            (
+                "invariants.py",
+                "_positioning_caused",
+                "if m.missing_offset_cause(s, client, q, query_error) is not None",
+                "idx = m._ledger(client) * m.q_count + q",
+            ),
+            ("invariants.py", "_positioning_caused", "if not (jumped or replayed)", "continue"),
+        ],
+    ),
+    Exclusion(
+        "invariants.py",
+        "_reset_takes_effect",
+        "if pq is None",
+        "return None",
+        "defensive",
+        "the ghost ends a reset's expectation at a ReceivePull only for the pq that is in the table after it "
+        "(AdminResetMixin._reset_receive_pull), and this check goes on only when the step ended the expectation",
+    ),
+    Exclusion(
+        "orderly_consume.py",
+        "OrderlyConsumeMixin._note_stale_unlock",
+        "if not s.broker.locks",
+        "return s",
+        "defensive",
+        "only orderly consumers unlock, and an orderly model's broker always has a lock table (State.initial "
+        "and BrokerRestart build one per queue)",
+    ),
+    Exclusion(
+        "orderly_consume.py",
+        "OrderlyConsumeMixin._unlock_oneway",
+        "if not s.broker.up",
+        "return s",
+        "excluded-config",
+        "an unlock sent while the master is down outside a rebalance: only 4.9.8's delayed unlock and the "
+        "OFFSET_ILLEGAL correction of a 4.9.8 orderly CLUSTERING consumer send one, and run_unit runs every such "
+        "configuration with broker_crashes = 0 (INV-19's outage at the first locked pull is a real bug, "
+        "tests/test_orderly.py); tests/test_orderly.py unlocks with the broker down",
     ),
     Exclusion(
         "model.py", "Model.step", "if handler is None", "raise TypeError", "defensive", "an action of another model"
