@@ -19,8 +19,8 @@ run: $(STAMP)
 test: $(STAMP) lint typecheck pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests spec reference properties
-	$(BIN)/ruff format --check src tests spec reference properties
+	$(BIN)/ruff check src tests spec reference refinement properties
+	$(BIN)/ruff format --check src tests spec reference refinement properties
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict -p rmqspec.spec

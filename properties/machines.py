@@ -421,7 +421,7 @@ class LockstepMachine(SpecMachine):
         self._tmp: Path | None = None
 
     def on_start(self, config: Config) -> None:
-        from rmqspec.reference.system import ReferenceSystem
+        from rmqspec.refinement.reference_system import ReferenceSystem
 
         self._tmp = Path(tempfile.mkdtemp(prefix="rmqspec-lockstep-"))
         self.reference = ReferenceSystem(config, self._tmp)

@@ -433,7 +433,8 @@ STRATEGIES_BY_NAME: dict[str, Callable[[], AllocateMessageQueueStrategy]] = {
     "CONSISTENT_HASH": AllocateMessageQueueConsistentHash,
 }
 """The strategies that need no argument, by RocketMQ name, each as a factory. CONFIG, MACHINE_ROOM and
-MACHINE_ROOM_NEARBY are built with theirs (``reference.system.allocation_strategy``)."""
+MACHINE_ROOM_NEARBY are built with their constructor's arguments (a queue list, the consumer IDCs, an inner
+strategy and a ``MachineRoomResolver``)."""
 
 
 def strategy_by_name(name: str) -> AllocateMessageQueueStrategy:

@@ -15,7 +15,7 @@ from rmqspec.properties.explore import explore, walk
 from rmqspec.properties.machines import configs, machine_for, outcomes
 from rmqspec.properties.profiles import scaled
 from rmqspec.properties.reset_scenarios import QUIET, Driver, consumed_then_reset, resume_after_reset
-from rmqspec.reference.system import ReferenceSystem
+from rmqspec.refinement.reference_system import ReferenceSystem
 from rmqspec.spec import actions as act
 from rmqspec.spec import broker_rules as br
 from rmqspec.spec.admin_reset import PULL_DELAY_WHEN_SUSPEND

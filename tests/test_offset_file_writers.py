@@ -15,7 +15,7 @@ import pytest
 
 from rmqspec.properties.explore import explore
 from rmqspec.properties.file_scenarios import file_race_config, lagging_write_race
-from rmqspec.reference.system import ReferenceSystem
+from rmqspec.refinement.reference_system import ReferenceSystem
 from rmqspec.spec import actions as act
 from rmqspec.spec import invariants as inv
 from rmqspec.spec.config import BROADCASTING, FROM_FIRST, Config

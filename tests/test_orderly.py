@@ -17,7 +17,7 @@ from rmqspec.properties.profiles import scaled
 from rmqspec.reference.message_queue import MessageQueue
 from rmqspec.reference.rebalance_lock_manager import RebalanceLockManager
 from rmqspec.reference.scheduler import VirtualClock
-from rmqspec.reference.system import ReferenceSystem
+from rmqspec.refinement.reference_system import ReferenceSystem
 from rmqspec.spec import actions as act
 from rmqspec.spec import orderly as lk
 from rmqspec.spec.config import Config

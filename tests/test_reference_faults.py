@@ -24,7 +24,8 @@ from rmqspec.reference.protocol import (
     ResponseCode,
     UpdateConsumerOffsetRequestHeader,
 )
-from rmqspec.reference.system import ConsumerListWithout, ReferenceActionError, ReferenceSystem
+from rmqspec.refinement.faults import ConsumerListWithout
+from rmqspec.refinement.reference_system import ReferenceActionError, ReferenceSystem
 from rmqspec.spec import actions as act
 from rmqspec.spec.allocation import client_id
 from rmqspec.spec.config import Config

@@ -31,7 +31,7 @@ from rmqspec.reference.offset_store import ReadOffsetType
 from rmqspec.reference.process_queue import ProcessQueue
 from rmqspec.reference.protocol import RequestCode
 from rmqspec.reference.rebalance_impl import NEW_PULL_DISPATCH_DELAY, REBALANCE_MIN_INTERVAL
-from rmqspec.reference.system import ReferenceActionError, ReferenceSystem
+from rmqspec.refinement.reference_system import ReferenceActionError, ReferenceSystem
 from rmqspec.spec import actions as act
 from rmqspec.spec.config import Config
 from rmqspec.spec.model import Model

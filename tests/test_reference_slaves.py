@@ -27,7 +27,7 @@ from rmqspec.reference.protocol import (
     ResponseCode,
 )
 from rmqspec.reference.scheduler import VirtualClock
-from rmqspec.reference.system import SLAVE_ADDR, ReferenceSystem
+from rmqspec.refinement.reference_system import SLAVE_ADDR, ReferenceSystem
 from rmqspec.spec import actions as act
 from rmqspec.spec.config import Config
 

@@ -54,7 +54,7 @@ from rmqspec.reference.protocol import (
 from rmqspec.reference.rebalance_impl import RebalancePushImpl
 from rmqspec.reference.remote_broker_offset_store import RemoteBrokerOffsetStore
 from rmqspec.reference.scheduler import DelayQueue, ScheduledExecutorService, SchedulerError, VirtualClock
-from rmqspec.reference.system import ReferenceActionError, ReferenceSystem, UnsupportedConfigError
+from rmqspec.refinement.reference_system import ReferenceActionError, ReferenceSystem, UnsupportedConfigError
 from rmqspec.spec import actions as act
 from rmqspec.spec.config import FROM_FIRST, Config
 from rmqspec.spec.invariants import Violation, check_state, check_step

@@ -21,7 +21,7 @@ from rmqspec.properties.explore import explore
 from rmqspec.properties.serialize import config_from_json, config_to_json
 from rmqspec.reference import allocate as ref
 from rmqspec.reference.message_queue import MessageQueue as RefMQ
-from rmqspec.reference.system import TableMachineRoomResolver
+from rmqspec.refinement.allocation import TableMachineRoomResolver
 from rmqspec.spec import invariants as inv
 from rmqspec.spec.allocation import (
     AllocationError,

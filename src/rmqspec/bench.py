@@ -76,7 +76,7 @@ def _time_checked_steps(config: Config, actions: list[Action]) -> Figure:
 
 def _time_reference(config: Config, actions: list[Action]) -> Figure | str:
     try:
-        from rmqspec.reference.system import ReferenceSystem
+        from rmqspec.refinement.reference_system import ReferenceSystem
     except ImportError as err:  # pragma: no cover - only before the reference exists
         return f"reference implementation unavailable: {err}"
     with tempfile.TemporaryDirectory(prefix="rmqspec-bench-") as tmp:

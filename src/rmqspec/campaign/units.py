@@ -465,7 +465,7 @@ def run_unit(
     tmp: Path | None = None
     reference: Any = None
     if lockstep and not config.mutations:
-        from rmqspec.reference.system import ReferenceSystem
+        from rmqspec.refinement.reference_system import ReferenceSystem
 
         tmp = Path(tempfile.mkdtemp(prefix="rmqspec-run-", dir=scratch_dir()))
         reference = ReferenceSystem(config, tmp)

@@ -6,6 +6,11 @@ rules); ``abstract()`` reads those objects (and the real offset files) back into
 types. A lockstep test applies every action to both and compares. ``Config.version`` reaches the
 broker and every client as an ``MQVersion``, which lists the switches of 5.x.
 
+What it may touch: every class of ``rmqspec.reference`` (to call and to read) and the files under
+``root_dir``; from ``rmqspec.spec`` the actions, the configuration, the state types and named constants,
+never a rule. The fault injectors it sets for one action are in ``faults.py``, the consumers' allocation
+strategies in ``allocation.py``.
+
 How each action maps:
 
 - ``Tick``: refuse if a timer is due (broker flush, a due scheduled message, a client's persist,
@@ -98,15 +103,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar, NamedTuple
 
-from rmqspec.reference.allocate import (
-    AllocateMachineRoomNearby,
-    AllocateMessageQueueAveragely,
-    AllocateMessageQueueAveragelyByCircle,
-    AllocateMessageQueueByConfig,
-    AllocateMessageQueueByMachineRoom,
-    AllocateMessageQueueConsistentHash,
-    AllocateMessageQueueStrategy,
-)
 from rmqspec.reference.broker import (
     FLUSH_TASK_NAME,
     SLAVE_SYNC_TASK_NAME,
@@ -167,7 +163,6 @@ from rmqspec.reference.protocol import (
     PullMessageResponseBody,
     PullMessageResponseHeader,
     PullSysFlag,
-    QueryConsumerOffsetRequestHeader,
     RemotingCommand,
     RequestCode,
     ResetOffsetBody,
@@ -179,6 +174,8 @@ from rmqspec.reference.protocol import (
 from rmqspec.reference.rebalance_impl import UnlockDelayTask
 from rmqspec.reference.remoting import ClientConnection
 from rmqspec.reference.scheduler import IdSequence, VirtualClock
+from rmqspec.refinement.allocation import allocation_strategy
+from rmqspec.refinement.faults import ConsumerListWithout, ForwardFaults, QueryOffsetFault, SendBackFaults
 from rmqspec.spec import actions as act
 from rmqspec.spec import broker_rules as br
 from rmqspec.spec.allocation import client_id
@@ -258,116 +255,6 @@ class ProvenanceHook:
         request.ext_fields[PQ_UID_FIELD] = str(pq.uid if pq is not None else -1)
         if isinstance(header, UpdateConsumerOffsetRequestHeader):
             request.ext_fields[CAUSE_FIELD] = self.system.current_cause or "unknown"
-
-
-class SendBackFaults:
-    """A fault injector for the remoting client: the planned CONSUMER_SEND_MSG_BACK calls fail, and so
-    does the producer fall-back that follows a failed one (the broker is unreachable for that message)."""
-
-    def __init__(self, plan: list[bool]) -> None:
-        self.plan = list(plan)
-        self.fail_fallback = False
-
-    def __call__(self, request: RemotingCommand) -> bool:
-        if request.code == RequestCode.CONSUMER_SEND_MSG_BACK:
-            fail = self.plan.pop(0) if self.plan else False
-            self.fail_fallback = fail
-            return fail
-        if request.code == RequestCode.SEND_MESSAGE and self.fail_fallback:
-            self.fail_fallback = False
-            return True
-        return False
-
-
-class ForwardFaults:
-    """Orderly consume loop: a fault injector for the remoting client: the planned SEND_MESSAGE calls (the
-    forwarding sends of messages at maxReconsumeTimes, R8.7) fail, in order."""
-
-    def __init__(self, plan: list[bool]) -> None:
-        self.plan = list(plan)
-
-    def __call__(self, request: RemotingCommand) -> bool:
-        if request.code == RequestCode.SEND_MESSAGE:
-            return self.plan.pop(0) if self.plan else False
-        return False
-
-
-class QueryOffsetFault:
-    """A fault injector for the broker: the first QUERY_CONSUMER_OFFSET of ``group`` for ``mq`` makes
-    the processor fail (the broker answers SYSTEM_ERROR); later requests pass."""
-
-    def __init__(self, group: str, mq: MessageQueue) -> None:
-        self.group = group
-        self.mq = mq
-        self.struck = False
-
-    def __call__(self, request: RemotingCommand) -> bool:
-        h = request.header
-        if (
-            self.struck
-            or request.code != RequestCode.QUERY_CONSUMER_OFFSET
-            or not isinstance(h, QueryConsumerOffsetRequestHeader)
-        ):
-            return False
-        self.struck = (h.consumer_group, h.topic, h.queue_id) == (self.group, self.mq.topic, self.mq.queue_id)
-        return self.struck
-
-
-class ConsumerListWithout:
-    """A consumer-list filter for the broker (``BrokerHost.consumer_list_filter``): ``group``'s list without
-    any occurrence of ``client_id``, as a broker answers that this client's heartbeat has not reached yet
-    (S7, R9.3; the ``RebalanceWithoutSelf`` fault). Other groups' lists pass unchanged."""
-
-    def __init__(self, group: str, client_id: str) -> None:
-        self.group = group
-        self.client_id = client_id
-
-    def __call__(self, group: str, client_ids: list[str]) -> list[str]:
-        if group != self.group:
-            return client_ids
-        return [cid for cid in client_ids if cid != self.client_id]
-
-
-class TableMachineRoomResolver:
-    """A ``MachineRoomResolver`` by table: the broker's room and each consumer's room (R11.6)."""
-
-    def __init__(self, broker_rooms: dict[str, str], consumer_rooms: dict[str, str]) -> None:
-        self.broker_rooms = broker_rooms
-        self.consumer_rooms = consumer_rooms
-
-    def broker_deploy_in(self, message_queue: MessageQueue) -> str | None:
-        return self.broker_rooms.get(message_queue.broker_name)
-
-    def consumer_deploy_in(self, client_id: str) -> str | None:
-        return self.consumer_rooms.get(client_id)
-
-
-def allocation_strategy(config: Config, client: int, mqs: list[MessageQueue]) -> AllocateMessageQueueStrategy:
-    """The strategy object consumer ``client`` is built with, as a user would configure it: CONFIG
-    with that consumer's own queue list (``mqs`` by queue index), MACHINE_ROOM with the group's
-    ``consumeridcs`` (unset when None), MACHINE_ROOM_NEARBY wrapping its inner strategy with a table
-    resolver of ``broker_room`` and ``consumer_rooms`` (R11.1-R11.6)."""
-
-    def plain(name: str) -> AllocateMessageQueueStrategy:
-        if name == "CONFIG":
-            lists = config.allocate_config_queues
-            return AllocateMessageQueueByConfig(None if lists is None else [mqs[q] for q in lists[client]])
-        if name == "MACHINE_ROOM":
-            return AllocateMessageQueueByMachineRoom(config.consumeridcs)
-        if name == "CONSISTENT_HASH":
-            return AllocateMessageQueueConsistentHash(config.virtual_node_cnt)
-        if name == "AVG_BY_CIRCLE":
-            return AllocateMessageQueueAveragelyByCircle()
-        return AllocateMessageQueueAveragely()
-
-    if config.strategy != "MACHINE_ROOM_NEARBY":
-        return plain(config.strategy)
-    assert config.nearby_inner is not None and config.broker_room is not None and config.consumer_rooms is not None
-    resolver = TableMachineRoomResolver(
-        {config.broker_name: config.broker_room},
-        {client_id(i): room for i, room in enumerate(config.consumer_rooms)},
-    )
-    return AllocateMachineRoomNearby(plain(config.nearby_inner), resolver)
 
 
 class ClientProcess:
