@@ -1,0 +1,63 @@
+"""The planted bugs are named variants of the correct model (``spec/variants``), never branches of it.
+
+Every name of ``config.MUTATIONS`` has exactly one registered variant, which ``Model(config)`` applies when
+the configuration names it; the correct model carries no planted-bug flag; variants that do not override
+the same helper compose, and two that do are refused. That each variant is still refuted is
+tests/test_planted_bugs.py's (every name of ``MUTATIONS``) and tests/test_liveness.py's.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from rmqspec.spec.config import MUTATIONS, Config, ConfigError
+from rmqspec.spec.model import Model
+from rmqspec.spec.state import ProcessQueue
+from rmqspec.spec.variants import VARIANTS, Variant, compose, overrides, variant_model
+
+
+def test_every_mutation_has_one_variant_with_its_description_and_what_it_breaks() -> None:
+    assert list(VARIANTS) != [] and set(VARIANTS) == set(MUTATIONS)
+    for name, cls in VARIANTS.items():
+        assert cls.mutation == name and cls.description == MUTATIONS[name]
+        assert cls.breaks and all(rule.startswith("R") for rule in cls.breaks)
+        assert cls.refuted_by and cls.__doc__
+        assert overrides(cls) and all(hasattr(Model, method) for method in overrides(cls))
+
+
+@pytest.mark.parametrize("name", list(MUTATIONS))
+def test_naming_a_mutation_applies_its_variant(name: str) -> None:
+    model = Model(Config(mutations=frozenset({name})))
+    assert type(model) is VARIANTS[name] and isinstance(model, Model)
+    assert Model(Config(mutations=frozenset({name}))).__class__ is model.__class__  # the class is built once
+
+
+def test_the_correct_model_has_no_planted_bug_flag() -> None:
+    model = Model(Config())
+    assert type(model) is Model and not isinstance(model, Variant)
+    assert not [k for k in vars(model) if k.startswith("m_")]
+
+
+def test_variants_overriding_different_helpers_compose_and_the_same_helper_is_refused() -> None:
+    both = frozenset({"watermark_highest_consumed", "count_not_decremented"})
+    model = Model(Config(mutations=both))
+    assert isinstance(model, VARIANTS["watermark_highest_consumed"]) and isinstance(
+        model, VARIANTS["count_not_decremented"]
+    )
+    assert variant_model(both) is type(model)
+    assert (
+        not [  # no two registered variants clash, so any set of mutations may be planted together
+            (a, b) for a in MUTATIONS for b in MUTATIONS if a < b and overrides(VARIANTS[a]) & overrides(VARIANTS[b])
+        ]
+    )
+
+    class EmptyAtOnce(VARIANTS["commit_past_cached"]):  # type: ignore[misc, valid-type]
+        mutation = "empty_at_once"
+
+        def _offset_when_tree_empties(self, pq: ProcessQueue) -> int:
+            return 0
+
+    with pytest.raises(
+        ConfigError, match="commit_past_cached and empty_at_once both override _offset_when_tree_empties"
+    ):
+        compose([VARIANTS["commit_past_cached"], EmptyAtOnce])
