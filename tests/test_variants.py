@@ -14,6 +14,7 @@ from rmqspec.spec.config import MUTATIONS, Config, ConfigError
 from rmqspec.spec.model import Model
 from rmqspec.spec.state import ProcessQueue
 from rmqspec.spec.variants import VARIANTS, Variant, compose, overrides, variant_model
+from rmqspec.spec.variants.concurrent_consume import CommitPastCached
 
 
 def test_every_mutation_has_one_variant_with_its_description_and_what_it_breaks() -> None:
@@ -41,23 +42,17 @@ def test_the_correct_model_has_no_planted_bug_flag() -> None:
 def test_variants_overriding_different_helpers_compose_and_the_same_helper_is_refused() -> None:
     both = frozenset({"watermark_highest_consumed", "count_not_decremented"})
     model = Model(Config(mutations=both))
-    assert isinstance(model, VARIANTS["watermark_highest_consumed"]) and isinstance(
-        model, VARIANTS["count_not_decremented"]
-    )
-    assert variant_model(both) is type(model)
-    assert (
-        not [  # no two registered variants clash, so any set of mutations may be planted together
-            (a, b) for a in MUTATIONS for b in MUTATIONS if a < b and overrides(VARIANTS[a]) & overrides(VARIANTS[b])
-        ]
-    )
+    assert all(isinstance(model, VARIANTS[name]) for name in both) and variant_model(both) is type(model)
+    # no two registered variants override the same helper, so any mutations may be planted together
+    pairs = [(a, b) for a in MUTATIONS for b in MUTATIONS if a < b]
+    assert not [(a, b) for a, b in pairs if overrides(VARIANTS[a]) & overrides(VARIANTS[b])]
 
-    class EmptyAtOnce(VARIANTS["commit_past_cached"]):  # type: ignore[misc, valid-type]
+    class EmptyAtOnce(CommitPastCached):
         mutation = "empty_at_once"
 
         def _offset_when_tree_empties(self, pq: ProcessQueue) -> int:
             return 0
 
-    with pytest.raises(
-        ConfigError, match="commit_past_cached and empty_at_once both override _offset_when_tree_empties"
-    ):
-        compose([VARIANTS["commit_past_cached"], EmptyAtOnce])
+    clash = "commit_past_cached and empty_at_once both override _offset_when_tree_empties"
+    with pytest.raises(ConfigError, match=clash):
+        compose([CommitPastCached, EmptyAtOnce])

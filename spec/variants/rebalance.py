@@ -28,8 +28,8 @@ class ResumeMemoryOneBehind(Variant):
 
 @dataclass(frozen=True, slots=True)
 class _OverlappingAvg(Strategy):
-    """AVG whose every block but the first starts one queue early (as the first n mod c blocks, it may end
-    one queue early too: its size is AVG's)."""
+    """AVG whose every block but the first starts one queue early, its size unchanged: neighbouring consumers
+    share a queue and the last queue is nobody's."""
 
     def indices(self, current: str, mq_all: tuple[str, ...], cid_all: tuple[str, ...]) -> tuple[int, ...]:
         Strategy.indices(self, current, mq_all, cid_all)  # raises where AVG does (R11.0); slots: no super()

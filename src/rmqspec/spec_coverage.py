@@ -5,8 +5,9 @@ A *branch* is what coverage.py calls one: an arc from a line with more than one 
 and the not-taken side of every enabling condition and every effect of every transition in
 ``spec/*.py`` count, and so do the branches of the invariants, the allocation strategies and the
 configuration's checks. The planted bugs, ``spec/variants/``, are not the model and are not measured (a
-helper a variant overrides is measured as the correct model runs it). *Reached* means executed at least once in the measured runs: it says the
-search got there, not that anything was verified there (docs/campaign.md, "Branch coverage").
+helper a variant overrides is measured as the correct model runs it). *Reached* means executed at least
+once in the measured runs: it says the search got there, not that anything was verified there
+(docs/campaign.md, "Branch coverage").
 
 - :class:`ArcCollector` records the arcs executed in ``spec/`` while it is active (coverage.py,
   ``branch=True``, restricted to the ``spec/*.py`` files, no data file); a campaign unit wraps its run in
