@@ -407,12 +407,18 @@ class AdminResetMixin:
         memory (the set is never empty here). Called by ``_persist_all`` (the persist timer, shutdown)."""
         cl = s.clients[i]
         keys = {q: pq.uid for q, pq in enumerate(cl.pqs) if pq is not None} | dict(cl.reset_held)
+        unowned = []
         for q, value in enumerate(cl.mem):
-            if value is not None and q in keys:
+            if value is None:
+                continue
+            if q in keys:
                 s = self._send_commit(s, i, q, value, keys[q], cause)
-        mem = self._pruned_memory(cl.mem, keys)
+            else:
+                unowned.append(q)
         cl = s.clients[i]
-        return s._replace(clients=_put(s.clients, i, cl._replace(mem=mem)))
+        if unowned:
+            cl = cl._replace(mem=self._without_unowned(cl.mem, unowned))
+        return s._replace(clients=_put(s.clients, i, cl))
 
     def _reset_receive_pull(self: Model, s: State, a: ReceivePull) -> State:
         """ReceivePull, plus INV-17's ghost: the first batch that a pq created after a completed reset

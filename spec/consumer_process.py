@@ -10,7 +10,6 @@ scheduled tasks (persistAllConsumerOffset, heartbeat; R4.1), ``RemoteBrokerOffse
 
 from __future__ import annotations
 
-from collections.abc import Container
 from typing import TYPE_CHECKING, Final
 
 from rmqspec.spec import orderly as lk
@@ -245,18 +244,27 @@ class ConsumerProcessMixin:
                 for q in range(self.q_count)
             )
             return self._file_written(s._replace(clients=_put(s.clients, i, self._write_file(cl, file))), i)
+        unowned = []
         for q, value in enumerate(cl.mem):
+            if value is None:
+                continue
             pq = cl.pqs[q]
-            if value is not None and pq is not None:
+            if pq is not None:
                 s = self._send_commit(s, i, q, value, pq.uid, cause)
-        mem = self._pruned_memory(cl.mem, owned)
+            else:
+                unowned.append(q)
         cl = s.clients[i]
-        return s._replace(clients=_put(s.clients, i, cl._replace(mem=mem)))
+        if unowned:
+            cl = cl._replace(mem=self._without_unowned(cl.mem, unowned))
+        return s._replace(clients=_put(s.clients, i, cl))
 
-    def _pruned_memory(self: Model, mem: tuple[int | None, ...], keys: Container[int]) -> tuple[int | None, ...]:
-        """The memory table after a remote persistAll of the queues ``keys``: every other entry is removed
-        (R2.7). ``_persist_all`` and ``_reset_persist_all`` call it."""
-        return tuple(value if q in keys else None for q, value in enumerate(mem))
+    def _without_unowned(self: Model, mem: tuple[int | None, ...], unowned: list[int]) -> tuple[int | None, ...]:
+        """The memory table after a remote persistAll: the entries of the queues ``unowned``, not in its key
+        set, are removed (R2.7). ``_persist_all`` and ``_reset_persist_all`` call it."""
+        out = list(mem)
+        for q in unowned:
+            out[q] = None
+        return tuple(out)
 
     def _send_commit(self: Model, s: State, i: int, q: int, value: int, uid: int, cause: str) -> State:
         """updateConsumeOffsetToBroker oneway (R2.5): queued on the connection if the broker is

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Container
-
 from rmqspec.spec.state import Client
 from rmqspec.spec.state import put_at as _put
 from rmqspec.spec.variants import Variant, planted
@@ -13,7 +11,7 @@ from rmqspec.spec.variants import Variant, planted
 class NoPersistAllPruning(Variant):
     """The remote persistAll keeps the memory entries of queues it no longer owns."""
 
-    def _pruned_memory(self, mem: tuple[int | None, ...], keys: Container[int]) -> tuple[int | None, ...]:
+    def _without_unowned(self, mem: tuple[int | None, ...], unowned: list[int]) -> tuple[int | None, ...]:
         return mem
 
 

@@ -205,7 +205,7 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
             ("admin_reset.py", "AdminResetMixin._admin_reset", "if not b.registered", "", 2),
             ("admin_reset.py", "AdminResetMixin._client_reset_receive", "", "", 6),
             ("admin_reset.py", "AdminResetMixin._client_reset_wake", "", "", 14),
-            ("admin_reset.py", "AdminResetMixin._reset_persist_all", "", "", 4),
+            ("admin_reset.py", "AdminResetMixin._reset_persist_all", "", "", 8),
             (
                 "admin_reset.py",
                 "AdminResetMixin._reset_send_pull",
