@@ -13,7 +13,7 @@ import pytest
 from rmqspec.spec.config import MUTATIONS, Config, ConfigError
 from rmqspec.spec.model import Model
 from rmqspec.spec.state import ProcessQueue
-from rmqspec.spec.variants import VARIANTS, Variant, compose, overrides, variant_model
+from rmqspec.spec.variants import VARIANTS, Variant, compose, overrides, planted, variant_model
 from rmqspec.spec.variants.concurrent_consume import CommitPastCached
 
 
@@ -56,3 +56,13 @@ def test_variants_overriding_different_helpers_compose_and_the_same_helper_is_re
     clash = "commit_past_cached and empty_at_once both override _offset_when_tree_empties"
     with pytest.raises(ConfigError, match=clash):
         compose([CommitPastCached, EmptyAtOnce])
+
+
+def test_a_variant_must_override_a_method_of_the_correct_model() -> None:
+    class Misspelt(Variant):
+        def _offset_when_tree_empty(self, pq: ProcessQueue) -> int:  # the model's is _offset_when_tree_empties
+            return 0
+
+    with pytest.raises(ValueError, match="must override methods of the correct model"):
+        planted("commit_past_cached", breaks=("R6.3",), refuted_by=())(Misspelt)
+    assert VARIANTS["commit_past_cached"] is CommitPastCached

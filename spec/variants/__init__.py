@@ -44,10 +44,11 @@ def planted(mutation: str, breaks: tuple[str, ...], refuted_by: tuple[str, ...])
     def register(cls: V) -> V:
         if mutation not in MUTATIONS:
             raise ValueError(f"{cls.__name__}: {mutation!r} is not a name of config.MUTATIONS")
+        replaced = overrides(cls)
+        if not replaced or not all(hasattr(Model, method) for method in replaced):  # a misspelt name plants nothing
+            raise ValueError(f"{cls.__name__}: must override methods of the correct model, not {sorted(replaced)}")
         if mutation in VARIANTS:
             raise ValueError(f"{cls.__name__}: {mutation!r} is already {VARIANTS[mutation].__name__}")
-        if not overrides(cls):
-            raise ValueError(f"{cls.__name__}: a variant overrides a method of the correct model")
         cls.mutation = mutation
         cls.description = MUTATIONS[mutation]
         cls.breaks = breaks
