@@ -63,10 +63,7 @@ class AdminResetMixin:
     # installed here only when Config.admin_resets > 0, so every other configuration runs the
     # unwrapped transitions and keeps its exact state space.
     def _reset_init(self: Model) -> None:
-        m = self.config.mutations
         self.reset_on = self.config.admin_resets > 0 and self.clustering
-        self.m_reset_off_by_one = "client_reset_off_by_one" in m
-        self.m_reset_skips_update = "client_reset_skips_update" in m
         # INV-18's declared event "a commit from a pq older than the reset lands after it". Tests set it
         # false to show what it covers: in 5.x that includes R3.10b's window (docs/spec.md §12).
         self.reset_declare_stale = True
@@ -279,10 +276,7 @@ class AdminResetMixin:
             uid = held.get(q)
             if uid is None:
                 continue  # not in processQueueTable: this client does nothing for q
-            value = max(offset - 1, 0) if self.m_reset_off_by_one else offset
-            if not self.m_reset_skips_update:
-                cl = s.clients[i]
-                s = s._replace(clients=_put(s.clients, i, cl._replace(mem=_put(cl.mem, q, value))))
+            s = self._reset_update_offset(s, i, q, self._reset_value(offset))
             if uid == a.late_reply:  # §18.3: the pull callback runs between updateOffset and persist
                 s = self._receive_pull(s, ReceivePull(i, uid))
             s = self._persist_one(s, i, q, uid, "admin-reset-client")
@@ -396,6 +390,16 @@ class AdminResetMixin:
         cl = cl._replace(next_rebalance=s.now + REBALANCE_WAIT, rebalance_requested=False)
         return s._replace(clients=_put(s.clients, i, cl))
 
+    def _reset_value(self: Model, offset: int) -> int:
+        """The offset MQClientInstance.resetOffset writes for a queue: the one the reset names (R3.10a)."""
+        return offset
+
+    def _reset_update_offset(self: Model, s: State, i: int, q: int, value: int) -> State:
+        """MQClientInstance.resetOffset's ``updateOffset(mq, value, increaseOnly=false)`` before the persist
+        (R3.10a step 4)."""
+        cl = s.clients[i]
+        return s._replace(clients=_put(s.clients, i, cl._replace(mem=_put(cl.mem, q, value))))
+
     def _reset_persist_all(self: Model, s: State, i: int, cause: str) -> State:
         """persistAll(keys(processQueueTable)) while a reset sleeps (R2.7, R4.1, R3.10a): the pqs the reset
         dropped are still keys of processQueueTable, so the key set is the owned pqs and the held ones,
@@ -403,16 +407,18 @@ class AdminResetMixin:
         memory (the set is never empty here). Called by ``_persist_all`` (the persist timer, shutdown)."""
         cl = s.clients[i]
         keys = {q: pq.uid for q, pq in enumerate(cl.pqs) if pq is not None} | dict(cl.reset_held)
-        mem = list(cl.mem)
+        unowned = []
         for q, value in enumerate(cl.mem):
             if value is None:
                 continue
             if q in keys:
                 s = self._send_commit(s, i, q, value, keys[q], cause)
-            elif not self.m_no_pruning:
-                mem[q] = None
+            else:
+                unowned.append(q)
         cl = s.clients[i]
-        return s._replace(clients=_put(s.clients, i, cl._replace(mem=tuple(mem))))
+        if unowned:
+            cl = cl._replace(mem=self._without_unowned(cl.mem, unowned))
+        return s._replace(clients=_put(s.clients, i, cl))
 
     def _reset_receive_pull(self: Model, s: State, a: ReceivePull) -> State:
         """ReceivePull, plus INV-17's ghost: the first batch that a pq created after a completed reset

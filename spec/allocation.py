@@ -112,7 +112,6 @@ class Strategy:
     - ``consumeridcs``: MACHINE_ROOM (``setConsumeridcs``).
     - ``inner``, ``resolver``: MACHINE_ROOM_NEARBY (``AllocateMachineRoomNearby(strategy, resolver)``);
       either null throws.
-    - ``avg_blocks_overlap``: AVG only; the planted bug of ``config.MUTATIONS``.
     """
 
     name: str
@@ -121,7 +120,6 @@ class Strategy:
     consumeridcs: frozenset[str] | None = None
     inner: Strategy | None = None
     resolver: RoomResolver | None = None
-    avg_blocks_overlap: bool = False
 
     def __post_init__(self) -> None:
         if self.name not in STRATEGIES:
@@ -133,6 +131,10 @@ class Strategy:
                 raise NullPointerError("allocateMessageQueueStrategy is null")
             if self.resolver is None:
                 raise NullPointerError("machineRoomResolver is null")
+
+    def indices(self, current: str, mq_all: tuple[str, ...], cid_all: tuple[str, ...]) -> tuple[int, ...]:
+        """AVG, AVG_BY_CIRCLE and CONSISTENT_HASH: :func:`allocate` with this object's parameters."""
+        return allocate(self.name, current, mq_all, cid_all, self.virtual_node_cnt)
 
     @property
     def java_name(self) -> str:
@@ -167,15 +169,13 @@ def allocate(
     mq_all: tuple[str, ...],
     cid_all: tuple[str, ...],
     virtual_node_cnt: int = 10,
-    avg_blocks_overlap: bool = False,
 ) -> tuple[int, ...]:
     """Indices into ``mq_all`` that ``current`` takes, for AVG, AVG_BY_CIRCLE and CONSISTENT_HASH.
     ``mq_all`` holds the queues' text forms in MessageQueue order and ``cid_all`` is sorted, as
     RebalanceImpl passes them (R9.3 step 4).
 
     Empty arguments raise :class:`IllegalArgumentError` and a consumer missing from ``cid_all``
-    gets nothing (R11.0). ``avg_blocks_overlap`` is a planted bug (config.MUTATIONS) that INV-13's
-    checks must refute.
+    gets nothing (R11.0).
     """
     if strategy not in (AVG, AVG_BY_CIRCLE, CONSISTENT_HASH):
         raise ValueError(f"strategy: got {strategy!r}; accepted: {AVG}, {AVG_BY_CIRCLE}, {CONSISTENT_HASH}")
@@ -184,17 +184,8 @@ def allocate(
     if not _check(current, mq_all, cid_all):
         return ()
     n, c, i = len(mq_all), len(cid_all), cid_all.index(current)  # first occurrence, as List#indexOf
-    if strategy == AVG:  # R11.1: contiguous blocks, the first n mod c one larger
-        mod = n % c
-        if n <= c:
-            size = 1
-        elif mod > 0 and i < mod:
-            size = n // c + 1
-        else:
-            size = n // c
-        start = i * size if (mod > 0 and i < mod) else i * size + mod
-        if avg_blocks_overlap and start > 0:
-            start -= 1
+    if strategy == AVG:
+        start, size = avg_block(n, c, i)
         return tuple((start + k) % n for k in range(min(size, n - start)))
     if strategy == AVG_BY_CIRCLE:  # R11.2: deal round-robin
         return tuple(j for j in range(i, n) if j % c == i)
@@ -215,6 +206,19 @@ def allocate(
         if ring[keys[k % len(keys)]] == current:
             owned.append(j)
     return tuple(owned)
+
+
+def avg_block(n: int, c: int, i: int) -> tuple[int, int]:
+    """R11.1, AVG: the start and size of the ``i``-th of ``c`` consumers' contiguous blocks of ``n`` queues,
+    the first ``n mod c`` one larger (a start past the end allocates nothing)."""
+    mod = n % c
+    if n <= c:
+        size = 1
+    elif mod > 0 and i < mod:
+        size = n // c + 1
+    else:
+        size = n // c
+    return (i * size if (mod > 0 and i < mod) else i * size + mod), size
 
 
 def java_split(text: str, separator: str) -> list[str]:
@@ -253,7 +257,7 @@ def allocate_queues(
         return strategy.message_queue_list or ()
     if name in (AVG, AVG_BY_CIRCLE, CONSISTENT_HASH):
         texts = tuple(str(mq) for mq in mq_all)
-        got = allocate(name, current, texts, cid_all, strategy.virtual_node_cnt, strategy.avg_blocks_overlap)
+        got = strategy.indices(current, texts, cid_all)
         return tuple(mq_all[j] for j in got)
     if not _check(current, mq_all, cid_all):
         return ()
@@ -306,7 +310,7 @@ def model_queues(config: Config) -> tuple[MessageQueue, ...]:
     return topic + retry
 
 
-def strategy_for(config: Config, client: int, avg_blocks_overlap: bool = False) -> Strategy:
+def strategy_for(config: Config, client: int) -> Strategy:
     """The strategy object consumer ``client`` is configured with.
 
     CONFIG lists differ per consumer (``allocate_config_queues[client]``); every other parameter is
@@ -325,7 +329,7 @@ def strategy_for(config: Config, client: int, avg_blocks_overlap: bool = False) 
             return Strategy(MACHINE_ROOM, consumeridcs=idcs)
         if name == CONSISTENT_HASH:
             return Strategy(CONSISTENT_HASH, virtual_node_cnt=config.virtual_node_cnt)
-        return Strategy(name, avg_blocks_overlap=avg_blocks_overlap and name == AVG)
+        return Strategy(name)
 
     if config.strategy != MACHINE_ROOM_NEARBY:
         return plain(config.strategy)

@@ -223,11 +223,25 @@ class BrokerMixin:
         b, sl = s.broker, s.slave
         if b.up and (i in b.registered if closed else b.registered):
             s = self._notify(s._replace(broker=self._unregister(b, i)))
-            if self.m_empty_group_loses_offsets and not s.broker.registered:
-                s = s._replace(broker=s.broker._replace(offsets=(None,) * self.q_count))
+            if not s.broker.registered:
+                s = self._last_consumer_left(s)
         if sl is not None and (i in sl.registered if closed else sl.registered):
             s = self._notify(s._replace(slave=sl._replace(registered=sl.registered - {i})), slave=True)
         return s
+
+    def _last_consumer_left(self: Model, s: State) -> State:
+        """The master after a group's last consumer left: ConsumerOffsetManager keeps the group's offsets, so a
+        restart resumes from them (R3.1, R10.4)."""
+        return s
+
+    def _stored_commit_offset(self: Model, offset: int) -> int:
+        """What updateConsumerOffset stores for an UPDATE_CONSUMER_OFFSET: the request's commitOffset (R3.2)."""
+        return offset
+
+    def _query_consumer_offset(self: Model, b: Broker, q: int) -> int | None:
+        """``b``'s answer to QUERY_CONSUMER_OFFSET for queue ``q`` (R3.5, ``broker_rules.query_consumer_offset``);
+        the rebalance asks it and INV-7 checks it."""
+        return br.query_consumer_offset(b.offsets[q], b.queues[q], self.config.young_queue_needs_head_in_memory)
 
     def _list_source(self: Model, s: State) -> Broker | None:
         """The broker a GET_CONSUMER_LIST_BY_GROUP goes to: the master while it is up, else its slave
@@ -267,7 +281,7 @@ class BrokerMixin:
         if item.to_slave:
             return self._slave_receive(s, a.client, item)
         if isinstance(item, Commit):
-            offset = item.offset - 1 if self.m_commit_one_less and item.offset > 0 else item.offset
+            offset = self._stored_commit_offset(item.offset)
             return self._land_commit(s, a.client, item.queue, offset, item.pq_uid, item.cause, victim)
         result: PullResult | None
         if not s.broker.registered:

@@ -46,21 +46,16 @@ def body_size(message: Message) -> int:
     return 16 + (message.origin[1] % 4) * 8
 
 
-def query_consumer_offset(
-    offset: int | None, queue: BrokerQueue, answers_minus_one: bool = False, head_in_memory_rule: bool = False
-) -> int | None:
+def query_consumer_offset(offset: int | None, queue: BrokerQueue, head_in_memory_rule: bool = False) -> int | None:
     """The QUERY_CONSUMER_OFFSET handler (R3.5): the stored offset if there is one; otherwise 0 for
     a young queue (never truncated, and message 0 "hot"), else QUERY_NOT_FOUND (``None``).
 
     What "young" means is the version switch ``Config.young_queue_needs_head_in_memory``
     (``head_in_memory_rule``): 4.9.8 asks ``!checkInDiskByConsumeOffset(0)``, true when message 0
     is missing (an empty queue) or hot; 5.1.0+ asks ``checkInMemByConsumeOffset(0, 1)``, true only
-    when message 0 exists and is hot, so an empty queue answers QUERY_NOT_FOUND [RMQ-15].
-    ``answers_minus_one`` is a planted bug for INV-7."""
+    when message 0 exists and is hot, so an empty queue answers QUERY_NOT_FOUND [RMQ-15]."""
     if offset is not None and offset >= 0:
         return offset
-    if answers_minus_one:
-        return -1
     if head_in_memory_rule:
         young = queue.max_offset > 0 and queue.head_hot  # checkInMemByConsumeOffset(0, 1), 5.1.0+
     else:

@@ -229,8 +229,7 @@ class ConcurrentConsumeMixin:
         budget = s.budget
         if fails:
             budget = budget._replace(send_back_failures=budget.send_back_failures - fails.bit_count())
-        back_offsets = {o for o, _ in back_failed}
-        removed = [o for o, _ in r.msgs if self.m_commit_before_send_back or o not in back_offsets]
+        removed = self._removed_after_consume(r.msgs, {o for o, _ in back_failed})
         pq, offset = self._remove_message(pq, removed, queue)
         if offset >= 0:
             cl = cl._replace(offset_updates=(*cl.offset_updates, OffsetUpdate(r.rid, q, r.pq_uid, offset)))
@@ -245,6 +244,11 @@ class ConcurrentConsumeMixin:
         cl = cl._replace(pqs=_put(cl.pqs, q, pq))
         return s._replace(clients=_put(s.clients, i, cl), broker=b, ghost=g, budget=budget)
 
+    def _removed_after_consume(self: Model, msgs: tuple[tuple[int, int], ...], back_failed: set[int]) -> list[int]:
+        """The offsets processConsumeResult removes from the pq: all the batch's but those whose send-back
+        failed, which are consumed again later (R7.3)."""
+        return [o for o, _ in msgs if o not in back_failed]
+
     def _apply_consume_offset(self: Model, s: State, a: ApplyConsumeOffset) -> State:
         """ApplyConsumeOffset(client, rid). Enabled: running and that request's removeMessage result
         is pending. Effect: the end of processConsumeResult (R7.3): unless the pq was dropped in the
@@ -256,10 +260,16 @@ class ConcurrentConsumeMixin:
             return self._orderly_apply(s, a)
         i = a.client
         cl, u = self._take_offset_update(s, a)
-        pq = cl.pqs[u.queue]
-        if (pq is not None and pq.uid == u.pq_uid and pq.pull_state != PULL_DROPPED) or self.m_dropped_pq_commits:
+        if self._offset_update_applies(cl.pqs[u.queue], u.pq_uid):
             cl = cl._replace(mem=_put(cl.mem, u.queue, self._updated(cl.mem[u.queue], u.offset, True)))
         return s._replace(clients=_put(s.clients, i, cl))
+
+    def _offset_update_applies(self: Model, pq: ProcessQueue | None, uid: int) -> bool:
+        """Does processConsumeResult's updateOffset run for the pq ``uid``? Only while it is the table's pq and
+        not dropped (R7.3; orderly R8.6, which also reads the pq's dropped flag: ``_orderly_live``)."""
+        if self.orderly:
+            return self._orderly_live(pq, uid)
+        return pq is not None and pq.uid == uid and pq.pull_state != PULL_DROPPED
 
     def _running_listener(self: Model, s: State, a: FinishConsume) -> tuple[Client, int]:
         """The client and the index in ``consuming`` of request ``a.rid``'s running listener."""
@@ -285,7 +295,7 @@ class ConcurrentConsumeMixin:
         broker choose 3 + reconsumeTimes (R7.5 step 6; cleanExpiredMsg asks 3, R6.8), reaching %RETRY%<group>
         with reconsumeTimes + 1 (R7.7)."""
         times = original.reconsume_times
-        at_max = times > self.max_reconsume if self.m_dlq_late else times >= self.max_reconsume
+        at_max = self._goes_to_dlq(times)
         msg = original._replace(reconsume_times=times + 1, store_time=now, sent_back_at=now)  # R7.5 step 7
         if at_max:
             return b._replace(dlq=(*b.dlq, msg))
@@ -294,6 +304,11 @@ class ConcurrentConsumeMixin:
         scheduled = tuple(sorted((*b.scheduled, entry), key=lambda e: e.due))
         return b._replace(scheduled=scheduled)
 
+    def _goes_to_dlq(self: Model, times: int) -> bool:
+        """Does the broker route a sent-back message with reconsumeTimes ``times`` to %DLQ%<group>? At
+        reconsumeTimes >= maxReconsumeTimes (R7.5)."""
+        return times >= self.max_reconsume
+
     def _remove_message(
         self: Model, pq: ProcessQueue, offsets: list[int], queue: BrokerQueue
     ) -> tuple[ProcessQueue, int]:
@@ -301,22 +316,32 @@ class ConcurrentConsumeMixin:
         or queueOffsetMax + 1 when the tree empties; -1 when the tree was already empty."""
         if pq.tree == 0:
             return pq, -1
-        result = pq.queue_offset_max + (2 if self.m_commit_past else 1)
-        tree, count, size = pq.tree, pq.msg_count, pq.msg_size
+        tree, taken, size = pq.tree, 0, pq.msg_size
         for o in offsets:
             if tree >> o & 1:
                 tree &= ~(1 << o)
-                if not self.m_count_kept:
-                    count -= 1
+                taken += 1
                 size -= br.body_size(queue.messages[o])
+        count = self._msg_count_after_removal(pq.msg_count, taken)
         if count == 0:
             size = 0
-        if tree:
-            result = max(offsets) + 1 if self.m_watermark_highest and offsets else _lowest(tree)
+        result = self._offset_still_held(tree, offsets) if tree else self._offset_when_tree_empties(pq)
         started = pq.consume_started
         if started:  # the stamps of messages that left the tree (R6.8)
             started = tuple(e for e in started if tree >> e[0] & 1)
         return pq._replace(tree=tree, msg_count=count, msg_size=size, consume_started=started), result
+
+    def _msg_count_after_removal(self: Model, count: int, taken: int) -> int:
+        """removeMessage's msgCount: less the ``taken`` messages that were in the tree (R6.3)."""
+        return count - taken
+
+    def _offset_still_held(self: Model, tree: int, offsets: list[int]) -> int:
+        """removeMessage's result while the tree still holds messages: its lowest offset (R6.3)."""
+        return _lowest(tree)
+
+    def _offset_when_tree_empties(self: Model, pq: ProcessQueue) -> int:
+        """removeMessage's result when the tree empties: queueOffsetMax + 1 (R6.3)."""
+        return pq.queue_offset_max + 1
 
     # --- cleanExpiredMsg (R6.8) -------------------------------------------------------------------
     def _clean_expired_msg(self: Model, s: State, a: CleanExpiredMsg) -> State:
@@ -363,17 +388,12 @@ class ConcurrentConsumeMixin:
             started = next((t for k, t in pq.consume_started if k == o), None)
             if started is None or s.now - started <= self.consume_timeout or not b.up:
                 break
-            if self.m_expired_no_send_back:
-                cause = "expired-removed"
-            else:
-                b = self._send_back(b, queue.messages[o], s.now, CLEAN_EXPIRED_DELAY_LEVEL)
-                if self.clustering:
-                    handled |= 1 << o
-                    cause = "expired-sent-back"
-                else:
-                    skipped |= 1 << o
-                    dropped |= 1 << o
-                    cause = "expired-to-unsubscribed-retry-topic"
+            b, cause = self._send_back_expired(b, queue.messages[o], s.now)
+            if cause == "expired-sent-back":
+                handled |= 1 << o
+            elif cause == "expired-to-unsubscribed-retry-topic":
+                skipped |= 1 << o
+                dropped |= 1 << o
             pq, _ = self._remove_message(pq, [o], queue)
             hist = History(Event(s.now, cause, i, q, o, f"consume started at {started}"), hist)
         if hist is s.history:
@@ -385,6 +405,13 @@ class ConcurrentConsumeMixin:
         return s._replace(
             clients=_put(s.clients, i, cl._replace(pqs=_put(cl.pqs, q, pq))), broker=b, ghost=g, history=hist
         )
+
+    def _send_back_expired(self: Model, b: Broker, msg: Message, now: int) -> tuple[Broker, str]:
+        """cleanExpiredMsg's ``sendMessageBack(msg, 3)`` (R6.8) and the history event it makes: CLUSTERING's
+        retry topic redelivers the message ("expired-sent-back"); BROADCASTING's is not subscribed, so the
+        message is dropped ("expired-to-unsubscribed-retry-topic")."""
+        b = self._send_back(b, msg, now, CLEAN_EXPIRED_DELAY_LEVEL)
+        return b, "expired-sent-back" if self.clustering else "expired-to-unsubscribed-retry-topic"
 
     def _ledger(self: Model, client: int) -> int:
         return 0 if self.clustering else client

@@ -46,8 +46,10 @@ V4_9_8: Final = "4.9.8"
 V5_X: Final = "5.x"
 VERSIONS: Final = (V4_9_8, V5_X)
 
-# Planted bugs, each described by what it breaks; tests/test_planted_bugs.py names the property that
-# must refute each one and proves it does.
+# Planted bugs, each described by what it breaks: the names of the known-buggy variants of the model in
+# spec/variants/ (kept here so that a Config validates without importing the model; spec/variants checks at
+# import that each name has exactly one variant). tests/test_planted_bugs.py names the property that must
+# refute each one and proves it does.
 MUTATIONS: Final[dict[str, str]] = {
     "watermark_highest_consumed": "RMQ-01: removeMessage returns highest removed + 1 instead of lowest held",
     "commit_before_send_back": "RMQ-03: messages whose send-back failed are removed and committed anyway",

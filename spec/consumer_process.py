@@ -174,8 +174,7 @@ class ConsumerProcessMixin:
             raise ActionNotEnabled(a, "persist timer not due, or its last persistAll has not written yet")
         if a.lagging not in (0, 1) or (a.lagging and not self._may_lag_write(s, cl)):
             raise ActionNotEnabled(a, "no lagging write: not BROADCASTING, no budget, nothing owned or a reset sleeps")
-        nxt = None if self.m_persist_stops else cl.next_persist + PERSIST_INTERVAL
-        cl = cl._replace(next_persist=nxt)
+        cl = cl._replace(next_persist=self._next_persist_run(cl.next_persist))
         if a.lagging:
             content = tuple(
                 cl.mem[q] if cl.pqs[q] is not None and cl.mem[q] is not None else cl.file[q]
@@ -187,6 +186,10 @@ class ConsumerProcessMixin:
             )
         s = s._replace(clients=_put(s.clients, a.client, cl))
         return self._persist_all(s, a.client, "persist-timer")
+
+    def _next_persist_run(self: Model, due: int) -> int | None:
+        """When persistAllConsumerOffset runs again after the run due at ``due``: 5 s later (R4.1)."""
+        return due + PERSIST_INTERVAL
 
     def _may_lag_write(self: Model, s: State, cl: Client) -> bool:
         """A lagging persistAll is possible: BROADCASTING, budget left, a pq owned (persistAll of nothing writes
@@ -241,17 +244,27 @@ class ConsumerProcessMixin:
                 for q in range(self.q_count)
             )
             return self._file_written(s._replace(clients=_put(s.clients, i, self._write_file(cl, file))), i)
-        mem = list(cl.mem)
+        unowned = []
         for q, value in enumerate(cl.mem):
             if value is None:
                 continue
             pq = cl.pqs[q]
             if pq is not None:
                 s = self._send_commit(s, i, q, value, pq.uid, cause)
-            elif not self.m_no_pruning:
-                mem[q] = None
+            else:
+                unowned.append(q)
         cl = s.clients[i]
-        return s._replace(clients=_put(s.clients, i, cl._replace(mem=tuple(mem))))
+        if unowned:
+            cl = cl._replace(mem=self._without_unowned(cl.mem, unowned))
+        return s._replace(clients=_put(s.clients, i, cl))
+
+    def _without_unowned(self: Model, mem: tuple[int | None, ...], unowned: list[int]) -> tuple[int | None, ...]:
+        """The memory table after a remote persistAll: the entries of the queues ``unowned``, not in its key
+        set, are removed (R2.7). ``_persist_all`` and ``_reset_persist_all`` call it."""
+        out = list(mem)
+        for q in unowned:
+            out[q] = None
+        return tuple(out)
 
     def _send_commit(self: Model, s: State, i: int, q: int, value: int, uid: int, cause: str) -> State:
         """updateConsumeOffsetToBroker oneway (R2.5): queued on the connection if the broker is
@@ -286,7 +299,4 @@ class ConsumerProcessMixin:
 
     def _remove_offset(self: Model, cl: Client, q: int) -> Client:
         """OffsetStore.removeOffset(mq): the memory entry only; the local file keeps it (R1.14, R2.2)."""
-        cl = cl._replace(mem=_put(cl.mem, q, None))
-        if self.m_local_remove_deletes and not self.clustering:
-            cl = cl._replace(file=_put(cl.file, q, None))
-        return cl
+        return cl._replace(mem=_put(cl.mem, q, None))

@@ -228,9 +228,7 @@ def _commit_below_unprocessed(m: Model, s: State) -> str | None:
 def _broker_answers(m: Model, s: State) -> str | None:
     b = s.broker
     for q in range(m.q_count):
-        answer = br.query_consumer_offset(
-            b.offsets[q], b.queues[q], m.m_answers_minus_one, m.config.young_queue_needs_head_in_memory
-        )
+        answer = m._query_consumer_offset(b, q)
         if answer is not None and answer < 0:
             return f"queue {q}: QUERY_CONSUMER_OFFSET answers SUCCESS({answer})"
         if b.offsets[q] is not None and answer != b.offsets[q] and b.offsets[q] >= 0:  # type: ignore[operator]

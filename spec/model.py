@@ -19,6 +19,9 @@ dispatch of an action to its transition ``_<name>``) and ``enabled``. Each trans
 enabling condition (checked first; a disabled action raises :class:`ActionNotEnabled`), its effect, and
 the rules it models.
 
+The correct model holds no planted bug: ``Model(config)`` with ``config.mutations`` is an instance of the
+named variants of ``spec/variants`` (each overriding one helper of this model) in front of ``Model``.
+
 Timers (client persist 5 s after 10 s, rebalance 20 s, heartbeat 30 s after 1 s, broker flush
 5 s after 10 s, scheduled retries) fire as actions; ``Tick`` cannot pass a due timer, so timers
 fire on time relative to the clock while still interleaving freely with everything else.
@@ -73,7 +76,7 @@ from rmqspec.spec.actions import (
 )
 from rmqspec.spec.actions import ActionNotEnabled as ActionNotEnabled  # raised by every transition
 from rmqspec.spec.admin_reset import AdminResetMixin
-from rmqspec.spec.allocation import client_id, model_queues, strategy_for
+from rmqspec.spec.allocation import Strategy, client_id, model_queues, strategy_for
 from rmqspec.spec.broker import FLUSH_FIRST_DELAY, BrokerMixin
 from rmqspec.spec.clock import ClockMixin
 from rmqspec.spec.concurrent_consume import ConcurrentConsumeMixin
@@ -115,6 +118,15 @@ class Model(
 ):
     """The model of one consumer group; see the module docstring."""
 
+    def __new__(cls, config: Config) -> Model:
+        """``Model(config)`` with planted bugs (``config.mutations``) is an instance of the correct model
+        with those variants in front (``spec/variants``: each overrides one helper); without, of ``Model``."""
+        if cls is not Model or not config.mutations:
+            return super().__new__(cls)
+        from rmqspec.spec.variants import variant_model  # the variants import this module
+
+        return super().__new__(variant_model(config.mutations))
+
     def __init__(self, config: Config) -> None:
         self.config = config
         c = config
@@ -131,51 +143,16 @@ class Model(
         # a consumer list key by clientId, so consumers sharing one are one holder there (RMQ-11).
         self.identity = tuple(self.cids.index(cid) for cid in self.cids)
         self.max_reconsume = c.effective_max_reconsume_times
-        m = c.mutations
-        self.m_watermark_highest = "watermark_highest_consumed" in m
-        self.m_commit_before_send_back = "commit_before_send_back" in m
-        self.m_dropped_pq_commits = "dropped_pq_commits" in m
-        self.m_ignore_increase_only = "ignore_increase_only" in m
-        self.m_no_pruning = "no_persist_all_pruning" in m
-        self.m_local_remove_deletes = "local_remove_offset_deletes_file" in m
-        self.m_answers_minus_one = "broker_answers_minus_one" in m
-        self.m_dlq_late = "dlq_one_retry_late" in m
-        self.m_piggyback_next = "piggyback_next_offset" in m
-        self.m_count_kept = "count_not_decremented" in m
-        self.m_commit_past = "commit_past_cached" in m
-        self.m_resume_ignores = "resume_ignores_stored_offset" in m
-        self.m_avg_overlap = "avg_blocks_overlap" in m
-        # pull expiry, retention and OFFSET_ILLEGAL
-        self.m_no_pull_expiry = "pull_expiry_ignored" in m
-        self.m_fix_deferred = "offset_illegal_fix_deferred" in m
-        # liveness at quiescence (docs/spec.md §13)
-        self.m_persist_stops = "persist_timer_stops" in m
-        self.m_rebalance_stops = "rebalance_timer_stops" in m
-        self.strategies = tuple(strategy_for(c, i, self.m_avg_overlap) for i in range(c.consumers))
+        self.strategies = tuple(self._allocation_strategy(i) for i in range(c.consumers))
         # orderly consumption (R8): which lock rules apply
         self.orderly = c.orderly
         self.lock_renewal = c.orderly and self.clustering  # lockMQPeriodically, unlockAll at shutdown (R8.3, R8.9)
         self.lock_on_add = c.orderly and (self.clustering or c.orderly_locks_in_broadcasting)  # R8.4, R8.9
-        self.m_lock_ignores_holder = "lock_ignores_holder" in m
-        self.m_add_without_lock = "add_without_lock" in m
         # orderly consume loop (R8.5-R8.8)
         self.orderly_removal = c.orderly and self.clustering  # removeUnnecessaryMessageQueue's orderly branch
-        self.m_commit_last_key = "orderly_commit_returns_last_key" in m
-        self.m_suspend_commits = "orderly_suspend_commits" in m
-        self.m_removal_ignores_lock = "orderly_removal_ignores_consume_lock" in m
-        self.m_ignores_lock_expiry = "orderly_ignores_lock_expiry" in m
-        self.m_no_queue_monitor = "orderly_no_queue_monitor" in m
-        self.m_pull_requeued = "pull_request_requeued" in m
-        # the causal allow-list: bugs that categories would tolerate (a positioning skip, a decrease by
-        # another pq, a duplicate)
-        self.m_empty_group_loses_offsets = "empty_group_loses_offsets" in m
-        self.m_resume_memory_one_behind = "resume_memory_one_behind" in m
-        self.m_pull_cursor_one_behind = "pull_cursor_one_behind" in m
-        self.m_commit_one_less = "update_offset_stores_one_less" in m
         # cleanExpiredMsg (R6.8): only ConsumeMessageConcurrentlyService schedules it
         self.cleans_expired = not c.orderly
         self.consume_timeout = c.consume_timeout
-        self.m_expired_no_send_back = "expired_removed_without_send_back" in m
         self.skips_cleaned = c.send_back_skips_cleaned  # 5.x: no second send-back of a cleaned message (R7.3)
         # What INV-12a and INV-12 tolerate by default, each switched off by a test to show what it hides
         # (docs/spec.md §14): overlaps after an unlock released a lock still relied on (4.9.8's late
@@ -233,6 +210,10 @@ class Model(
             FixOffsetIllegal: self._fix_offset_illegal,  # OFFSET_ILLEGAL
         }
         self._reset_init()  # admin reset
+
+    def _allocation_strategy(self, client: int) -> Strategy:
+        """The AllocateMessageQueueStrategy object consumer ``client`` is configured with (R11)."""
+        return strategy_for(self.config, client)
 
     # --- the three entry points ---------------------------------------------------------------
     def initial(self) -> State:

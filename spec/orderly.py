@@ -32,17 +32,16 @@ def holder(table: LockTable, q: int, now: int) -> int | None:
 
 
 def try_lock_batch(
-    table: LockTable, queues: tuple[int, ...], client: int, now: int, ignore_holder: bool = False
+    table: LockTable, queues: tuple[int, ...], client: int, now: int
 ) -> tuple[LockTable, frozenset[int]]:
     """RebalanceLockManager.tryLockBatch (R8.1): each queue held by ``client`` unexpired is refreshed;
     a queue with no entry or an expired one (anyone's) is handed to ``client``; any other is denied.
-    Returns the new table and the granted queues. ``ignore_holder`` is the planted bug
-    ``lock_ignores_holder``: a queue another client holds unexpired is granted too."""
+    Returns the new table and the granted queues."""
     entries = list(table)
     granted = set()
     for q in queues:
         entry = entries[q]
-        if entry is None or entry[0] == client or broker_lock_expired(entry, now) or ignore_holder:
+        if entry is None or entry[0] == client or broker_lock_expired(entry, now):
             entries[q] = (client, now)
             granted.add(q)
     return tuple(entries), frozenset(granted)

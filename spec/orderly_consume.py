@@ -68,7 +68,7 @@ class OrderlyConsumeMixin:
         b = s.broker
         if not b.up:
             return s, frozenset()
-        locks, granted = lk.try_lock_batch(b.locks, queues, self.identity[i], s.now, self.m_lock_ignores_holder)
+        locks, granted = self._try_lock_batch(b.locks, queues, self.identity[i], s.now)
         cl = s.clients[i]
         pqs = list(cl.pqs)
         for q in queues:
@@ -82,6 +82,12 @@ class OrderlyConsumeMixin:
         return s._replace(
             broker=b._replace(locks=locks), clients=_put(s.clients, i, cl._replace(pqs=tuple(pqs)))
         ), granted
+
+    def _try_lock_batch(
+        self: Model, table: lk.LockTable, queues: tuple[int, ...], client: int, now: int
+    ) -> tuple[lk.LockTable, frozenset[int]]:
+        """The broker's RebalanceLockManager.tryLockBatch (R8.1, ``orderly.try_lock_batch``)."""
+        return lk.try_lock_batch(table, queues, client, now)
 
     def _unlock_all(self: Model, s: State, i: int) -> State:
         """``unlockAll(oneway=false)`` (R8.2): UNLOCK_BATCH_MQ, synchronous, for every queue in the pq
@@ -163,7 +169,7 @@ class OrderlyConsumeMixin:
         queue's MessageQueueLock, which a run of the same client holds from its first take to its end (R8.5)."""
         if r.ready_at > now:
             return False
-        if not self.orderly or self.m_no_queue_monitor or not self._orderly_live(cl.pqs[r.queue], r.pq_uid):
+        if not self.orderly or not self._orderly_live(cl.pqs[r.queue], r.pq_uid):
             return True  # a dropped pq's request returns before it takes the monitor
         return all(x.queue != r.queue for x in cl.consuming) and all(u.queue != r.queue for u in cl.offset_updates)
 
@@ -196,7 +202,8 @@ class OrderlyConsumeMixin:
         return self._orderly_iterate(s, i, q, pq.uid, r.rid, s.now)
 
     def _lock_expired(self: Model, pq: ProcessQueue, now: int) -> bool:
-        return not self.m_ignores_lock_expiry and lk.client_lock_expired(pq.last_lock, now)
+        """ProcessQueue.isLockExpired (R6.6), which the orderly loop checks (R8.5)."""
+        return lk.client_lock_expired(pq.last_lock, now)
 
     def _orderly_iterate(self: Model, s: State, i: int, q: int, uid: int, rid: int, begin: int) -> State:
         """One pass of the orderly loop up to the listener call (R8.5 step 2): stop if dropped; in
@@ -309,7 +316,7 @@ class OrderlyConsumeMixin:
                 suspend = True
                 raised[o] = times + 1
             budget = budget._replace(send_back_failures=budget.send_back_failures - fails.bit_count())
-            if suspend and not self.m_suspend_commits:
+            if suspend and self._suspend_puts_batch_back():
                 if on_pq and pq is not None:  # makeMessageToConsumeAgain (R6.4); local reconsumeTimes (R8.7)
                     mask = sum(1 << o for o in batch)
                     times_of = dict(pq.retry_times) | raised
@@ -329,7 +336,7 @@ class OrderlyConsumeMixin:
         # commit() (R6.4) on the pq object; one that left the table has the batch in its consuming map
         taken = _bits(pq.consuming_tree) if not auto and on_pq and pq is not None and pq.consuming_tree else batch
         top = max(taken)
-        offset = top if self.m_commit_last_key else top + 1
+        offset = self._orderly_commit_offset(top)
         if not on_pq:  # the detached pq's msgCount falls; a late reply's correctTagsOffset reads it (R6.7)
             pulls = tuple(
                 p._replace(dropped_count=p.dropped_count - len(taken), dropped_empty=p.dropped_count == len(taken))
@@ -355,6 +362,14 @@ class OrderlyConsumeMixin:
         g = g._replace(handled=_put(g.handled, idx, handled))
         return s._replace(clients=_put(s.clients, i, cl), broker=b, ghost=g, budget=budget)
 
+    def _suspend_puts_batch_back(self: Model) -> bool:
+        """Does SUSPEND_CURRENT_QUEUE_A_MOMENT put the batch back in the tree, uncommitted (R8.6)? Yes."""
+        return True
+
+    def _orderly_commit_offset(self: Model, top: int) -> int:
+        """ProcessQueue.commit's result: the largest consumed key + 1 (R6.4)."""
+        return top + 1
+
     def _forward_to_dlq(self: Model, b: Broker, original: Message, times: int, now: int) -> Broker:
         """ConsumeMessageOrderlyService.sendMessageBack (R8.7): the producer sends a copy to
         %RETRY%<group> with RECONSUME_TIME = reconsumeTimes (5.1.1+: + 1) and MAX_RECONSUME_TIMES =
@@ -368,7 +383,7 @@ class OrderlyConsumeMixin:
         increaseOnly=false); then the loop's next pass (R8.5), which may call the listener again."""
         i = a.client
         cl, u = self._take_offset_update(s, a)
-        if self._orderly_live(cl.pqs[u.queue], u.pq_uid) or self.m_dropped_pq_commits:
+        if self._offset_update_applies(cl.pqs[u.queue], u.pq_uid):
             cl = cl._replace(mem=_put(cl.mem, u.queue, self._updated(cl.mem[u.queue], u.offset, False)))
         s = s._replace(clients=_put(s.clients, i, cl))
         return self._orderly_iterate(s, i, u.queue, u.pq_uid, u.rid, u.begin)
@@ -457,9 +472,6 @@ class OrderlyConsumeMixin:
         otherwise refused, the memory offset kept."""
         free = all(r.pq_uid != pq.uid for r in s.clients[i].consuming)
         s = self._persist_one(s, i, q, uid, cause)
-        if self.m_removal_ignores_lock:  # RMQ-09 (1): unlock at once, listener or not
-            cl = s.clients[i]
-            return self._unlock_oneway(s._replace(clients=_put(s.clients, i, self._remove_offset(cl, q))), i, q), True
         if self.config.orderly_removal_waits_for_consume_lock:
             cl = s.clients[i]
             s = s._replace(clients=_put(s.clients, i, self._remove_offset(cl, q)))

@@ -24,6 +24,7 @@ from rmqspec.spec.state import (
     ProcessQueue,
     PullInFlight,
     PullRequestMsg,
+    PullResult,
     State,
     pq_key,
 )
@@ -78,18 +79,26 @@ class PullMixin:
             return s._replace(clients=_put(s.clients, i, cl._replace(pqs=_put(cl.pqs, q, pq))))
         commit_value = 0  # R5.2: only CLUSTERING reads the store (READ_FROM_MEMORY, -1 if absent)
         if self.clustering:
-            mem = cl.mem[q]
-            commit_value = mem if mem is not None else -1
-            if self.m_piggyback_next:
-                commit_value = pq.next_offset
+            commit_value = self._piggyback_offset(cl, q, pq)
         # pullKernelImpl clears COMMIT_OFFSET for a slave's address (R5.3)
         request = PullRequestMsg(q, pq.uid, pq.next_offset, commit_value > 0 and not to_slave, commit_value, to_slave)
         cl = cl._replace(
-            pqs=_put(cl.pqs, q, pq._replace(pull_state=PULL_READY if self.m_pull_requeued else PULL_IN_FLIGHT)),
+            pqs=_put(cl.pqs, q, pq._replace(pull_state=self._pull_state_once_sent())),
             pulls=(*cl.pulls, PullInFlight(q, pq.uid, pq.next_offset, -1, None, None, from_slave=to_slave)),
             channel=(*cl.channel, request),
         )
         return s._replace(clients=_put(s.clients, i, cl))
+
+    def _piggyback_offset(self: Model, cl: Client, q: int, pq: ProcessQueue) -> int:
+        """The commitOffset a CLUSTERING pull carries: ``readOffset(mq, READ_FROM_MEMORY)``, -1 if absent
+        (R5.2)."""
+        mem = cl.mem[q]
+        return mem if mem is not None else -1
+
+    def _pull_state_once_sent(self: Model) -> int:
+        """Where a sent pull leaves its PullRequest: with the pull in flight, until the PullCallback re-queues
+        it (R5.1)."""
+        return PULL_IN_FLIGHT
 
     def _receive_pull(self: Model, s: State, a: ReceivePull) -> State:
         """ReceivePull(client, pq_uid). Enabled: running and the broker has processed that pull.
@@ -172,12 +181,13 @@ class PullMixin:
             if self.orderly and (before is None or raised > before):  # ghost for INV-8's "orderly-overwrite"
                 s = s._replace(ghost=s.ghost._replace(raised_by_tags=s.ghost.raised_by_tags | {pq_key(i, pq.uid)}))
             cl = cl._replace(mem=_put(cl.mem, q, raised))
-        next_offset = result.next_begin
-        if self.m_pull_cursor_one_behind and result.status == br.FOUND:
-            next_offset -= 1
-        pq = pq._replace(next_offset=next_offset, pull_state=PULL_READY, pull_ready_at=s.now)
+        pq = pq._replace(next_offset=self._next_pull_offset(result), pull_state=PULL_READY, pull_ready_at=s.now)
         cl = cl._replace(pqs=_put(cl.pqs, q, pq))
         return s._replace(clients=_put(s.clients, i, cl))
+
+    def _next_pull_offset(self: Model, result: PullResult) -> int:
+        """The PullCallback's ``pullRequest.setNextOffset``: the reply's nextBeginOffset (R5.7)."""
+        return result.next_begin
 
     def _submit_consume_requests(
         self: Model, cl: Client, q: int, uid: int, found: tuple[int, ...], queue: BrokerQueue, now: int
@@ -194,7 +204,7 @@ class PullMixin:
 
     def _updated(self: Model, old: int | None, value: int, increase_only: bool) -> int:
         """OffsetStore.updateOffset (R1.5): a new entry takes the value; increaseOnly keeps the max."""
-        if old is None or not increase_only or self.m_ignore_increase_only:
+        if old is None or not increase_only:
             return value
         return old if old >= value else value
 
@@ -204,7 +214,7 @@ class PullMixin:
         drops such a pq (push consumers) and Phase B re-creates it in the same pass. A pq held by flow
         control is never expired: its 50 ms retries keep lastPullTimestamp fresh, which every Tick
         applies (``_flow_control_retries``; docs/spec.md, "Pull expiry")."""
-        return not self.m_no_pull_expiry and s.now - pq.last_pull > PULL_MAX_IDLE_TIME
+        return s.now - pq.last_pull > PULL_MAX_IDLE_TIME
 
     def flow_controlled(self: Model, pq: ProcessQueue, now: int) -> bool:
         """pullMessage would take this pq's PullRequest now and stop at flow control (R5.1 step 5): the
@@ -283,13 +293,18 @@ class PullMixin:
         live = pq is not None and pq.uid == pull.pq_uid and pq.pull_state != PULL_DROPPED
         if live and pq is not None:
             cl = cl._replace(pqs=_put(cl.pqs, q, pq._replace(next_offset=next_begin, pull_state=PULL_DROPPED)))
-        if self.m_fix_deferred or not self.config.offset_illegal_fixed_at_once:
+        if not self._offset_illegal_fixed_at_once():
             fix = OffsetFix(q, pull.pq_uid, next_begin, s.now + OFFSET_ILLEGAL_FIX_DELAY, live)
             cl = cl._replace(offset_fixes=(*cl.offset_fixes, fix))
             return s._replace(clients=_put(s.clients, i, cl))
         s = self._apply_offset_fix(s._replace(clients=_put(s.clients, i, cl)), i, q, next_begin)
         cl = s.clients[i]
         return s._replace(clients=_put(s.clients, i, cl._replace(rebalance_requested=True)))
+
+    def _offset_illegal_fixed_at_once(self: Model) -> bool:
+        """Does the OFFSET_ILLEGAL correction run in the PullCallback (5.2.0+) rather than 10 s later (4.9.8)?
+        ``Config.offset_illegal_fixed_at_once`` (R5.7)."""
+        return self.config.offset_illegal_fixed_at_once
 
     def _fix_offset_illegal(self: Model, s: State, a: FixOffsetIllegal) -> State:
         """FixOffsetIllegal(client, queue) (a timer, 4.9.8). Enabled: running and the OFFSET_ILLEGAL

@@ -83,7 +83,7 @@ class RebalanceMixin:
         the broker's consumer lists lack this consumer's clientId (RebalanceWithoutSelf). The next wait is
         20 s; 5.x waits only minInterval (1 s) when the result was not balanced (R4.2)."""
         cl = s.clients[i]
-        wait = None if self.m_rebalance_stops else s.now + REBALANCE_WAIT
+        wait = self._next_rebalance_run(s.now)
         cl = cl._replace(next_rebalance=wait, rebalance_requested=False)
         if self.paced:
             cl = cl._replace(last_rebalance=s.now)
@@ -93,6 +93,11 @@ class RebalanceMixin:
             return s
         cl = s.clients[i]
         return s._replace(clients=_put(s.clients, i, cl._replace(next_rebalance=s.now + REBALANCE_MIN_INTERVAL)))
+
+    def _next_rebalance_run(self: Model, now: int) -> int | None:
+        """When RebalanceService runs again after a run: it waits 20 s, woken early by rebalanceImmediately
+        (R4.2)."""
+        return now + REBALANCE_WAIT
 
     def _rebalance_topics(self: Model, s: State, i: int, fault: int | None, without_self: bool) -> tuple[State, bool]:
         """rebalanceByTopic for each subscribed topic; also returns 5.x's ``balanced``: every topic's allocation
@@ -200,7 +205,7 @@ class RebalanceMixin:
             if s.clients[i].pqs[q] is not None:
                 complete = complete and not s.clients[i].pqs[q].dropped  # type: ignore[union-attr]
                 continue
-            if self.lock_on_add and not self.m_add_without_lock:  # orderly: lock(mq) first, else skip (R8.4)
+            if self._locks_before_add():  # orderly: lock(mq) first, else skip (R8.4)
                 s, granted = self._lock(s, i, (q,), False)
                 if q not in granted:
                     complete = False
@@ -219,6 +224,10 @@ class RebalanceMixin:
             cl = cl._replace(pqs=_put(cl.pqs, q, pq), seq=cl.seq + 1)
             s = s._replace(clients=_put(s.clients, i, cl))
         return s, complete
+
+    def _locks_before_add(self: Model) -> bool:
+        """Does Phase B take the broker lock, ``lock(mq)``, before it adds a queue (orderly; R8.4, R8.9)?"""
+        return self.lock_on_add
 
     def _compute_pull_from_where(
         self: Model, s: State, i: int, q: int, uid: int, query_fails: bool
@@ -253,19 +262,13 @@ class RebalanceMixin:
                     return s, None if self.config.read_error_throws else -1  # readOffset gave -2
                 stored = None  # 4.9.8: MQBrokerException reads as -1, "no offset" [RMQ-14]
             else:
-                stored = br.query_consumer_offset(
-                    asked.offsets[q],
-                    asked.queues[q],
-                    self.m_answers_minus_one,
-                    self.config.young_queue_needs_head_in_memory,
-                )
+                stored = self._query_consumer_offset(asked, q)
         else:
             stored = cl.file[q]
         if stored is not None:
-            seeded = stored - 1 if self.m_resume_memory_one_behind and stored > 0 else stored
-            cl = cl._replace(mem=_put(cl.mem, q, seeded))  # updateOffset(mq, o, increaseOnly=false)
+            cl = cl._replace(mem=_put(cl.mem, q, self._seeded_offset(stored)))  # updateOffset(mq, o, false)
             s = s._replace(clients=_put(s.clients, i, cl))
-            if stored >= 0 and not self.m_resume_ignores:
+            if self._resumes_at_stored(stored):
                 how = "stored-offset"
                 if self.clustering and asked is not None and asked.offsets[q] is None:
                     how = "young-queue-zero"  # no entry: the broker answers 0 for a young queue (R3.5)
@@ -284,6 +287,16 @@ class RebalanceMixin:
             return self._positioned(s, i, q, uid, start, "consume-from-timestamp", True, query_fails), start
         start = queue.max_offset
         return self._positioned(s, i, q, uid, start, "consume-from-last", True, query_fails), start
+
+    def _seeded_offset(self: Model, stored: int) -> int:
+        """What computePullFromWhere's ``updateOffset(mq, o, increaseOnly=false)`` puts in memory: the offset
+        read (R10.1, R1.5)."""
+        return stored
+
+    def _resumes_at_stored(self: Model, stored: int) -> bool:
+        """Does computePullFromWhere start at the offset read? Yes unless it is -1 (none): then
+        consumeFromWhere decides (R10.1, R10.4)."""
+        return stored >= 0
 
     def _positioned(
         self: Model, s: State, i: int, q: int, uid: int, start: int, how: str, skip: bool, query_error: bool

@@ -4,11 +4,13 @@ A *branch* is what coverage.py calls one: an arc from a line with more than one 
 (an ``if``, ``elif``, ``for``, ``while``, a ``match`` case, ...) to one of them, so both the taken
 and the not-taken side of every enabling condition and every effect of every transition in
 ``spec/*.py`` count, and so do the branches of the invariants, the allocation strategies and the
-configuration's checks. *Reached* means executed at least once in the measured runs: it says the
-search got there, not that anything was verified there (docs/campaign.md, "Branch coverage").
+configuration's checks. The planted bugs, ``spec/variants/``, are not the model and are not measured (a
+helper a variant overrides is measured as the correct model runs it). *Reached* means executed at least
+once in the measured runs: it says the search got there, not that anything was verified there
+(docs/campaign.md, "Branch coverage").
 
 - :class:`ArcCollector` records the arcs executed in ``spec/`` while it is active (coverage.py,
-  ``branch=True``, restricted to the ``spec/`` files, no data file); a campaign unit wraps its run in
+  ``branch=True``, restricted to the ``spec/*.py`` files, no data file); a campaign unit wraps its run in
   one and returns the arcs with its row (``encode_arcs``), and the driver unions them.
 - :func:`analyze` turns a union of arcs into a :class:`SpecCoverage`: per file, branches in total,
   reached, excluded (``rmqspec.coverage_exclusions``: unreachable by design, each with its reason)
@@ -47,6 +49,10 @@ FORMAT = "rmqspec-spec-coverage"
 # still measures a few hundred runs of a default campaign. 7 is coprime with the 6 swarm profiles, so the
 # measured runs cycle through all of them.
 COVERAGE_EVERY = 7
+# What is measured: the correct model, spec/*.py. spec/variants/ holds the planted bugs (Config.mutations), which
+# override helpers of the correct model; their code is not the model's, so it is neither measured nor counted.
+_INCLUDE = [str(SPEC_DIR / "*.py")]
+_OMIT = [str(SPEC_DIR / "variants" / "*")]
 
 Arc = tuple[int, int]
 
@@ -99,7 +105,7 @@ class ArcCollector:
             import coverage
         except ImportError:
             return self
-        self._cov = coverage.Coverage(branch=True, data_file=None, config_file=False, include=[str(SPEC_DIR / "*.py")])
+        self._cov = coverage.Coverage(branch=True, data_file=None, config_file=False, include=_INCLUDE, omit=_OMIT)
         clear_spec_caches()
         self._cov.start()
         return self
@@ -124,7 +130,7 @@ class SuiteMeasurement:
     def __init__(self) -> None:
         import coverage
 
-        self._cov = coverage.Coverage(branch=True, data_file=None, config_file=False, include=[str(SPEC_DIR / "*.py")])
+        self._cov = coverage.Coverage(branch=True, data_file=None, config_file=False, include=_INCLUDE, omit=_OMIT)
         self._extra: dict[str, set[Arc]] = {}
         self.digest = loaded_digest()
 
@@ -287,7 +293,7 @@ def branch_universe(arcs: Mapping[str, Iterable[Arc]]) -> tuple[list[Branch], se
     import coverage
 
     paths = spec_files()
-    cov = coverage.Coverage(branch=True, data_file=None, config_file=False, include=[str(SPEC_DIR / "*.py")])
+    cov = coverage.Coverage(branch=True, data_file=None, config_file=False, include=_INCLUDE, omit=_OMIT)
     data = cov.get_data()
     data.add_arcs({str(p): set(arcs.get(p.name, ())) for p in paths})
     with tempfile.TemporaryDirectory(prefix="rmqspec-coverage-") as tmp:

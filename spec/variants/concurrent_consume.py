@@ -1,0 +1,64 @@
+"""Planted bugs of concurrent consumption (``spec/concurrent_consume.py``): ProcessQueue.removeMessage,
+processConsumeResult, the send-back and cleanExpiredMsg."""
+
+from __future__ import annotations
+
+from rmqspec.spec.concurrent_consume import _lowest
+from rmqspec.spec.state import Broker, Message, ProcessQueue
+from rmqspec.spec.variants import Variant, planted
+
+
+@planted("watermark_highest_consumed", breaks=("R6.3",), refuted_by=("INV-2",))
+class WatermarkHighestConsumed(Variant):
+    """RMQ-01: removeMessage returns the highest removed offset + 1 instead of the lowest still held."""
+
+    def _offset_still_held(self, tree: int, offsets: list[int]) -> int:
+        return max(offsets) + 1 if offsets else _lowest(tree)
+
+
+@planted("commit_before_send_back", breaks=("R7.3",), refuted_by=("INV-9",))
+class CommitBeforeSendBack(Variant):
+    """RMQ-03: messages whose send-back failed are removed from the pq, so the commit passes them."""
+
+    def _removed_after_consume(self, msgs: tuple[tuple[int, int], ...], back_failed: set[int]) -> list[int]:
+        return [o for o, _ in msgs]
+
+
+@planted("dropped_pq_commits", breaks=("R7.3", "R8.6"), refuted_by=("INV-5",))
+class DroppedPqCommits(Variant):
+    """RMQ-05: processConsumeResult updates the offset of a dropped pq too (concurrent and orderly)."""
+
+    def _offset_update_applies(self, pq: ProcessQueue | None, uid: int) -> bool:
+        return True
+
+
+@planted("dlq_one_retry_late", breaks=("R7.5",), refuted_by=("INV-10",))
+class DlqOneRetryLate(Variant):
+    """The broker routes a sent-back message to the DLQ only when reconsumeTimes > max."""
+
+    def _goes_to_dlq(self, times: int) -> bool:
+        return times > self.max_reconsume
+
+
+@planted("count_not_decremented", breaks=("R6.3",), refuted_by=("INV-1",))
+class CountNotDecremented(Variant):
+    """ProcessQueue.removeMessage forgets to decrement msgCount."""
+
+    def _msg_count_after_removal(self, count: int, taken: int) -> int:
+        return count
+
+
+@planted("commit_past_cached", breaks=("R6.3",), refuted_by=("INV-16", "INV-9", "FATES"))
+class CommitPastCached(Variant):
+    """removeMessage returns queueOffsetMax + 2 when the tree empties: the commit passes a message."""
+
+    def _offset_when_tree_empties(self, pq: ProcessQueue) -> int:
+        return pq.queue_offset_max + 2
+
+
+@planted("expired_removed_without_send_back", breaks=("R6.8",), refuted_by=("INV-9",))
+class ExpiredRemovedWithoutSendBack(Variant):
+    """cleanExpiredMsg removes an expired message without sending it back: nobody handles it."""
+
+    def _send_back_expired(self, b: Broker, msg: Message, now: int) -> tuple[Broker, str]:
+        return b, "expired-removed"

@@ -1,0 +1,32 @@
+"""Planted bugs of the consumer process and its offset stores (``spec/consumer_process.py``)."""
+
+from __future__ import annotations
+
+from rmqspec.spec.state import Client
+from rmqspec.spec.state import put_at as _put
+from rmqspec.spec.variants import Variant, planted
+
+
+@planted("no_persist_all_pruning", breaks=("R2.7",), refuted_by=("INV-6a",))
+class NoPersistAllPruning(Variant):
+    """The remote persistAll keeps the memory entries of queues it no longer owns."""
+
+    def _without_unowned(self, mem: tuple[int | None, ...], unowned: list[int]) -> tuple[int | None, ...]:
+        return mem
+
+
+@planted("local_remove_offset_deletes_file", breaks=("R1.14",), refuted_by=("INV-6b",))
+class LocalRemoveOffsetDeletesFile(Variant):
+    """LocalFileOffsetStore.removeOffset (BROADCASTING) also deletes the queue's entry of offsets.json."""
+
+    def _remove_offset(self, cl: Client, q: int) -> Client:
+        cl = super()._remove_offset(cl, q)
+        return cl if self.clustering else cl._replace(file=_put(cl.file, q, None))
+
+
+@planted("persist_timer_stops", breaks=("R4.1",), refuted_by=("LIV-2",))
+class PersistTimerStops(Variant):
+    """persistAllConsumerOffset runs once and is never rescheduled (only liveness checks see it)."""
+
+    def _next_persist_run(self, due: int) -> int | None:
+        return None

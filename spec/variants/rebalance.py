@@ -1,0 +1,72 @@
+"""Planted bugs of the rebalance (``spec/rebalance.py``): allocation, Phase B's lock, computePullFromWhere and
+the RebalanceService timer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from rmqspec.spec.allocation import Strategy, avg_block
+from rmqspec.spec.config import AVG, MACHINE_ROOM_NEARBY
+from rmqspec.spec.variants import Variant, planted
+
+
+@planted("resume_ignores_stored_offset", breaks=("R10.1",), refuted_by=("INV-15",))
+class ResumeIgnoresStoredOffset(Variant):
+    """computePullFromWhere ignores the offset it read and positions by consumeFromWhere."""
+
+    def _resumes_at_stored(self, stored: int) -> bool:
+        return False
+
+
+@planted("resume_memory_one_behind", breaks=("R10.1", "R1.5"), refuted_by=("INV-8r",))
+class ResumeMemoryOneBehind(Variant):
+    """computePullFromWhere seeds memory one below the (positive) stored offset it resumes at."""
+
+    def _seeded_offset(self, stored: int) -> int:
+        return stored - 1 if stored > 0 else stored
+
+
+@dataclass(frozen=True, slots=True)
+class _OverlappingAvg(Strategy):
+    """AVG whose every block but the first starts one queue early, its size unchanged: neighbouring consumers
+    share a queue and the last queue is nobody's."""
+
+    def indices(self, current: str, mq_all: tuple[str, ...], cid_all: tuple[str, ...]) -> tuple[int, ...]:
+        Strategy.indices(self, current, mq_all, cid_all)  # raises where AVG does (R11.0); slots: no super()
+        if current not in cid_all:
+            return ()  # R11.0: not listed, nothing allocated
+        n = len(mq_all)
+        start, size = avg_block(n, len(cid_all), cid_all.index(current))
+        if start > 0:
+            start -= 1
+        return tuple((start + k) % n for k in range(min(size, n - start)))
+
+
+@planted("avg_blocks_overlap", breaks=("R11.1",), refuted_by=("INV-13a", "INV-13b"))
+class AvgBlocksOverlap(Variant):
+    """AVG (alone or as MACHINE_ROOM_NEARBY's inner strategy) gives neighbouring consumers overlapping blocks."""
+
+    def _allocation_strategy(self, client: int) -> Strategy:
+        strategy = super()._allocation_strategy(client)
+        if strategy.name == AVG:
+            return _OverlappingAvg(AVG)
+        if strategy.name == MACHINE_ROOM_NEARBY and strategy.inner is not None and strategy.inner.name == AVG:
+            return replace(strategy, inner=_OverlappingAvg(AVG))
+        return strategy
+
+
+@planted("add_without_lock", breaks=("R8.4",), refuted_by=("INV-12a",))
+class AddWithoutLock(Variant):
+    """Orderly: Phase B adds a queue without taking its broker lock, ``lock(mq)``, first."""
+
+    def _locks_before_add(self) -> bool:
+        return False
+
+
+@planted("rebalance_timer_stops", breaks=("R4.2",), refuted_by=("LIV-1",))
+class RebalanceTimerStops(Variant):
+    """RebalanceService is not re-armed after a run: only rebalanceImmediately wakes it (only liveness checks
+    see it)."""
+
+    def _next_rebalance_run(self, now: int) -> int | None:
+        return None
