@@ -8,6 +8,9 @@ NOTIFY_CONSUMER_IDS_CHANGED; R4.1, R4.3, R9.7), ``ConsumerManageProcessor`` (UPD
 ``broker_rules.py``), ``ScheduleMessageService`` delivering retries to ``%RETRY%`` (R7.5, R7.8), and the
 page cache of a young queue's head (R3.5). The broker's request pools, in which one request may overtake
 another on a connection, are docs/spec.md §18. The master's slave is ``slave.py``.
+
+Its property, after the class: INV-7 (QUERY_CONSUMER_OFFSET never answers a negative SUCCESS). What the
+committed offset must cover and why it may fall (INV-9, INV-16, INV-8, INV-8r) is ``committed_offset.py``.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from rmqspec.spec.actions import (
     ExpireChannel,
     Produce,
 )
+from rmqspec.spec.property_types import Invariant
 from rmqspec.spec.state import (
     Broker,
     Client,
@@ -362,3 +366,27 @@ class BrokerMixin:
         if not silent or not b.heartbeat_at or i not in b.registered:
             return False
         return s.now - b.heartbeat_at[i] > CHANNEL_EXPIRED_TIMEOUT
+
+
+# Properties of the broker (INV-7)
+def _broker_answers(m: Model, s: State) -> str | None:
+    b = s.broker
+    for q in range(m.q_count):
+        answer = br.query_consumer_offset(
+            b.offsets[q], b.queues[q], m.m_answers_minus_one, m.config.young_queue_needs_head_in_memory
+        )
+        if answer is not None and answer < 0:
+            return f"queue {q}: QUERY_CONSUMER_OFFSET answers SUCCESS({answer})"
+        if b.offsets[q] is not None and answer != b.offsets[q] and b.offsets[q] >= 0:  # type: ignore[operator]
+            return f"queue {q}: stored {b.offsets[q]} but answered {answer}"
+    return None
+
+
+BROKER_ANSWERS = Invariant(
+    "INV-7",
+    "broker_answers",
+    "QUERY_CONSUMER_OFFSET answers a stored offset, 0 for a young queue, or NOT_FOUND; never a negative SUCCESS.",
+    "R3.3, R3.5",
+    "A negative start offset sends the client to OFFSET_ILLEGAL and minOffset (RMQ-14).",
+    _broker_answers,
+)
