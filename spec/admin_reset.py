@@ -7,6 +7,8 @@ R3.10a, R2.7, R4.1), 5.x's ``ConsumerOffsetManager`` reset table read by the nex
 R10.3). The reset changes shared transitions (the broker's receive and crash, the pull, the rebalance, the
 pull reply, persistAll); those wrappers are installed only when ``Config.admin_resets > 0``.
 
+Its actions, before the class: ``AdminReset``, ``ClientResetReceive``, ``ClientResetWake``.
+
 Its property, after the class: INV-18 (a completed reset takes effect on the next new pq of the queue). A
 reset is also a declared cause of a falling broker offset (``committed_offset.py``, INV-8r).
 """
@@ -14,24 +16,15 @@ reset is also a declared cause of a falling broker offset (``committed_offset.py
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from rmqspec.spec import broker_rules as br
-from rmqspec.spec.actions import (
-    Action,
-    ActionNotEnabled,
-    AdminReset,
-    BrokerCrash,
-    BrokerReceive,
-    ClientResetReceive,
-    ClientResetWake,
-    Rebalance,
-    RebalanceQueryError,
-    ReceivePull,
-    SendPull,
-)
+from rmqspec.spec.broker import BrokerCrash, BrokerReceive
+from rmqspec.spec.enabling import ActionNotEnabled
 from rmqspec.spec.property_types import ActionProperty
-from rmqspec.spec.rebalance import REBALANCE_WAIT
+from rmqspec.spec.pull import ReceivePull, SendPull
+from rmqspec.spec.rebalance import REBALANCE_WAIT, Rebalance, RebalanceQueryError
 from rmqspec.spec.state import (
     PULL_READY,
     BrokerQueue,
@@ -47,6 +40,7 @@ from rmqspec.spec.state import lowest_offset as _low
 from rmqspec.spec.state import put_at as _put
 
 if TYPE_CHECKING:
+    from rmqspec.spec.actions import Action
     from rmqspec.spec.model import Model
 
 RESET_SLEEP: Final = 10_000  # MQClientInstance.resetOffset's Thread.sleep(10000) (R3.10a)
@@ -59,6 +53,40 @@ RESET_APPLY_CAUSES: Final = ("admin-reset-client", "offset-illegal-fix")
 def _old_tree(s: State, i: int, q: int, uid: int) -> int:
     pq = s.clients[i].pqs[q]
     return pq.tree if pq is not None and pq.uid == uid else 0
+
+
+# Actions of the admin reset, each handled by its transition ``_<snake_case name>`` below
+@dataclass(frozen=True, slots=True)
+class AdminReset:
+    """An admin resets the group's offset of topic queue ``queue`` (budgeted, ``Config.admin_resets``):
+    to the offset ``target``, or, with ``by_timestamp``, to the offset the broker's searchOffset finds
+    for the timestamp ``target`` (resetOffsetByTimestamp). Forced (``isForce``), as mqadmin sends it."""
+
+    queue: int
+    target: int
+    by_timestamp: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ClientResetReceive:
+    """4.9.8: the oldest RESET_CONSUMER_CLIENT_OFFSET for ``client`` arrives and
+    MQClientInstance.resetOffset starts: suspend, drop the pqs, then sleep 10 s."""
+
+    client: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClientResetWake:
+    """4.9.8: resetOffset's 10 s sleep ends (a timer): updateOffset, persist, remove pqs, resume.
+
+    ``late_reply`` (a pq uid, -1 for none): the reply of that held pq's pull, NO_NEW_MSG or NO_MATCHED_MSG,
+    runs its callback on another thread between the reset's ``updateOffset`` of the pq's queue and its
+    ``persist`` (``MQClientInstance#resetOffset`` 1094-1095; docs/spec.md §18.3): ``correctTagsOffset``
+    raises memory above the target, and the persist sends the raised value: a lost reset, and a skip of
+    what the cleared pq held unconsumed."""
+
+    client: int
+    late_reply: int = -1
 
 
 class AdminResetMixin:

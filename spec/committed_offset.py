@@ -15,20 +15,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
-from rmqspec.spec.actions import (
-    Action,
-    AdminReset,
-    BrokerCrash,
-    BrokerReceive,
-    BrokerRestart,
-    CorruptOffsetFile,
-)
-from rmqspec.spec.admin_reset import RESET_APPLY_CAUSES
+from rmqspec.spec.admin_reset import RESET_APPLY_CAUSES, AdminReset
+from rmqspec.spec.broker import BrokerCrash, BrokerReceive, BrokerRestart
+from rmqspec.spec.faults import CorruptOffsetFile
 from rmqspec.spec.property_types import ActionProperty, Invariant
 from rmqspec.spec.state import Commit, State, pq_key
 from rmqspec.spec.state import lowest_offset as _low
 
 if TYPE_CHECKING:
+    from rmqspec.spec.actions import Action
     from rmqspec.spec.model import Model
 
 

@@ -7,25 +7,20 @@ the broker's ``SendMessageProcessor#consumerSendMsgBack`` (retry schedule or ``%
 ``StartConsume``, ``FinishConsume`` and ``ApplyConsumeOffset`` are handled here for both services: an
 orderly consumer's go to ``orderly_consume.py``.
 
+Its actions, before the class: ``CleanExpiredMsg``, ``StartConsume``, ``FinishConsume``,
+``ApplyConsumeOffset``.
+
 Its properties, after the class: INV-1 (a pq's msgCount and msgSize), INV-2 (the memory offset never passes
 an unhandled message), INV-5 (a dropped pq is inert) and INV-10 (retry delays and the DLQ threshold).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from rmqspec.spec import broker_rules as br
-from rmqspec.spec.actions import (
-    CONSUME_SUCCESS,
-    RECONSUME_LATER,
-    Action,
-    ActionNotEnabled,
-    ApplyConsumeOffset,
-    CleanExpiredMsg,
-    FinishConsume,
-    StartConsume,
-)
+from rmqspec.spec.enabling import ActionNotEnabled
 from rmqspec.spec.property_types import ActionProperty, Invariant
 from rmqspec.spec.state import (
     PULL_DROPPED,
@@ -47,6 +42,7 @@ from rmqspec.spec.state import lowest_offset as _low
 from rmqspec.spec.state import put_at as _put
 
 if TYPE_CHECKING:
+    from rmqspec.spec.actions import Action
     from rmqspec.spec.model import Model
 
 SEND_BACK_RESUBMIT_DELAY: Final = 5_000  # local resubmit after a failed send-back (R7.3)
@@ -57,6 +53,46 @@ CLEAN_EXPIRED_DELAY_LEVEL: Final = 3
 
 def _lowest(bits: int) -> int:
     return (bits & -bits).bit_length() - 1
+
+
+# Consume statuses of the concurrent listener (R7.3).
+CONSUME_SUCCESS = "CONSUME_SUCCESS"
+RECONSUME_LATER = "RECONSUME_LATER"
+
+
+# Actions of consumption, each handled by its transition ``_<snake_case name>`` below
+@dataclass(frozen=True, slots=True)
+class CleanExpiredMsg:
+    """The concurrent consume service's cleanExpireMsg timer fires (every consumeTimeout): each pq of the table
+    sends back and removes its first messages whose listener started more than consumeTimeout ago (R6.8)."""
+
+    client: int
+
+
+@dataclass(frozen=True, slots=True)
+class StartConsume:
+    client: int
+    rid: int
+
+
+@dataclass(frozen=True, slots=True)
+class FinishConsume:
+    """``ack_index`` as the listener set it (-1 fails the whole batch); ``send_back_fails`` is a
+    bitmask over the failed messages whose send-back fails (budgeted). Orderly: ``status`` is
+    ORDERLY_SUCCESS or SUSPEND_CURRENT_QUEUE_A_MOMENT, ``ack_index`` is -1, and ``send_back_fails``
+    ranges over the batch's messages at maxReconsumeTimes, whose forwarding send fails."""
+
+    client: int
+    rid: int
+    status: str
+    ack_index: int
+    send_back_fails: int
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyConsumeOffset:
+    client: int
+    rid: int
 
 
 class ConcurrentConsumeMixin:

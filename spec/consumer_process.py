@@ -7,6 +7,9 @@ scheduled tasks (persistAllConsumerOffset, heartbeat; R4.1), ``RemoteBrokerOffse
 ``offsets.json`` and its ``.bak`` by ``MixAll.string2File``; R1.9, R1.12-R1.15). The unserialised writers of
 ``offsets.json`` (a lagging ``persistAll``) are docs/spec.md §18.3.
 
+Its actions, before the class: ``Start``, ``Shutdown``, ``OrphanReturns``, ``Crash``, ``Heartbeat``,
+``PersistOffsets``, ``OffsetFileWriteLands``.
+
 Its properties, after the class: INV-6a (persistAll prunes unowned queues from memory), INV-6b (offsets.json
 never loses an entry) and INV-6c (an offsets.json entry falls only with a cause the step shows:
 ``file_write_race``, ``local_file_lowering``).
@@ -14,31 +17,22 @@ never loses an entry) and INV-6c (an offsets.json entry falls only with a cause 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from rmqspec.spec import broker_rules as br
 from rmqspec.spec import orderly as lk
-from rmqspec.spec.actions import (
-    Action,
-    ActionNotEnabled,
-    ClientResetWake,
-    CorruptLocalOffsetFile,
-    Crash,
-    FixOffsetIllegal,
-    Heartbeat,
-    OffsetFileWriteLands,
-    OrphanReturns,
-    PersistOffsets,
-    ReceivePull,
-    Shutdown,
-    Start,
-)
+from rmqspec.spec.admin_reset import ClientResetWake
+from rmqspec.spec.enabling import ActionNotEnabled
+from rmqspec.spec.faults import CorruptLocalOffsetFile
 from rmqspec.spec.property_types import ActionProperty
+from rmqspec.spec.pull import FixOffsetIllegal, ReceivePull
 from rmqspec.spec.rebalance import REBALANCE_WAIT
 from rmqspec.spec.state import Client, Commit, Event, History, State
 from rmqspec.spec.state import put_at as _put
 
 if TYPE_CHECKING:
+    from rmqspec.spec.actions import Action
     from rmqspec.spec.model import Model
 
 # Consumer timers (semantics §14).
@@ -46,6 +40,57 @@ PERSIST_FIRST_DELAY: Final = 10_000  # persistAllConsumerOffset first run (R4.1)
 PERSIST_INTERVAL: Final = 5_000  # persistConsumerOffsetInterval (R4.1)
 HEARTBEAT_FIRST_DELAY: Final = 1_000  # heartbeat task first run (R4.1)
 HEARTBEAT_INTERVAL: Final = 30_000  # heartbeatBrokerInterval (R4.1)
+
+
+# Actions of the consumer process, each handled by its transition ``_<snake_case name>`` below
+@dataclass(frozen=True, slots=True)
+class Start:
+    client: int
+
+
+@dataclass(frozen=True, slots=True)
+class Shutdown:
+    client: int
+
+
+@dataclass(frozen=True, slots=True)
+class OrphanReturns:
+    """An orderly listener that outlived its consumer's ``Shutdown`` returns (R4.4 step 1, R8.9; docs/spec.md
+    §18.3). ``shutdownNow`` only interrupts the consume thread, and a listener that ignores the interrupt runs
+    on after ``unlockAll`` released the broker locks; when it returns, ``processConsumeResult`` finds its pq
+    dropped by ``destroy()`` and updates nothing, and the loop ends. Enabled while the listener ``rid`` of
+    ``client`` is in ``Client.orphaned``."""
+
+    client: int
+    rid: int
+
+
+@dataclass(frozen=True, slots=True)
+class Crash:
+    client: int
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    client: int
+
+
+@dataclass(frozen=True, slots=True)
+class PersistOffsets:
+    """The persistAllConsumerOffset timer. ``lagging`` 1 (BROADCASTING, budgeted ``Config.lagging_file_writes``):
+    persistAll reads and merges offsets.json now and its string2File lands later (``OffsetFileWriteLands``), over
+    whatever the other writers of the file wrote meanwhile (no lock between them; docs/spec.md §18.3)."""
+
+    client: int
+    lagging: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFileWriteLands:
+    """The lagging persistAll's ``MixAll.string2File`` of offsets.json runs: it writes the table it merged from
+    the file it read, undoing any entry another writer changed since (a lost update; docs/spec.md §18.3)."""
+
+    client: int
 
 
 class ConsumerProcessMixin:

@@ -7,6 +7,8 @@ locked pq (R8.2-R8.4, R8.9; the broker's ``RebalanceLockManager`` itself is ``or
 ``ProcessQueue#takeMessages``, ``#commit``, ``#makeMessageToConsumeAgain`` (R6.4) and the orderly removal of
 an unnecessary queue with its delayed unlock (R8.8).
 
+Its actions, before the class: ``LockAll``, ``TryLockLater``, ``DelayedUnlock``.
+
 Its properties, after the class: INV-11 (the broker grants no live lock twice), INV-12a (no two consumers
 both believe a queue locked), INV-12 (one orderly listener per queue), INV-12b (a listener runs only under a
 valid lock), INV-3 (the orderly commit point) and INV-19 (the first locked pull starts at a real position).
@@ -16,27 +18,15 @@ What INV-12a and INV-12 tolerate is ``anomalies.py`` (``ORDERLY_LOCK_TABLE_LOST`
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from rmqspec.spec import broker_rules as br
 from rmqspec.spec import orderly as lk
-from rmqspec.spec.actions import (
-    ORDERLY_COMMIT,
-    ORDERLY_ROLLBACK,
-    ORDERLY_SUCCESS,
-    SUSPEND_CURRENT_QUEUE_A_MOMENT,
-    Action,
-    ActionNotEnabled,
-    ApplyConsumeOffset,
-    DelayedUnlock,
-    FinishConsume,
-    LockAll,
-    SendPull,
-    StartConsume,
-    TryLockLater,
-)
+from rmqspec.spec.concurrent_consume import ApplyConsumeOffset, FinishConsume, StartConsume
+from rmqspec.spec.enabling import ActionNotEnabled
 from rmqspec.spec.property_types import ActionProperty, Invariant
-from rmqspec.spec.pull import PULL_DELAY_WHEN_EXCEPTION
+from rmqspec.spec.pull import PULL_DELAY_WHEN_EXCEPTION, SendPull
 from rmqspec.spec.state import (
     PULL_DROPPED,
     Broker,
@@ -53,6 +43,7 @@ from rmqspec.spec.state import lowest_offset as _low
 from rmqspec.spec.state import put_at as _put
 
 if TYPE_CHECKING:
+    from rmqspec.spec.actions import Action
     from rmqspec.spec.model import Model
 
 # orderly consume loop (R8.5-R8.8)
@@ -64,6 +55,41 @@ MAX_TIME_CONSUME_CONTINUOUSLY: Final = 60_000  # rocketmq.client.maxTimeConsumeC
 SUBMIT_LATER_AFTER_LONG_RUN: Final = 10  # the loop yields after a long run: submitConsumeRequestLater(10)
 SUSPEND_CURRENT_QUEUE_TIME: Final = 1_000  # suspendCurrentQueueTimeMillis, within the [10, 30 000] clamp
 UNLOCK_DELAY_TIME: Final = 20_000  # rocketmq.client.unlockDelayTimeMills; 5.x's forced-removal age (R8.8)
+
+
+# ConsumeOrderlyStatus (R8.6); an exception or null counts as SUSPEND. COMMIT and ROLLBACK act as
+# SUCCESS with autoCommit (the default), so the model offers the two distinct answers.
+ORDERLY_SUCCESS = "SUCCESS"
+SUSPEND_CURRENT_QUEUE_A_MOMENT = "SUSPEND_CURRENT_QUEUE_A_MOMENT"
+# With autoCommit = false (Config.orderly_auto_commit) the listener also answers COMMIT and ROLLBACK (R8.6).
+ORDERLY_COMMIT = "COMMIT"
+ORDERLY_ROLLBACK = "ROLLBACK"
+
+
+# Actions of orderly consumption, each handled by its transition ``_<snake_case name>`` below
+@dataclass(frozen=True, slots=True)
+class LockAll:
+    """The orderly consumer's lockMQPeriodically timer fires: ``lockAll`` (R8.2, R8.3)."""
+
+    client: int
+
+
+@dataclass(frozen=True, slots=True)
+class TryLockLater:
+    """orderly consume loop: the earliest due tryLockLaterAndReconsume task of pq ``pq_uid`` runs:
+    lock(mq), then a ConsumeRequest 10 ms later if granted, 3 s if not (R8.5)."""
+
+    client: int
+    pq_uid: int
+
+
+@dataclass(frozen=True, slots=True)
+class DelayedUnlock:
+    """orderly consume loop, 4.9.8: unlockDelay's task, 20 s after an orderly removal that left
+    messages in the pq: a oneway UNLOCK_BATCH_MQ for ``queue`` (R8.8)."""
+
+    client: int
+    queue: int
 
 
 class OrderlyConsumeMixin:

@@ -6,6 +6,8 @@ R6.7, R7.1), ``PullAPIWrapper`` (R5.3), ``ProcessQueue#isPullExpired`` and the r
 expired pq (R6.6, R9.4), the commit log's retention (``minOffset`` rises, R5.5, R3.5) and the OFFSET_ILLEGAL
 correction (4.9.8's task 10 s later, 5.x at once; R5.7).
 
+Its actions, before the class: ``SendPull``, ``ReceivePull``, ``RetentionDelete``, ``FixOffsetIllegal``.
+
 Its properties, after the class: INV-20 (one PullRequest per pq), INV-4 (increaseOnly updates never lower
 the memory offset), INV-14 (the piggy-backed commit), LIV-3 (a pull-expired pq does not survive a
 rebalance), INV-17 (the OFFSET_ILLEGAL correction runs while its pq is owned) and INV-22 (a pq never pulls
@@ -14,22 +16,14 @@ again what it consumed).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from rmqspec.spec import broker_rules as br
-from rmqspec.spec.actions import (
-    Action,
-    ActionNotEnabled,
-    ApplyConsumeOffset,
-    FixOffsetIllegal,
-    Rebalance,
-    RebalanceQueryError,
-    ReceivePull,
-    RetentionDelete,
-    SendPull,
-)
+from rmqspec.spec.concurrent_consume import ApplyConsumeOffset
+from rmqspec.spec.enabling import ActionNotEnabled
 from rmqspec.spec.property_types import ActionProperty, Invariant
-from rmqspec.spec.rebalance import _allocation_throws
+from rmqspec.spec.rebalance import Rebalance, RebalanceQueryError, _allocation_throws
 from rmqspec.spec.state import (
     PULL_DROPPED,
     PULL_IN_FLIGHT,
@@ -48,12 +42,43 @@ from rmqspec.spec.state import bit_offsets as _bits
 from rmqspec.spec.state import put_at as _put
 
 if TYPE_CHECKING:
+    from rmqspec.spec.actions import Action
     from rmqspec.spec.model import Model
 
 # Pull timers (semantics §14).
 PULL_DELAY_WHEN_EXCEPTION: Final = 3_000  # pullTimeDelayMillsWhenException (R5.7)
 OFFSET_ILLEGAL_FIX_DELAY: Final = 10_000  # executeTaskLater of the 4.9.8 OFFSET_ILLEGAL task (R5.7)
 PULL_MAX_IDLE_TIME: Final = 120_000  # rocketmq.client.pull.pullMaxIdleTime: isPullExpired (R6.6)
+
+
+# Actions of the pull, retention and OFFSET_ILLEGAL, each handled by its transition ``_<snake_case name>`` below
+@dataclass(frozen=True, slots=True)
+class SendPull:
+    client: int
+    queue: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReceivePull:
+    client: int
+    pq_uid: int
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionDelete:
+    """Commit-log retention deletes the oldest remaining message of ``queue``: minOffset rises by one.
+    Budgeted (``Config.retention_deletes``)."""
+
+    queue: int
+
+
+@dataclass(frozen=True, slots=True)
+class FixOffsetIllegal:
+    """The 4.9.8 OFFSET_ILLEGAL task, 10 s after the pull result: updateOffset(increaseOnly=false),
+    persist, removeProcessQueue (R5.7). A declared cause of a falling offset."""
+
+    client: int
+    queue: int
 
 
 class PullMixin:

@@ -6,6 +6,8 @@ by ``allocation.py``, removal and creation of pqs; R9.1-R9.7), ``RebalancePushIm
 ``consumeFromWhere`` (R10.1, R10.4; the broker's offset query, R2.3, R2.4, R3.5), and the orderly branches of
 removal and creation (locks, R8.4, R8.8).
 
+Its actions, before the class: ``Rebalance``, ``RebalanceQueryError``.
+
 Its properties, after the class: INV-13a and INV-13b (once every view agrees, each queue has exactly one
 owner, up to the strategy's own gaps and overlaps in ``anomalies.py``), INV-15 (a queue taken over resumes
 at the last landed commit) and INV-9a (a pq positioned without a stored offset on a queue the group had
@@ -14,18 +16,14 @@ committed on shows why the offset was missing).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from rmqspec.spec import broker_rules as br
-from rmqspec.spec.actions import (
-    Action,
-    ActionNotEnabled,
-    Rebalance,
-    RebalanceQueryError,
-)
 from rmqspec.spec.allocation import AllocationError, NullPointerError, allocate_queues, machine_room_eligible
 from rmqspec.spec.anomalies import _tolerated
 from rmqspec.spec.config import FROM_FIRST, FROM_TIMESTAMP
+from rmqspec.spec.enabling import ActionNotEnabled
 from rmqspec.spec.property_types import ActionProperty, Invariant
 from rmqspec.spec.state import (
     PULL_READY,
@@ -40,6 +38,7 @@ from rmqspec.spec.state import bit_offsets as _bits
 from rmqspec.spec.state import put_at as _put
 
 if TYPE_CHECKING:
+    from rmqspec.spec.actions import Action
     from rmqspec.spec.model import Model
 
 # Rebalance timers (semantics §14).
@@ -52,6 +51,22 @@ NEW_PULL_DISPATCH_DELAY: Final = 500  # 5.x dispatchPullRequest(pullRequestList,
 POSITIONED_WITHOUT_OFFSET: Final = frozenset(
     {"consume-from-first", "consume-from-last", "consume-from-timestamp", "young-queue-zero"}
 )
+
+
+# Actions of rebalance, each handled by its transition ``_<snake_case name>`` below
+@dataclass(frozen=True, slots=True)
+class Rebalance:
+    client: int
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceQueryError:
+    """``Rebalance(client)`` during which the broker answers the QUERY_CONSUMER_OFFSET for ``queue``
+    with an error code other than QUERY_NOT_FOUND (SYSTEM_ERROR: the request processor threw).
+    Budgeted (``Config.query_errors``); spent only if the rebalance does query ``queue``."""
+
+    client: int
+    queue: int
 
 
 class RebalanceMixin:

@@ -5,24 +5,22 @@ RMQ-25 (2)), the HA service copying the commit log, and the slave's own ``Consum
 ``PullMessageProcessor`` (a commit is stored, R3.4; a pull is answered from the slave's copy, no commit flag,
 R5.3-R5.5). Clients reach the slave when the master is down (R2.4, R2.5, R9.3).
 
+Its actions, before the class: ``SlaveReplicate``, ``SlaveSync``.
+
 Its properties, after the class: INV-8s (the slave's table falls only through SlaveSync, another pq's commit
 or the OFFSET_ILLEGAL fix-up) and INV-21 (a slave corrects OFFSET_ILLEGAL only to the master's bounds).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from rmqspec.spec import broker_rules as br
-from rmqspec.spec.actions import (
-    Action,
-    ActionNotEnabled,
-    ReceivePull,
-    SlaveReplicate,
-    SlaveSync,
-)
 from rmqspec.spec.committed_offset import _by_offset_illegal_fix, _landed_commit
+from rmqspec.spec.enabling import ActionNotEnabled
 from rmqspec.spec.property_types import ActionProperty
+from rmqspec.spec.pull import ReceivePull
 from rmqspec.spec.state import (
     Commit,
     Event,
@@ -35,9 +33,24 @@ from rmqspec.spec.state import (
 from rmqspec.spec.state import put_at as _put
 
 if TYPE_CHECKING:
+    from rmqspec.spec.actions import Action
     from rmqspec.spec.model import Model
 
 SLAVE_SYNC_WRITER: Final = -2  # ghost writer key of the slave's table entries that SlaveSync copied
+
+
+# Actions of the slave, each handled by its transition ``_<snake_case name>`` below
+@dataclass(frozen=True, slots=True)
+class SlaveReplicate:
+    """The slave's copy of one queue catches up with the master's commit log (HA replication; slaves,
+    ``Config.slave``). Free: replication only ever lags."""
+
+    queue: int
+
+
+@dataclass(frozen=True, slots=True)
+class SlaveSync:
+    """The slave's SlaveSynchronize timer fires: it copies the master's offset table (R3.8)."""
 
 
 class SlaveMixin:
