@@ -31,9 +31,10 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from rmqspec.spec.anomalies import _tolerated
 from rmqspec.spec.config import CLUSTERING
-from rmqspec.spec.invariants import _dealt, _nobody_is_dealt, _tolerated
 from rmqspec.spec.model import Model
+from rmqspec.spec.rebalance import _dealt, _nobody_is_dealt
 from rmqspec.spec.state import State
 
 # Skip causes that name a modelled fault rather than a design choice of RocketMQ (Model.missing_offset_cause,
@@ -150,7 +151,7 @@ def message_fates(model: Model, state: State, stalled_by: str = "") -> Fates:
 
 def _unallocated(model: Model, state: State) -> dict[int, str]:
     """Queues no running CLUSTERING consumer owns and the strategy deals to none of them, each with the
-    allocation anomaly that explains it (spec/invariants.py ALLOCATION_ANOMALIES, DUPLICATE_CLIENT_ID_ANOMALIES)."""
+    allocation anomaly that explains it (spec/anomalies.py ALLOCATION_ANOMALIES, DUPLICATE_CLIENT_ID_ANOMALIES)."""
     if not model.clustering:
         return {}
     running = tuple(sorted((i for i, cl in enumerate(state.clients) if cl.running), key=lambda j: model.cids[j]))

@@ -201,7 +201,7 @@ INF: Final = math.inf
 
 
 # --- the allow-list ----------------------------------------------------------------------------
-# The strategies' own gaps (spec.invariants.ALLOCATION_ANOMALIES) a history tolerates for the whole class: it
+# The strategies' own gaps (spec.anomalies.ALLOCATION_ANOMALIES) a history tolerates for the whole class: it
 # does not carry the configured lists or rooms. (A ring with no virtual node is not: the count is not logged.)
 _TOLERATED_UNOWNED: Final = ("unowned-by-configuration", "unowned-outside-consumeridcs")
 
@@ -210,11 +210,11 @@ def allowed_anomalies(mode: str, consumption: str, rocketmq: str, strategy: str 
     """The anomaly classes at-least-once delivery tolerates in this mode, each with its reason.
 
     The reasons come from semantics.md (S-, R- and INV- numbers) and, where the model has the same
-    tolerance, from the model's own ``spec.invariants.ALLOWED_ANOMALIES`` and
+    tolerance, from the model's own ``spec.anomalies.ALLOWED_ANOMALIES`` and
     ``ALLOCATION_ANOMALIES`` (the strategies that do not partition the queues).
     """
-    from rmqspec.spec.invariants import ALLOCATION_ANOMALIES
-    from rmqspec.spec.invariants import ALLOWED_ANOMALIES as MODEL
+    from rmqspec.spec.anomalies import ALLOCATION_ANOMALIES
+    from rmqspec.spec.anomalies import ALLOWED_ANOMALIES as MODEL
 
     out: dict[str, str] = {}
     clustering = mode == "CLUSTERING"
@@ -1342,7 +1342,7 @@ def _not_allocated(topic: str, own_recs: list[tuple[Any, ...]], tl: Timeline) ->
 @cache
 def _unowned_anomalies(strategy: str) -> str:
     """The strategy's own gaps the history allow-list tolerates (allowed_anomalies), joined as fates.py does."""
-    from rmqspec.spec.invariants import ALLOCATION_ANOMALIES
+    from rmqspec.spec.anomalies import ALLOCATION_ANOMALIES
 
     return "/".join(sorted(a for a in ALLOCATION_ANOMALIES.get(strategy, {}) if a in _TOLERATED_UNOWNED))
 

@@ -37,13 +37,14 @@ from typing import NamedTuple
 from rmqspec.spec import actions as act
 from rmqspec.spec.actions import CONSUME_SUCCESS, PERTURBING, Action
 from rmqspec.spec.admin_reset import RESET_SLEEP
+from rmqspec.spec.anomalies import _tolerated
 from rmqspec.spec.broker import FLUSH_FIRST_DELAY
 from rmqspec.spec.config import CLUSTERING
 from rmqspec.spec.consumer_process import HEARTBEAT_INTERVAL, PERSIST_FIRST_DELAY, PERSIST_INTERVAL
-from rmqspec.spec.invariants import _dealt, _nobody_is_dealt, _tolerated, _views_agree, check_state, check_step
+from rmqspec.spec.invariants import check_state, check_step
 from rmqspec.spec.model import Model
 from rmqspec.spec.pull import OFFSET_ILLEGAL_FIX_DELAY, PULL_MAX_IDLE_TIME
-from rmqspec.spec.rebalance import REBALANCE_WAIT
+from rmqspec.spec.rebalance import REBALANCE_WAIT, _dealt, _nobody_is_dealt, _views_agree
 from rmqspec.spec.state import PULL_DROPPED, State
 
 # Logical time every quiescence runs past the latest scheduled retry (docs/spec.md §13 "The bound"):

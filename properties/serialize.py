@@ -8,16 +8,13 @@ its fields (frozensets as sorted lists). Decoding validates names and fields and
 from __future__ import annotations
 
 import dataclasses
+import typing
 from typing import Any
 
 from rmqspec.spec import actions as act
 from rmqspec.spec.config import Config
 
-ACTION_TYPES: dict[str, type] = {
-    cls.__name__: cls
-    for cls in vars(act).values()
-    if isinstance(cls, type) and dataclasses.is_dataclass(cls) and cls.__module__ == act.__name__
-}
+ACTION_TYPES: dict[str, type] = {cls.__name__: cls for cls in typing.get_args(act.Action)}
 
 
 def action_to_json(action: act.Action) -> dict[str, Any]:

@@ -6,28 +6,25 @@ consumer pauses, drops its pqs, sleeps 10 s, writes the new offsets through its 
 R3.10a, R2.7, R4.1), 5.x's ``ConsumerOffsetManager`` reset table read by the next pull (R3.10b, R5.4, R5.7,
 R10.3). The reset changes shared transitions (the broker's receive and crash, the pull, the rebalance, the
 pull reply, persistAll); those wrappers are installed only when ``Config.admin_resets > 0``.
+
+Its actions, before the class: ``AdminReset``, ``ClientResetReceive``, ``ClientResetWake``.
+
+Its property, after the class: INV-18 (a completed reset takes effect on the next new pq of the queue). A
+reset is also a declared cause of a falling broker offset (``committed_offset.py``, INV-8r).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from rmqspec.spec import broker_rules as br
-from rmqspec.spec.actions import (
-    Action,
-    ActionNotEnabled,
-    AdminReset,
-    BrokerCrash,
-    BrokerReceive,
-    ClientResetReceive,
-    ClientResetWake,
-    Rebalance,
-    RebalanceQueryError,
-    ReceivePull,
-    SendPull,
-)
-from rmqspec.spec.rebalance import REBALANCE_WAIT
+from rmqspec.spec.broker import BrokerCrash, BrokerReceive
+from rmqspec.spec.enabling import ActionNotEnabled
+from rmqspec.spec.property_types import ActionProperty
+from rmqspec.spec.pull import ReceivePull, SendPull
+from rmqspec.spec.rebalance import REBALANCE_WAIT, Rebalance, RebalanceQueryError
 from rmqspec.spec.state import (
     PULL_READY,
     BrokerQueue,
@@ -39,9 +36,11 @@ from rmqspec.spec.state import (
     State,
     pq_key,
 )
+from rmqspec.spec.state import lowest_offset as _low
 from rmqspec.spec.state import put_at as _put
 
 if TYPE_CHECKING:
+    from rmqspec.spec.actions import Action
     from rmqspec.spec.model import Model
 
 RESET_SLEEP: Final = 10_000  # MQClientInstance.resetOffset's Thread.sleep(10000) (R3.10a)
@@ -54,6 +53,40 @@ RESET_APPLY_CAUSES: Final = ("admin-reset-client", "offset-illegal-fix")
 def _old_tree(s: State, i: int, q: int, uid: int) -> int:
     pq = s.clients[i].pqs[q]
     return pq.tree if pq is not None and pq.uid == uid else 0
+
+
+# Actions of the admin reset, each handled by its transition ``_<snake_case name>`` below
+@dataclass(frozen=True, slots=True)
+class AdminReset:
+    """An admin resets the group's offset of topic queue ``queue`` (budgeted, ``Config.admin_resets``):
+    to the offset ``target``, or, with ``by_timestamp``, to the offset the broker's searchOffset finds
+    for the timestamp ``target`` (resetOffsetByTimestamp). Forced (``isForce``), as mqadmin sends it."""
+
+    queue: int
+    target: int
+    by_timestamp: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ClientResetReceive:
+    """4.9.8: the oldest RESET_CONSUMER_CLIENT_OFFSET for ``client`` arrives and
+    MQClientInstance.resetOffset starts: suspend, drop the pqs, then sleep 10 s."""
+
+    client: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClientResetWake:
+    """4.9.8: resetOffset's 10 s sleep ends (a timer): updateOffset, persist, remove pqs, resume.
+
+    ``late_reply`` (a pq uid, -1 for none): the reply of that held pq's pull, NO_NEW_MSG or NO_MATCHED_MSG,
+    runs its callback on another thread between the reset's ``updateOffset`` of the pq's queue and its
+    ``persist`` (``MQClientInstance#resetOffset`` 1094-1095; docs/spec.md §18.3): ``correctTagsOffset``
+    raises memory above the target, and the persist sends the raised value: a lost reset, and a skip of
+    what the cleared pq held unconsumed."""
+
+    client: int
+    late_reply: int = -1
 
 
 class AdminResetMixin:
@@ -459,3 +492,51 @@ class AdminResetMixin:
             broker=b._replace(reset_pending=_put(pending, pull.queue, None)),
             clients=_put(s.clients, a.client, cl._replace(pulls=pulls)),
         )
+
+
+# Properties of the admin reset (INV-18)
+def _reset_takes_effect(m: Model, s: State, a: Action, t: State) -> str | None:
+    """INV-18: the first batch that a pq created after a completed reset receives starts at the target
+    (minOffset if that is higher; the first subscribed offset from there). The model's ghost ends the
+    expectation at that batch, at a later reset or broker crash, or when a commit from a pq that existed
+    at completion lands (a stale owner; in 5.x the erasing pull's own piggy-back)."""
+    if not isinstance(a, ReceivePull) or not s.ghost.reset_expect:
+        return None
+    pull = next((p for p in s.clients[a.client].pulls if p.pq_uid == a.pq_uid and p.epoch != -1), None)
+    if pull is None:
+        return None
+    q = pull.queue
+    entry = m._per_q(s.ghost.reset_expect)[q]
+    if entry is None or m._per_q(t.ghost.reset_expect)[q] is not None:
+        return None
+    pq, before = t.clients[a.client].pqs[q], s.clients[a.client].pqs[q]
+    if pq is None:
+        return None
+    new = pq.tree & ~(before.tree if before is not None and before.uid == pq.uid else 0)
+    queue = t.broker.queues[q]
+    expected = max(entry[0], queue.min_offset)
+    unsubscribed = m._unsubscribed_bits(queue)
+    while expected < queue.max_offset and unsubscribed >> expected & 1:
+        expected += 1
+    first = _low(new)
+    # A batch below the current minOffset but not below the reset target was answered before
+    # retention raised minOffset (RetentionDelete between the pull's answer and its receipt).
+    if first != expected and not (entry[0] <= first < queue.min_offset):
+        return (
+            f"queue {q}: the reset to {entry[0]} completed, but the first batch of client {a.client}'s new pq "
+            f"{a.pq_uid} starts at {first}"
+        )
+    return None
+
+
+RESET_TAKES_EFFECT = ActionProperty(
+    "INV-18",
+    "reset_takes_effect",
+    "After an admin reset completes (4.9.8: the resetting client resumes, or the admin's old-method write; "
+    "5.x: the broker's assignResetOffset), the first batch a newly created pq of that queue receives starts "
+    "at the reset offset (or minOffset if higher), unless a broker crash, a later reset, or a commit from a "
+    "pq that existed at completion intervenes.",
+    "R3.10a, R3.10b, R5.7, R9.4",
+    "A reset that does not take effect silently replays or skips what the operator asked for (RMQ-26).",
+    _reset_takes_effect,
+)

@@ -4,7 +4,7 @@ Each consumer runs the same function on its own view of the consumer list (R9.3)
 group's queues are partitioned depends on whether the views agree (INV-13) and on the strategy:
 AVG, AVG_BY_CIRCLE and CONSISTENT_HASH (with at least one virtual node) partition any queue list;
 CONFIG, MACHINE_ROOM and CONSISTENT_HASH with no virtual node need not (``ALLOCATION_ANOMALIES`` in
-``spec.invariants``). The functions are memoised: a model run asks the same question often.
+``spec.anomalies``). The functions are memoised: a model run asks the same question often.
 
 Two entry points:
 

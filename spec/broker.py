@@ -8,25 +8,22 @@ NOTIFY_CONSUMER_IDS_CHANGED; R4.1, R4.3, R9.7), ``ConsumerManageProcessor`` (UPD
 ``broker_rules.py``), ``ScheduleMessageService`` delivering retries to ``%RETRY%`` (R7.5, R7.8), and the
 page cache of a young queue's head (R3.5). The broker's request pools, in which one request may overtake
 another on a connection, are docs/spec.md §18. The master's slave is ``slave.py``.
+
+Its actions, before the class: ``Produce``, ``CoolQueueHead``, ``BrokerFlush``, ``DeliverScheduled``,
+``BrokerCrash``, ``BrokerRestart``, ``ExpireChannel``, ``BrokerReceive``.
+
+Its property, after the class: INV-7 (QUERY_CONSUMER_OFFSET never answers a negative SUCCESS). What the
+committed offset must cover and why it may fall (INV-9, INV-16, INV-8, INV-8r) is ``committed_offset.py``.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from rmqspec.spec import broker_rules as br
-from rmqspec.spec.actions import (
-    OVERTAKE_WINDOW,
-    ActionNotEnabled,
-    BrokerCrash,
-    BrokerFlush,
-    BrokerReceive,
-    BrokerRestart,
-    CoolQueueHead,
-    DeliverScheduled,
-    ExpireChannel,
-    Produce,
-)
+from rmqspec.spec.enabling import ActionNotEnabled
+from rmqspec.spec.property_types import Invariant
 from rmqspec.spec.state import (
     Broker,
     Client,
@@ -49,6 +46,63 @@ if TYPE_CHECKING:
 FLUSH_FIRST_DELAY: Final = 10_000  # broker consumer-offset flush first run (R3.6)
 FLUSH_INTERVAL: Final = 5_000  # flushConsumerOffsetInterval (R3.6)
 CHANNEL_EXPIRED_TIMEOUT: Final = 120_000  # the broker's idle-channel scan closes a silent consumer (R4.3)
+
+
+# BrokerReceive.overtakes ranges over 0..OVERTAKE_WINDOW (see BrokerReceive).
+OVERTAKE_WINDOW = 1
+
+
+# Actions of the broker, each handled by its transition ``_<snake_case name>`` below
+@dataclass(frozen=True, slots=True)
+class Produce:
+    queue: int
+    tag: str
+
+
+@dataclass(frozen=True, slots=True)
+class CoolQueueHead:
+    queue: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerFlush:
+    """The broker's consumer-offset flush timer fires."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeliverScheduled:
+    """The earliest due scheduled (sent-back) message reaches the retry topic."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerCrash:
+    """The broker process dies."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRestart:
+    """The broker process comes back."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExpireChannel:
+    client: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerReceive:
+    """The broker runs a request from the client's connection: the oldest (``overtakes`` 0), or the one
+    ``overtakes`` places behind it, which then overtakes the older (docs/spec.md §18: 4.9.8 hands each
+    request to a thread pool per request code, NettyRemotingAbstract#processRequestCommand, so requests
+    read in order from one connection run in any order).
+
+    The window is 0 or 1 (OVERTAKE_WINDOW): a request may overtake the one just before it. Repeated steps
+    let the oldest request wait behind any number of later ones, which is the outcome the offset
+    properties see (an older commit landing after newer ones); a wider window only multiplies branching.
+    The model enables 1 only where the order can change an offset (``Model.may_overtake``)."""
+
+    client: int
+    overtakes: int = 0
 
 
 class BrokerMixin:
@@ -376,3 +430,25 @@ class BrokerMixin:
         if not silent or not b.heartbeat_at or i not in b.registered:
             return False
         return s.now - b.heartbeat_at[i] > CHANNEL_EXPIRED_TIMEOUT
+
+
+# Properties of the broker (INV-7)
+def _broker_answers(m: Model, s: State) -> str | None:
+    b = s.broker
+    for q in range(m.q_count):
+        answer = m._query_consumer_offset(b, q)
+        if answer is not None and answer < 0:
+            return f"queue {q}: QUERY_CONSUMER_OFFSET answers SUCCESS({answer})"
+        if b.offsets[q] is not None and answer != b.offsets[q] and b.offsets[q] >= 0:  # type: ignore[operator]
+            return f"queue {q}: stored {b.offsets[q]} but answered {answer}"
+    return None
+
+
+BROKER_ANSWERS = Invariant(
+    "INV-7",
+    "broker_answers",
+    "QUERY_CONSUMER_OFFSET answers a stored offset, 0 for a young queue, or NOT_FOUND; never a negative SUCCESS.",
+    "R3.3, R3.5",
+    "A negative start offset sends the client to OFFSET_ILLEGAL and minOffset (RMQ-14).",
+    _broker_answers,
+)

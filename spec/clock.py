@@ -6,18 +6,27 @@ rebalance timers (``MQClientInstance#startScheduledTask``, ``RebalanceService``;
 scheduled-message delivery (R7.5). The model has no clock of its own: ``Tick`` jumps to the earliest
 future deadline and is not enabled while a timer is due, so every timer fires on time relative to the
 clock while interleaving freely with everything else (semantics §4, §14).
+
+Its actions, before the class: ``Tick``.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rmqspec.spec.actions import ActionNotEnabled, Tick
+from rmqspec.spec.enabling import ActionNotEnabled
 from rmqspec.spec.rebalance import REBALANCE_MIN_INTERVAL
 from rmqspec.spec.state import PULL_READY, State
 
 if TYPE_CHECKING:
     from rmqspec.spec.model import Model
+
+
+# Actions of time, each handled by its transition ``_<snake_case name>`` below
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """Advance the clock to the next deadline; only when no timer is due."""
 
 
 class ClockMixin:

@@ -6,23 +6,22 @@ the broker's ``SendMessageProcessor#consumerSendMsgBack`` (retry schedule or ``%
 ``ProcessQueue#removeMessage`` (R6.3) and ``ProcessQueue#cleanExpiredMsg`` (R6.8). The actions
 ``StartConsume``, ``FinishConsume`` and ``ApplyConsumeOffset`` are handled here for both services: an
 orderly consumer's go to ``orderly_consume.py``.
+
+Its actions, before the class: ``CleanExpiredMsg``, ``StartConsume``, ``FinishConsume``,
+``ApplyConsumeOffset``.
+
+Its properties, after the class: INV-1 (a pq's msgCount and msgSize), INV-2 (the memory offset never passes
+an unhandled message), INV-5 (a dropped pq is inert) and INV-10 (retry delays and the DLQ threshold).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from rmqspec.spec import broker_rules as br
-from rmqspec.spec.actions import (
-    CONSUME_SUCCESS,
-    RECONSUME_LATER,
-    Action,
-    ActionNotEnabled,
-    ApplyConsumeOffset,
-    CleanExpiredMsg,
-    FinishConsume,
-    StartConsume,
-)
+from rmqspec.spec.enabling import ActionNotEnabled
+from rmqspec.spec.property_types import ActionProperty, Invariant
 from rmqspec.spec.state import (
     PULL_DROPPED,
     Broker,
@@ -38,9 +37,12 @@ from rmqspec.spec.state import (
     State,
     pq_key,
 )
+from rmqspec.spec.state import bit_offsets as _bits
+from rmqspec.spec.state import lowest_offset as _low
 from rmqspec.spec.state import put_at as _put
 
 if TYPE_CHECKING:
+    from rmqspec.spec.actions import Action
     from rmqspec.spec.model import Model
 
 SEND_BACK_RESUBMIT_DELAY: Final = 5_000  # local resubmit after a failed send-back (R7.3)
@@ -51,6 +53,46 @@ CLEAN_EXPIRED_DELAY_LEVEL: Final = 3
 
 def _lowest(bits: int) -> int:
     return (bits & -bits).bit_length() - 1
+
+
+# Consume statuses of the concurrent listener (R7.3).
+CONSUME_SUCCESS = "CONSUME_SUCCESS"
+RECONSUME_LATER = "RECONSUME_LATER"
+
+
+# Actions of consumption, each handled by its transition ``_<snake_case name>`` below
+@dataclass(frozen=True, slots=True)
+class CleanExpiredMsg:
+    """The concurrent consume service's cleanExpireMsg timer fires (every consumeTimeout): each pq of the table
+    sends back and removes its first messages whose listener started more than consumeTimeout ago (R6.8)."""
+
+    client: int
+
+
+@dataclass(frozen=True, slots=True)
+class StartConsume:
+    client: int
+    rid: int
+
+
+@dataclass(frozen=True, slots=True)
+class FinishConsume:
+    """``ack_index`` as the listener set it (-1 fails the whole batch); ``send_back_fails`` is a
+    bitmask over the failed messages whose send-back fails (budgeted). Orderly: ``status`` is
+    ORDERLY_SUCCESS or SUSPEND_CURRENT_QUEUE_A_MOMENT, ``ack_index`` is -1, and ``send_back_fails``
+    ranges over the batch's messages at maxReconsumeTimes, whose forwarding send fails."""
+
+    client: int
+    rid: int
+    status: str
+    ack_index: int
+    send_back_fails: int
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyConsumeOffset:
+    client: int
+    rid: int
 
 
 class ConcurrentConsumeMixin:
@@ -422,3 +464,131 @@ class ConcurrentConsumeMixin:
         if sub is None:
             return 0
         return sum(1 << o for o, m in enumerate(queue.messages) if m.tag not in sub)
+
+
+# Properties of consumption, send-back and the DLQ (INV-1, INV-2, INV-5, INV-10)
+def _pq_accounting(m: Model, s: State) -> str | None:
+    for i, cl in enumerate(s.clients):
+        for q, pq in enumerate(cl.pqs):
+            if pq is None:
+                continue
+            count = pq.tree.bit_count() + pq.consuming_tree.bit_count()  # R6.5: both maps count
+            if pq.msg_count != count:
+                return f"client {i} queue {q}: msgCount={pq.msg_count} but the tree holds {count}"
+            queue = s.broker.queues[q]
+            size = sum(br.body_size(queue.messages[o]) for o in _bits(pq.tree) + _bits(pq.consuming_tree))
+            if pq.msg_size != size:
+                return f"client {i} queue {q}: msgSize={pq.msg_size} but the bodies sum to {size}"
+    return None
+
+
+PQ_ACCOUNTING = Invariant(
+    "INV-1",
+    "pq_accounting",
+    "A ProcessQueue's msgCount and msgSize match the messages it holds.",
+    "R6.2-R6.5",
+    "Flow control and the commit watermark read these counters; drift stalls or over-pulls a queue.",
+    _pq_accounting,
+)
+
+
+def _commit_below_unprocessed(m: Model, s: State) -> str | None:
+    for i, cl in enumerate(s.clients):
+        base = m._ledger(i) * m.q_count
+        for q, pq in enumerate(cl.pqs):
+            mem = cl.mem[q]
+            if pq is None or mem is None or pq.dropped or not (pq.tree | pq.consuming_tree):
+                continue
+            unprocessed = (pq.tree | pq.consuming_tree) & ~(s.ghost.handled[base + q] | s.ghost.skipped[base + q])
+            if unprocessed and mem > _low(unprocessed):
+                return f"client {i} queue {q}: offset {mem} passes unprocessed message {_low(unprocessed)}"
+    return None
+
+
+COMMIT_BELOW_UNPROCESSED = Invariant(
+    "INV-2",
+    "commit_below_unprocessed",
+    "A live pq's memory offset never passes a message it holds that nobody has handled.",
+    "R6.3, R7.3",
+    "The memory offset is what the next persist commits; passing unprocessed work loses it on a crash.",
+    _commit_below_unprocessed,
+)
+
+
+def _dropped_pq_inert(m: Model, s: State, a: Action, t: State) -> str | None:
+    if not isinstance(a, (FinishConsume, StartConsume, ApplyConsumeOffset)):
+        return None
+    cl = s.clients[a.client]
+    reqs = (
+        cl.offset_updates
+        if isinstance(a, ApplyConsumeOffset)
+        else cl.consuming
+        if isinstance(a, FinishConsume)
+        else cl.requests
+    )
+    r = next(r for r in reqs if r.rid == a.rid)
+    pq = cl.pqs[r.queue]
+    if pq is not None and pq.uid == r.pq_uid and pq.pull_state != PULL_DROPPED and not pq.dropped:
+        return None
+    if t.clients[a.client].mem != cl.mem or t.broker.offsets != s.broker.offsets:
+        return f"client {a.client}: the result of dropped pq {r.pq_uid} (queue {r.queue}) changed an offset"
+    if t.ghost.delivered != s.ghost.delivered:
+        return f"client {a.client}: a consume request of dropped pq {r.pq_uid} reached the listener"
+    return None
+
+
+DROPPED_PQ_IS_INERT = ActionProperty(
+    "INV-5",
+    "dropped_pq_is_inert",
+    "A dropped pq's consume requests reach no listener and its results change no offset.",
+    "R6.7, R7.2, R7.3",
+    "After a rebalance the old owner must not overwrite the new owner's progress (RMQ-05).",
+    _dropped_pq_inert,
+)
+
+
+def _retry_accounting(m: Model, s: State, a: Action, t: State) -> str | None:
+    # Checked on the messages a step adds; the broker never changes them afterwards.
+    before, after = s.broker, t.broker
+    limit = m.max_reconsume
+    # A scheduled copy is due exactly at its delay; it may reach the retry queue later (the broker
+    # was down when it fell due), never earlier. cleanExpiredMsg asks for level 3 itself (R6.8): its copy is
+    # checked against that level when scheduled, and against the schedule's due when delivered.
+    added = [(e.message, e.due, True) for e in after.scheduled if e not in before.scheduled]
+    cleaned = isinstance(a, CleanExpiredMsg)
+    left = [e for e in before.scheduled if e not in after.scheduled]
+    if m.retry_queue is not None:
+        old, new = before.queues[m.retry_queue].messages, after.queues[m.retry_queue].messages
+        added += [(x, x.store_time, False) for x in new[len(old) :]]
+    for msg, due, exact in added:
+        k = msg.reconsume_times
+        if not 1 <= k <= limit:
+            return f"retry message {msg.origin} has reconsumeTimes={k}, outside 1..{limit}"
+        expected = msg.sent_back_at + br.retry_delay_ms(k - 1)
+        if cleaned and exact:
+            expected = msg.sent_back_at + br.delay_level_ms(CLEAN_EXPIRED_DELAY_LEVEL)
+        if not exact:  # a delivery: its delay was checked when it was scheduled
+            origin = next((e for e in left if e.message._replace(store_time=msg.store_time) == msg), None)
+            expected = expected if origin is None else origin.due
+        if due < expected or (exact and due != expected):
+            return f"retry message {msg.origin} (reconsumeTimes={k}) due at {due}, expected {expected}"
+    for msg in after.dlq[len(before.dlq) :]:  # routed on the stored count, stored with +1 (R7.5)
+        if m.orderly:  # forwarded at or past the limit, counted once more from 5.2.0 (R8.7)
+            least = limit + 1 if m.config.orderly_forward_counts_the_send else limit
+            if msg.reconsume_times < least:
+                return f"DLQ message {msg.origin} has reconsumeTimes={msg.reconsume_times}, expected >= {least}"
+        elif msg.reconsume_times != limit + 1:
+            return f"DLQ message {msg.origin} has reconsumeTimes={msg.reconsume_times}, expected {limit + 1}"
+    return None
+
+
+RETRY_ACCOUNTING = ActionProperty(
+    "INV-10",
+    "retry_accounting",
+    "A retry message with reconsumeTimes k (1 <= k <= max) is due at delay level 3+(k-1) after its send-back "
+    "(level 3 when cleanExpiredMsg sent it back); a message enters the DLQ exactly when its stored "
+    "reconsumeTimes reaches maxReconsumeTimes.",
+    "R7.4-R7.7, R6.8",
+    "Retry timing and the DLQ threshold are what users tune and alert on; off-by-ones lose a retry.",
+    _retry_accounting,
+)

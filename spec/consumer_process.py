@@ -6,28 +6,33 @@ scheduled tasks (persistAllConsumerOffset, heartbeat; R4.1), ``RemoteBrokerOffse
 ``LocalFileOffsetStore`` (BROADCASTING: ``load``, ``persistAll``, ``persist``, ``removeOffset``, the writes of
 ``offsets.json`` and its ``.bak`` by ``MixAll.string2File``; R1.9, R1.12-R1.15). The unserialised writers of
 ``offsets.json`` (a lagging ``persistAll``) are docs/spec.md §18.3.
+
+Its actions, before the class: ``Start``, ``Shutdown``, ``OrphanReturns``, ``Crash``, ``Heartbeat``,
+``PersistOffsets``, ``OffsetFileWriteLands``.
+
+Its properties, after the class: INV-6a (persistAll prunes unowned queues from memory), INV-6b (offsets.json
+never loses an entry) and INV-6c (an offsets.json entry falls only with a cause the step shows:
+``file_write_race``, ``local_file_lowering``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from rmqspec.spec import broker_rules as br
 from rmqspec.spec import orderly as lk
-from rmqspec.spec.actions import (
-    ActionNotEnabled,
-    Crash,
-    Heartbeat,
-    OffsetFileWriteLands,
-    OrphanReturns,
-    PersistOffsets,
-    Shutdown,
-    Start,
-)
+from rmqspec.spec.admin_reset import ClientResetWake
+from rmqspec.spec.enabling import ActionNotEnabled
+from rmqspec.spec.faults import CorruptLocalOffsetFile
+from rmqspec.spec.property_types import ActionProperty
+from rmqspec.spec.pull import FixOffsetIllegal, ReceivePull
 from rmqspec.spec.rebalance import REBALANCE_WAIT
 from rmqspec.spec.state import Client, Commit, Event, History, State
 from rmqspec.spec.state import put_at as _put
 
 if TYPE_CHECKING:
+    from rmqspec.spec.actions import Action
     from rmqspec.spec.model import Model
 
 # Consumer timers (semantics §14).
@@ -35,6 +40,57 @@ PERSIST_FIRST_DELAY: Final = 10_000  # persistAllConsumerOffset first run (R4.1)
 PERSIST_INTERVAL: Final = 5_000  # persistConsumerOffsetInterval (R4.1)
 HEARTBEAT_FIRST_DELAY: Final = 1_000  # heartbeat task first run (R4.1)
 HEARTBEAT_INTERVAL: Final = 30_000  # heartbeatBrokerInterval (R4.1)
+
+
+# Actions of the consumer process, each handled by its transition ``_<snake_case name>`` below
+@dataclass(frozen=True, slots=True)
+class Start:
+    client: int
+
+
+@dataclass(frozen=True, slots=True)
+class Shutdown:
+    client: int
+
+
+@dataclass(frozen=True, slots=True)
+class OrphanReturns:
+    """An orderly listener that outlived its consumer's ``Shutdown`` returns (R4.4 step 1, R8.9; docs/spec.md
+    §18.3). ``shutdownNow`` only interrupts the consume thread, and a listener that ignores the interrupt runs
+    on after ``unlockAll`` released the broker locks; when it returns, ``processConsumeResult`` finds its pq
+    dropped by ``destroy()`` and updates nothing, and the loop ends. Enabled while the listener ``rid`` of
+    ``client`` is in ``Client.orphaned``."""
+
+    client: int
+    rid: int
+
+
+@dataclass(frozen=True, slots=True)
+class Crash:
+    client: int
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    client: int
+
+
+@dataclass(frozen=True, slots=True)
+class PersistOffsets:
+    """The persistAllConsumerOffset timer. ``lagging`` 1 (BROADCASTING, budgeted ``Config.lagging_file_writes``):
+    persistAll reads and merges offsets.json now and its string2File lands later (``OffsetFileWriteLands``), over
+    whatever the other writers of the file wrote meanwhile (no lock between them; docs/spec.md §18.3)."""
+
+    client: int
+    lagging: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFileWriteLands:
+    """The lagging persistAll's ``MixAll.string2File`` of offsets.json runs: it writes the table it merged from
+    the file it read, undoing any entry another writer changed since (a lost update; docs/spec.md §18.3)."""
+
+    client: int
 
 
 class ConsumerProcessMixin:
@@ -300,3 +356,112 @@ class ConsumerProcessMixin:
     def _remove_offset(self: Model, cl: Client, q: int) -> Client:
         """OffsetStore.removeOffset(mq): the memory entry only; the local file keeps it (R1.14, R2.2)."""
         return cl._replace(mem=_put(cl.mem, q, None))
+
+
+# Properties of the offset stores (INV-6a; BROADCASTING's offsets.json: INV-6b, INV-6c)
+def _persist_all_prunes(m: Model, s: State, a: Action, t: State) -> str | None:
+    if not m.clustering or not isinstance(a, PersistOffsets):
+        return None
+    cl = t.clients[a.client]
+    owned = {q for q, pq in enumerate(cl.pqs) if pq is not None}
+    owned |= {q for q, _ in cl.reset_held}  # admin reset: a sleeping reset's dropped pqs are still table keys
+    if not owned:
+        return None
+    extra = sorted(q for q, v in enumerate(cl.mem) if v is not None and q not in owned)
+    return f"client {a.client}: after persistAll memory still holds unowned queues {extra}" if extra else None
+
+
+PERSIST_ALL_PRUNES_MEMORY = ActionProperty(
+    "INV-6a",
+    "persist_all_prunes_memory",
+    "After a non-empty persistAll, the remote store's memory holds only owned queues.",
+    "R2.7",
+    "Unpruned entries of lost queues are re-sent later as stale commits over the new owner's.",
+    _persist_all_prunes,
+)
+
+
+def file_write_race(s: State, a: Action, i: int) -> frozenset[int]:
+    """The queues whose offsets.json entry the step ``a`` undoes as a lost update of client ``i``'s file: ``a``
+    is a lagging persistAll's write (OffsetFileWriteLands) and another writer changed the entry between that
+    persistAll's read and this write (docs/spec.md §18.3). The declared cause ``file-write-race``."""
+    if not isinstance(a, OffsetFileWriteLands) or a.client != i:
+        return frozenset()
+    cl = s.clients[i]
+    if cl.file_write_pending is None:
+        return frozenset()
+    read, content = cl.file_write_pending
+    return frozenset(q for q, value in enumerate(cl.file) if value != read[q] and value != content[q])
+
+
+def _local_file_grows(m: Model, s: State, a: Action, t: State) -> str | None:
+    """INV-6b: no write of offsets.json drops a queue's entry (the 4.9.8 merge keeps what it read), except an
+    entry a lagging persistAll never read because another writer added it meanwhile (``file_write_race``)."""
+    if m.clustering or isinstance(a, CorruptLocalOffsetFile):  # an unreadable main falls back to .bak (R1.16)
+        return None
+    for i, (old, new) in enumerate(zip(s.clients, t.clients, strict=True)):
+        raced = file_write_race(s, a, i)
+        lost = [q for q in range(m.q_count) if old.file[q] is not None and new.file[q] is None and q not in raced]
+        if lost:
+            return f"client {i}: the offset file lost entries for queues {lost}"
+    return None
+
+
+LOCAL_OFFSET_FILE_ONLY_GROWS = ActionProperty(
+    "INV-6b",
+    "local_offset_file_only_grows",
+    "The LocalFileOffsetStore file never loses a queue's entry (4.9.8 merge).",
+    "R1.12, R1.14",
+    "A queue temporarily not owned would restart from consumeFromWhere and skip or replay (RMQ-21).",
+    _local_file_grows,
+)
+
+
+def local_file_lowering(s: State, a: Action, i: int, q: int) -> bool:
+    """Whether step ``a`` writes client ``i``'s offsets.json entry of queue ``q`` with increaseOnly false by design
+    (INV-6c): the 4.9.8 client reset's wake for a queue of its table (the admin's target, R3.10a), or the
+    OFFSET_ILLEGAL correction of that queue (nextBeginOffset, R5.7): the 4.9.8 task, or 5.x at once in the
+    callback of a pull answered OFFSET_ILLEGAL."""
+    if getattr(a, "client", None) != i:
+        return False
+    cl = s.clients[i]
+    if isinstance(a, ClientResetWake):
+        return any(target == q for target, _ in cl.reset_table)
+    if isinstance(a, FixOffsetIllegal):
+        return a.queue == q
+    if isinstance(a, ReceivePull):
+        return any(
+            p.pq_uid == a.pq_uid and p.queue == q and p.result is not None and p.result.status == br.OFFSET_ILLEGAL
+            for p in cl.pulls
+        )
+    return False
+
+
+def _local_file_falls_caused(m: Model, s: State, a: Action, t: State) -> str | None:
+    """INV-6c: a BROADCASTING consumer's offsets.json entry falls only where the step shows why: a lost update
+    of its unlocked writers (``file_write_race``), a reset or an OFFSET_ILLEGAL correction of that queue
+    (``local_file_lowering``), or the fall-back to .bak of an unreadable main (R1.16)."""
+    if m.clustering or isinstance(a, CorruptLocalOffsetFile):
+        return None
+    for i, (old, new) in enumerate(zip(s.clients, t.clients, strict=True)):
+        if old.file == new.file:
+            continue
+        raced = file_write_race(s, a, i)
+        for q in range(m.q_count):
+            before, after = old.file[q], new.file[q]
+            if before is None or after is None or after >= before or q in raced:
+                continue
+            if not local_file_lowering(s, a, i, q):
+                return f"client {i} queue {q}: offsets.json fell from {before} to {after}, no declared cause"
+    return None
+
+
+LOCAL_OFFSET_FILE_FALLS_WITH_A_CAUSE = ActionProperty(
+    "INV-6c",
+    "local_offset_file_falls_with_a_cause",
+    "A BROADCASTING offsets.json entry falls only by a lost update of its unlocked writers, a reset or an "
+    "OFFSET_ILLEGAL correction (docs/spec.md §18.3).",
+    "R1.12, R1.13, R3.10a, R5.7",
+    "The file is where a restarted broadcast consumer resumes: a fall replays what it had consumed.",
+    _local_file_falls_caused,
+)

@@ -8,28 +8,81 @@ makes the broker's ``consumerOffset.json`` unreadable so that a restart loads th
 ``RebalanceWithoutSelf`` is a consumer list that misses its asker (R9.3, R11.0). ``Stall`` pauses a client
 process while the clock and everyone else go on, which is how the orderly timing margins break (R8.3,
 RMQ-10).
+
+Its actions, before the class: ``CorruptOffsetFile``, ``LoseCommit``, ``CorruptLocalOffsetFile``,
+``RebalanceWithoutSelf``, ``TaskDies``, ``Stall``.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rmqspec.spec.actions import (
-    BACKGROUND_TASKS,
-    STALL_DURATIONS,
-    ActionNotEnabled,
-    CorruptLocalOffsetFile,
-    CorruptOffsetFile,
-    LoseCommit,
-    RebalanceWithoutSelf,
-    Stall,
-    TaskDies,
-)
+from rmqspec.spec.enabling import ActionNotEnabled
 from rmqspec.spec.state import Client, Commit, Event, History, State
 from rmqspec.spec.state import put_at as _put
 
 if TYPE_CHECKING:
     from rmqspec.spec.model import Model
+
+
+# Stall durations: past the client's lock validity (30 s), past the broker's lock expiry (60 s), and
+# long enough (with the 30 s heartbeat period) for the broker's 120 s channel expiry.
+STALL_DURATIONS = (35_000, 65_000, 150_000)
+# The background tasks a TaskDies fault can kill: MQClientInstance's scheduled persist and heartbeat
+# tasks, the RebalanceService thread, and ConsumeMessageOrderlyService's lockMQPeriodically.
+BACKGROUND_TASKS = ("persistAllConsumerOffset", "sendHeartbeatToAllBroker", "RebalanceService", "lockMQPeriodically")
+
+
+# Actions of the environment's faults, each handled by its transition ``_<snake_case name>`` below
+@dataclass(frozen=True, slots=True)
+class CorruptOffsetFile:
+    """While the broker is down, its consumerOffset.json becomes unreadable (a power loss with the page
+    cache unwritten, a disk fault; RMQ-21). Budgeted (``Config.offset_file_corruptions``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LoseCommit:
+    """The oldest request on the client's connection, a oneway UPDATE_CONSUMER_OFFSET, is lost on the
+    way (R2.5, R2.6). Budgeted (``Config.commit_losses``)."""
+
+    client: int
+
+
+@dataclass(frozen=True, slots=True)
+class CorruptLocalOffsetFile:
+    """While consumer ``client`` is down, its offsets.json (BROADCASTING) becomes unreadable (a power loss,
+    a disk fault; RMQ-21). Budgeted (``Config.local_offset_file_corruptions``)."""
+
+    client: int
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceWithoutSelf:
+    """``Rebalance(client)`` during which the broker's consumer list lacks the client itself: its
+    heartbeat has not reached the broker it asked (S7, R9.3). Budgeted (``Config.view_faults``)."""
+
+    client: int
+
+
+@dataclass(frozen=True, slots=True)
+class TaskDies:
+    """A background task of the client dies for good (an uncaught Error: a scheduled task is then never
+    run again, the rebalance thread exits), until the process restarts. Budgeted (``Config.task_deaths``).
+    ``task`` is one of BACKGROUND_TASKS."""
+
+    client: int
+    task: str
+
+
+@dataclass(frozen=True, slots=True)
+class Stall:
+    """A stop-the-world pause of the consumer process (GC, a suspended VM) for ``duration`` ms, one of
+    STALL_DURATIONS. Budgeted (``Config.client_stalls``). Breaks the timing margins that orderly
+    exclusivity rests on (R8.3, INV-12)."""
+
+    client: int
+    duration: int
 
 
 class FaultsMixin:

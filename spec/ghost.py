@@ -1,9 +1,10 @@
 """Ghost bookkeeping: the facts the causal allow-list points to (docs/spec.md §4.3).
 
-No RocketMQ class: what the run did, kept for the properties (``invariants.py``) and never read by a
-transition's enabling condition: which commits landed and from whom, which values changed, which offsets a
-crash or a file write lost, where each pq was positioned (``Ghost.starts``) and why a queue with a stored
-offset was positioned without it (R2.3, R2.4, R3.8, R10.4; INV-9a).
+No RocketMQ class: what the run did, kept for the properties (defined with each concern, registered by
+``invariants.py``) and never read by a transition's enabling condition: which commits landed and from whom,
+which values changed, which offsets a crash or a file write lost, where each pq was positioned
+(``Ghost.starts``) and why a queue with a stored offset was positioned without it (R2.3, R2.4, R3.8, R10.4;
+INV-9a).
 """
 
 from __future__ import annotations

@@ -6,28 +6,27 @@ locked pq (R8.2-R8.4, R8.9; the broker's ``RebalanceLockManager`` itself is ``or
 ``processConsumeResult``, ``tryLockLaterAndReconsume``, ``submitConsumeRequestLater``; R8.5-R8.7),
 ``ProcessQueue#takeMessages``, ``#commit``, ``#makeMessageToConsumeAgain`` (R6.4) and the orderly removal of
 an unnecessary queue with its delayed unlock (R8.8).
+
+Its actions, before the class: ``LockAll``, ``TryLockLater``, ``DelayedUnlock``.
+
+Its properties, after the class: INV-11 (the broker grants no live lock twice), INV-12a (no two consumers
+both believe a queue locked), INV-12 (one orderly listener per queue), INV-12b (a listener runs only under a
+valid lock), INV-3 (the orderly commit point) and INV-19 (the first locked pull starts at a real position).
+What INV-12a and INV-12 tolerate is ``anomalies.py`` (``ORDERLY_LOCK_TABLE_LOST``,
+``ORDERLY_SHUTDOWN_OVERLAP``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from rmqspec.spec import broker_rules as br
 from rmqspec.spec import orderly as lk
-from rmqspec.spec.actions import (
-    ORDERLY_COMMIT,
-    ORDERLY_ROLLBACK,
-    ORDERLY_SUCCESS,
-    SUSPEND_CURRENT_QUEUE_A_MOMENT,
-    Action,
-    ActionNotEnabled,
-    ApplyConsumeOffset,
-    DelayedUnlock,
-    FinishConsume,
-    LockAll,
-    TryLockLater,
-)
-from rmqspec.spec.pull import PULL_DELAY_WHEN_EXCEPTION
+from rmqspec.spec.concurrent_consume import ApplyConsumeOffset, FinishConsume, StartConsume
+from rmqspec.spec.enabling import ActionNotEnabled
+from rmqspec.spec.property_types import ActionProperty, Invariant
+from rmqspec.spec.pull import PULL_DELAY_WHEN_EXCEPTION, SendPull
 from rmqspec.spec.state import (
     PULL_DROPPED,
     Broker,
@@ -40,9 +39,11 @@ from rmqspec.spec.state import (
     pq_key,
 )
 from rmqspec.spec.state import bit_offsets as _bits
+from rmqspec.spec.state import lowest_offset as _low
 from rmqspec.spec.state import put_at as _put
 
 if TYPE_CHECKING:
+    from rmqspec.spec.actions import Action
     from rmqspec.spec.model import Model
 
 # orderly consume loop (R8.5-R8.8)
@@ -54,6 +55,41 @@ MAX_TIME_CONSUME_CONTINUOUSLY: Final = 60_000  # rocketmq.client.maxTimeConsumeC
 SUBMIT_LATER_AFTER_LONG_RUN: Final = 10  # the loop yields after a long run: submitConsumeRequestLater(10)
 SUSPEND_CURRENT_QUEUE_TIME: Final = 1_000  # suspendCurrentQueueTimeMillis, within the [10, 30 000] clamp
 UNLOCK_DELAY_TIME: Final = 20_000  # rocketmq.client.unlockDelayTimeMills; 5.x's forced-removal age (R8.8)
+
+
+# ConsumeOrderlyStatus (R8.6); an exception or null counts as SUSPEND. COMMIT and ROLLBACK act as
+# SUCCESS with autoCommit (the default), so the model offers the two distinct answers.
+ORDERLY_SUCCESS = "SUCCESS"
+SUSPEND_CURRENT_QUEUE_A_MOMENT = "SUSPEND_CURRENT_QUEUE_A_MOMENT"
+# With autoCommit = false (Config.orderly_auto_commit) the listener also answers COMMIT and ROLLBACK (R8.6).
+ORDERLY_COMMIT = "COMMIT"
+ORDERLY_ROLLBACK = "ROLLBACK"
+
+
+# Actions of orderly consumption, each handled by its transition ``_<snake_case name>`` below
+@dataclass(frozen=True, slots=True)
+class LockAll:
+    """The orderly consumer's lockMQPeriodically timer fires: ``lockAll`` (R8.2, R8.3)."""
+
+    client: int
+
+
+@dataclass(frozen=True, slots=True)
+class TryLockLater:
+    """orderly consume loop: the earliest due tryLockLaterAndReconsume task of pq ``pq_uid`` runs:
+    lock(mq), then a ConsumeRequest 10 ms later if granted, 3 s if not (R8.5)."""
+
+    client: int
+    pq_uid: int
+
+
+@dataclass(frozen=True, slots=True)
+class DelayedUnlock:
+    """orderly consume loop, 4.9.8: unlockDelay's task, 20 s after an orderly removal that left
+    messages in the pq: a oneway UNLOCK_BATCH_MQ for ``queue`` (R8.8)."""
+
+    client: int
+    queue: int
 
 
 class OrderlyConsumeMixin:
@@ -504,3 +540,221 @@ class OrderlyConsumeMixin:
             for p in cl.pulls
         )
         return cl._replace(pqs=_put(cl.pqs, q, None), pulls=pulls)
+
+
+# Properties of orderly consumption (INV-11, INV-12a, INV-12, INV-12b, INV-3, INV-19)
+def _broker_lock_exclusive(m: Model, s: State, a: Action, t: State) -> str | None:
+    """INV-11 as a step property: an entry of the lock table changes hands only when its holder's lock
+    had expired (60 s without renewal), was released, or was lost with the broker."""
+    before, after = s.broker.locks, t.broker.locks
+    if before == after or not after:
+        return None
+    for q, entry in enumerate(after):
+        if entry is None or entry == before[q]:
+            continue
+        held_by = lk.holder(before, q, t.now)
+        if held_by is not None and held_by != entry[0]:
+            return f"queue {q}: client {entry[0]} was granted the lock client {held_by} holds ({before[q]})"
+    return None
+
+
+BROKER_LOCK_EXCLUSIVE = ActionProperty(
+    "INV-11",
+    "broker_lock_exclusive",
+    "The broker never grants a queue's lock to a client while another client holds it unexpired "
+    "(renewed within the last 60 s), so at most one client holds a live lock on a queue.",
+    "R8.1, R8.2",
+    "Orderly consumption rests on this lock: two holders consume one queue at once, out of order.",
+    _broker_lock_exclusive,
+)
+
+
+def _lock_belief_exclusive(m: Model, s: State) -> str | None:
+    """INV-12a: two running clients never both see a queue as theirs to consume orderly, i.e. a pq
+    with ``locked`` and not ``isLockExpired()`` (the test R8.5 step 1 makes before each run), except
+    where one belief predates a broker crash that emptied the lock table (allowed anomaly)."""
+    if not m.lock_renewal:
+        return None
+    stale = m._per_q_int(s.ghost.stale_unlocks)
+    for q in range(m.q_count):
+        lost = max(s.ghost.lock_table_lost_at, stale[q]) if m.tolerate_stale_unlock else s.ghost.lock_table_lost_at
+        believers = [
+            (i, pq.last_lock)
+            for i, cl in enumerate(s.clients)
+            if cl.running
+            and (pq := cl.pqs[q]) is not None
+            and not pq.dropped
+            and pq.locked
+            and not lk.client_lock_expired(pq.last_lock, s.now)
+        ]
+        fresh = [i for i, last in believers if last > lost]
+        if m.tolerate_shared_client_id:  # sharers of one clientId hold one lock (DUPLICATE_CLIENT_ID_ANOMALIES)
+            fresh = list({m.identity[i]: i for i in fresh}.values())
+        if len(fresh) > 1:
+            return f"queue {q}: clients {fresh} all hold a live lock (locked, renewed within 30 s) at {s.now}"
+    return None
+
+
+LOCK_BELIEF_EXCLUSIVE = Invariant(
+    "INV-12a",
+    "lock_belief_exclusive",
+    "No two running orderly CLUSTERING consumers both hold a pq that is locked and not lock-expired "
+    "(lastLockTimestamp within 30 s) for one queue, unless the broker lost its lock table since.",
+    "R6.6, R8.1-R8.5",
+    "It is the test the orderly consume loop makes before it calls the listener (R8.5 step 1): two "
+    "believers consume one queue at once and out of order (INV-12).",
+    _lock_belief_exclusive,
+)
+
+
+def _single_orderly_listener(m: Model, s: State) -> str | None:
+    """INV-12: at any instant at most one orderly listener runs per queue in the whole group (CLUSTERING;
+    a BROADCASTING member owns its own progress). Two listeners of one client are never tolerated (the
+    MessageQueueLock is local). Two clients' overlap is tolerated only when a timing margin broke (a
+    broker crash emptied the lock table, or a consumer stalled) at most 30 s before the older listener
+    began, or after: the margins of R8.3 then no longer hold, which semantics INV-12 puts outside the claim.
+
+    A listener that outlived its consumer's ``Shutdown`` is not in ``consuming`` but in ``Client.orphaned``:
+    ``unlockAll`` released its queue at the broker while it ran on (ORDERLY_SHUTDOWN_OVERLAP, R4.4 step 1,
+    R8.9), so an overlap with it is that design's, with the orphan in the state as the cause; each message the
+    next owner delivers beside it counts as the redelivery cause ``beside-orphaned-listener``. The overlap
+    among the other listeners is checked as before."""
+    if not m.orderly:
+        return None
+    for q in range(m.q_count):
+        running = [
+            (r.ready_at, i) for i, cl in enumerate(s.clients) if cl.running for r in cl.consuming if r.queue == q
+        ]
+        if len(running) < 2:
+            continue
+        clients = [i for _, i in running]
+        if len(set(clients)) < len(clients):
+            return f"queue {q}: client {clients} runs two orderly listeners at once at {s.now}"
+        if not m.clustering:
+            continue
+        if m.tolerate_shared_client_id and len({m.identity[i] for i in clients}) == 1:
+            continue  # the sharers of one clientId hold one lock (DUPLICATE_CLIENT_ID_ANOMALIES)
+        broken = -1
+        if m.tolerate_broken_margins:  # a broker crash, or a stall of one of these clients
+            stalls = s.ghost.stalled_at
+            broken = max([s.ghost.lock_table_lost_at, *(stalls[i] for i in clients if stalls)])
+        if m.tolerate_stale_unlock:
+            broken = max(broken, m._per_q_int(s.ghost.stale_unlocks)[q])
+        if broken >= 0 and broken >= min(running)[0] - lk.CLIENT_LOCK_MAX_LIVE_TIME:
+            continue
+        return f"queue {q}: clients {sorted(clients)} run the orderly listener at once at {s.now}, nothing tolerated"
+    return None
+
+
+SINGLE_ORDERLY_LISTENER = Invariant(
+    "INV-12",
+    "single_orderly_listener",
+    "At most one orderly listener runs per queue at any instant: never two in one client, and two clients "
+    "only after a timing margin broke for them (broker crash, a stall of one of them) or a lock they relied "
+    "on was released (ghost stale_unlocks) within 30 s before the older began.",
+    "R8.1-R8.8",
+    "Orderly consumption promises one consumer per queue in order; two listeners process the same "
+    "messages concurrently and out of order (RMQ-09, RMQ-10).",
+    _single_orderly_listener,
+)
+
+
+def _listener_holds_lock(m: Model, s: State, a: Action, t: State) -> str | None:
+    """INV-12b: an orderly CLUSTERING listener is called only on a pq that is locked and whose lock is not
+    expired (R8.5 steps 1-2), checked on the step that calls it."""
+    if not (m.orderly and m.clustering and isinstance(a, (StartConsume, ApplyConsumeOffset))):
+        return None
+    before = {r.rid for r in s.clients[a.client].consuming}
+    for r in t.clients[a.client].consuming:
+        if r.rid in before:
+            continue
+        pq = t.clients[a.client].pqs[r.queue]
+        if pq is None or not pq.locked or lk.client_lock_expired(pq.last_lock, t.now):
+            last = None if pq is None else pq.last_lock
+            return f"client {a.client} queue {r.queue}: listener called at {t.now}, lock taken at {last}"
+    return None
+
+
+LISTENER_HOLDS_LOCK = ActionProperty(
+    "INV-12b",
+    "listener_holds_lock",
+    "An orderly CLUSTERING listener is called only on a pq that is locked and locked within the last 30 s.",
+    "R8.5, R6.6",
+    "The client-side validity check is what keeps a consumer whose renewals stopped from consuming after "
+    "the broker could hand the queue over (RMQ-10).",
+    _listener_holds_lock,
+)
+
+
+def _orderly_commit_point(m: Model, s: State, a: Action, t: State) -> str | None:
+    """INV-3: an orderly commit is 1 + the largest offset of the batch it commits, and every offset of that
+    batch was acknowledged or forwarded (FinishConsume); once applied, every offset below the memory offset
+    was handled or is a declared skip (ApplyConsumeOffset)."""
+    if not m.orderly:
+        return None
+    i = getattr(a, "client", -1)
+    if isinstance(a, FinishConsume):
+        r = next(r for r in s.clients[i].consuming if r.rid == a.rid)
+        update = next((u for u in t.clients[i].offset_updates if u.rid == a.rid), None)
+        if update is None:
+            return None
+        batch = [o for o, _ in r.msgs]
+        pq = s.clients[i].pqs[r.queue]
+        if not m.config.orderly_auto_commit and pq is not None and pq.uid == r.pq_uid and pq.consuming_tree:
+            batch = _bits(pq.consuming_tree)  # autoCommit false: COMMIT commits everything taken since (R8.6)
+        if update.offset != max(batch) + 1:
+            return f"client {i} queue {r.queue}: batch {batch} commits {update.offset}, expected {max(batch) + 1}"
+        idx = m._ledger(i) * m.q_count + r.queue
+        open_ = [o for o in batch if not t.ghost.handled[idx] >> o & 1]
+        if open_:
+            return f"client {i} queue {r.queue}: commits {update.offset} over unhandled {open_}"
+        return None
+    if isinstance(a, ApplyConsumeOffset):
+        u = next(u for u in s.clients[i].offset_updates if u.rid == a.rid)
+        mem = t.clients[i].mem[u.queue]
+        if mem is None or mem != u.offset or mem == s.clients[i].mem[u.queue]:
+            return None  # not applied (dropped), or nothing changed
+        idx = m._ledger(i) * m.q_count + u.queue
+        low = t.broker.queues[u.queue].min_offset
+        owed = ((1 << mem) - 1) & ~((1 << low) - 1)
+        missing = owed & ~(t.ghost.handled[idx] | t.ghost.skipped[idx])
+        if missing:
+            return f"client {i} queue {u.queue}: memory offset {mem} passes unhandled offset {_low(missing)}"
+    return None
+
+
+ORDERLY_COMMIT_POINT = ActionProperty(
+    "INV-3",
+    "orderly_commit_point",
+    "An orderly commit is 1 + the largest offset of its batch, every offset of the batch was acknowledged "
+    "or forwarded, and the memory offset it sets passes only handled or skipped offsets.",
+    "R6.4, R8.6, R8.7",
+    "The orderly commit overwrites (increaseOnly=false): a wrong value is committed as is, and a commit "
+    "over a suspended message loses it.",
+    _orderly_commit_point,
+)
+
+
+def _first_locked_pull_valid(m: Model, s: State, a: Action, t: State) -> str | None:
+    """INV-19: the offset re-read of an orderly consumer's first locked pull (R5.1 step 6) is a real
+    position, never the -1 of a failed read."""
+    if not isinstance(a, SendPull) or not m.orderly:
+        return None
+    before, after = s.clients[a.client].pqs[a.queue], t.clients[a.client].pqs[a.queue]
+    if before is None or after is None or before.previously_locked or not after.previously_locked:
+        return None
+    if after.next_offset < 0:
+        return f"client {a.client} queue {a.queue}: the first locked pull set nextOffset {after.next_offset}"
+    return None
+
+
+FIRST_LOCKED_PULL_POSITIONS_VALIDLY = ActionProperty(
+    "INV-19",
+    "first_locked_pull_positions_validly",
+    "An orderly consumer's first pull after its lock re-reads the offset and starts at a real position "
+    "(>= 0), or waits when the read fails.",
+    "R5.1 step 6, R2.3, R10.1",
+    "4.9.8 takes a failed read's -1 as nextOffset: the pull gets OFFSET_ILLEGAL and the committed offset "
+    "is reset to minOffset, replaying the retained queue (docs/spec.md, orderly section).",
+    _first_locked_pull_valid,
+)

@@ -5,14 +5,25 @@ piggy-backed commit, the reply's effects on the pq and the offset store; R5.1, R
 R6.7, R7.1), ``PullAPIWrapper`` (R5.3), ``ProcessQueue#isPullExpired`` and the rebalance's removal of an
 expired pq (R6.6, R9.4), the commit log's retention (``minOffset`` rises, R5.5, R3.5) and the OFFSET_ILLEGAL
 correction (4.9.8's task 10 s later, 5.x at once; R5.7).
+
+Its actions, before the class: ``SendPull``, ``ReceivePull``, ``RetentionDelete``, ``FixOffsetIllegal``.
+
+Its properties, after the class: INV-20 (one PullRequest per pq), INV-4 (increaseOnly updates never lower
+the memory offset), INV-14 (the piggy-backed commit), LIV-3 (a pull-expired pq does not survive a
+rebalance), INV-17 (the OFFSET_ILLEGAL correction runs while its pq is owned) and INV-22 (a pq never pulls
+again what it consumed).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from rmqspec.spec import broker_rules as br
-from rmqspec.spec.actions import Action, ActionNotEnabled, FixOffsetIllegal, ReceivePull, RetentionDelete, SendPull
+from rmqspec.spec.concurrent_consume import ApplyConsumeOffset
+from rmqspec.spec.enabling import ActionNotEnabled
+from rmqspec.spec.property_types import ActionProperty, Invariant
+from rmqspec.spec.rebalance import Rebalance, RebalanceQueryError, _allocation_throws
 from rmqspec.spec.state import (
     PULL_DROPPED,
     PULL_IN_FLIGHT,
@@ -28,15 +39,47 @@ from rmqspec.spec.state import (
     State,
     pq_key,
 )
+from rmqspec.spec.state import bit_offsets as _bits
 from rmqspec.spec.state import put_at as _put
 
 if TYPE_CHECKING:
+    from rmqspec.spec.actions import Action
     from rmqspec.spec.model import Model
 
 # Pull timers (semantics §14).
 PULL_DELAY_WHEN_EXCEPTION: Final = 3_000  # pullTimeDelayMillsWhenException (R5.7)
 OFFSET_ILLEGAL_FIX_DELAY: Final = 10_000  # executeTaskLater of the 4.9.8 OFFSET_ILLEGAL task (R5.7)
 PULL_MAX_IDLE_TIME: Final = 120_000  # rocketmq.client.pull.pullMaxIdleTime: isPullExpired (R6.6)
+
+
+# Actions of the pull, retention and OFFSET_ILLEGAL, each handled by its transition ``_<snake_case name>`` below
+@dataclass(frozen=True, slots=True)
+class SendPull:
+    client: int
+    queue: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReceivePull:
+    client: int
+    pq_uid: int
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionDelete:
+    """Commit-log retention deletes the oldest remaining message of ``queue``: minOffset rises by one.
+    Budgeted (``Config.retention_deletes``)."""
+
+    queue: int
+
+
+@dataclass(frozen=True, slots=True)
+class FixOffsetIllegal:
+    """The 4.9.8 OFFSET_ILLEGAL task, 10 s after the pull result: updateOffset(increaseOnly=false),
+    persist, removeProcessQueue (R5.7). A declared cause of a falling offset."""
+
+    client: int
+    queue: int
 
 
 class PullMixin:
@@ -340,3 +383,182 @@ class PullMixin:
         cl = s.clients[i]
         cl = self._remove_offset(cl._replace(pulls=self._detach(cl, q, pq).pulls), q)
         return s._replace(clients=_put(s.clients, i, cl))
+
+
+# Properties of the pull (INV-20, INV-4, INV-14, LIV-3, INV-17, INV-22)
+def _single_pull_loop(m: Model, s: State) -> str | None:
+    """INV-20: one PullRequest circulates per pq in the table (R5.1, R9.4): queued (PULL_READY) with no
+    pull of it in flight, or exactly one pull in flight (PULL_IN_FLIGHT), or none when it was dropped."""
+    for i, cl in enumerate(s.clients):
+        if not cl.running:
+            continue
+        flying: dict[int, int] = {}
+        for p in cl.pulls:
+            flying[p.pq_uid] = flying.get(p.pq_uid, 0) + 1
+        for q, pq in enumerate(cl.pqs):
+            if pq is None:
+                continue
+            n = flying.get(pq.uid, 0)
+            expected = 1 if pq.pull_state == PULL_IN_FLIGHT else 0
+            if n != expected:
+                return f"client {i} queue {q}: pq {pq.uid} is {pq.pull_state} with {n} pulls in flight"
+        extra = [uid for uid, n in flying.items() if n > 1]
+        if extra:
+            return f"client {i}: pqs {extra} have more than one pull in flight"
+    return None
+
+
+SINGLE_PULL_LOOP = Invariant(
+    "INV-20",
+    "single_pull_loop",
+    "Every pq in the table has exactly one PullRequest: queued, or one pull in flight (none once dropped); "
+    "no pq has two pulls in flight.",
+    "R5.1, R5.7, R9.4",
+    "Two pull loops for one queue fetch the same offsets twice and race their nextOffset and commits.",
+    _single_pull_loop,
+)
+
+
+def _increase_only(m: Model, s: State, a: Action, t: State) -> str | None:
+    if not isinstance(a, (ApplyConsumeOffset, ReceivePull)) or (m.orderly and isinstance(a, ApplyConsumeOffset)):
+        return None  # the orderly commit is increaseOnly=false (R8.6); INV-3 checks its value
+    before, after = s.clients[a.client].mem, t.clients[a.client].mem
+    for q in range(m.q_count):
+        old, new = before[q], after[q]
+        if old is not None and new is not None and new < old:
+            return f"client {a.client} queue {q}: increaseOnly update lowered {old} to {new}"
+    return None
+
+
+INCREASE_ONLY_NEVER_LOWERS = ActionProperty(
+    "INV-4",
+    "increase_only_never_lowers",
+    "Offset updates driven by consumption (increaseOnly=true) never lower the memory offset.",
+    "R1.5",
+    "Consumption completes out of order; a lowered offset re-delivers finished work and masks INV-8.",
+    _increase_only,
+)
+
+
+def _piggyback_rule(m: Model, s: State, a: Action, t: State) -> str | None:
+    if not isinstance(a, SendPull):
+        return None
+    before, after = s.clients[a.client], t.clients[a.client]
+    if len(after.channel) == len(before.channel):
+        return None  # the send failed: nothing reached the broker
+    req = after.channel[-1]
+    # An orderly consumer's first locked pull re-reads the offset into memory before it piggy-backs
+    # (R5.1 step 6); SendPull changes memory in no other way, so the value sent is the one after.
+    mem = (after if m.orderly else before).mem[a.queue]
+    expected = (mem if mem is not None else -1) if m.clustering else 0
+    # slaves: pullKernelImpl clears the flag for a slave's address (R5.3)
+    flag = m.clustering and expected > 0 and not req.to_slave
+    if req.commit_offset != expected or req.commit_flag != flag:  # type: ignore[union-attr]
+        return f"client {a.client} queue {a.queue}: piggy-backed {req!r}, memory offset was {mem}"
+    return None
+
+
+PIGGYBACK_RULE = ActionProperty(
+    "INV-14",
+    "piggyback_rule",
+    "A pull piggy-backs exactly the memory offset, flagged only in CLUSTERING when it is > 0.",
+    "R5.2-R5.4",
+    "The broker stores the piggy-backed value verbatim; a wrong one is a silent commit.",
+    _piggyback_rule,
+)
+
+
+def _pull_stalled_recreated(m: Model, s: State, a: Action, t: State) -> str | None:
+    """LIV-3 as a step property: the liveness claim "re-created at the next rebalance" is checked at
+    that rebalance. A rebalance that leaves the table alone (CLUSTERING with no consumer list, R9.3
+    step 3; an allocation that throws, R9.3 step 5) is exempt, and so is an orderly removal that the
+    running listener refuses (R8.8): the pq stays, dropped, and the next rebalance tries again."""
+    if not isinstance(a, Rebalance | RebalanceQueryError):
+        return None
+    i = a.client
+    if m.clustering and (not s.broker.up or not s.broker.registered):
+        return None
+    before, after = s.clients[i], t.clients[i]
+    for q, pq in enumerate(before.pqs):
+        if pq is None or s.now - pq.last_pull <= PULL_MAX_IDLE_TIME:
+            continue
+        kept = after.pqs[q]
+        if kept is None or kept.uid != pq.uid or kept.dropped:
+            continue  # gone, re-created, or an orderly removal refused while its listener runs (R8.8)
+        queues = (q,) if q == m.retry_queue else m.topic_queues
+        members = (s.broker.registered, t.broker.registered)
+        if m.clustering and any(_allocation_throws(m, i, queues, r) for r in members):
+            continue
+        return f"client {i} queue {q}: pq {pq.uid} last pulled at {pq.last_pull} survived the rebalance at {s.now}"
+    return None
+
+
+PULL_STALLED_PQ_RECREATED = ActionProperty(
+    "LIV-3",
+    "pull_stalled_pq_recreated",
+    "A rebalance that updates a topic's pq table drops every pull-expired pq of it (no pull for more than "
+    "120 s): the queue gets a new pq or none.",
+    "R6.6, R9.4",
+    "A pull request lost or stuck would otherwise leave the queue owned but never consumed again.",
+    _pull_stalled_recreated,
+)
+
+
+def _offset_illegal_fix_while_owned(m: Model, s: State, a: Action, t: State) -> str | None:
+    if not isinstance(a, FixOffsetIllegal):
+        return None
+    cl = s.clients[a.client]
+    fix = next(f for f in cl.offset_fixes if f.queue == a.queue and f.due <= s.now)
+    pq = cl.pqs[a.queue]
+    if not fix.live or (pq is not None and pq.uid == fix.pq_uid):
+        return None
+    now = "no pq" if pq is None else f"pq {pq.uid}"
+    return (
+        f"client {a.client} queue {a.queue}: the OFFSET_ILLEGAL correction to {fix.offset} for pq {fix.pq_uid} "
+        f"ran after a rebalance removed it (the table holds {now}); it overwrote the offset as a non-owner"
+    )
+
+
+OFFSET_ILLEGAL_FIX_WHILE_OWNED = ActionProperty(
+    "INV-17",
+    "offset_illegal_fix_while_owned",
+    "An OFFSET_ILLEGAL correction for a pq that was in the table when the result arrived runs while that "
+    "pq is still there.",
+    "R5.7, R9.4, S9",
+    "4.9.8's 10 s window: a rebalance that takes the queue away meanwhile lets the correction overwrite the "
+    "new owner's offset and drop whatever pq the table holds then (apache/rocketmq#7645 closed it in 5.2.0).",
+    _offset_illegal_fix_while_owned,
+)
+
+
+def _no_repull_of_consumed(m: Model, s: State, a: Action, t: State) -> str | None:
+    """INV-22: a pull result never brings a pq a message it had already received and no longer holds: its
+    pull cursor only moves forward (R5.7: nextOffset := nextBeginOffset, at or past the offsets
+    returned), and a position that moves back is a new pq (OFFSET_ILLEGAL's fix-up, an admin reset,
+    a rebalance), whose redeliveries are counted per cause. A re-pull by the same pq is a rollback
+    with no cause. A message it still holds is merged by putMessage (R6.2) and harmless."""
+    if not isinstance(a, ReceivePull):
+        return None
+    cl, after = s.clients[a.client], t.clients[a.client]
+    for q, pq in enumerate(after.pqs):
+        old = cl.pqs[q]
+        if pq is None or old is None or pq.uid != old.uid or pq.uid != a.pq_uid or pq.tree == old.tree:
+            continue
+        again = pq.tree & ~old.tree & s.ghost.received[a.client * m.q_count + q]
+        if again:
+            return (
+                f"client {a.client} queue {q}: pq {pq.uid} pulled offsets {_bits(again)} again after consuming them "
+                f"(its pull cursor moved back with no cause)"
+            )
+    return None
+
+
+NO_REPULL_OF_CONSUMED = ActionProperty(
+    "INV-22",
+    "no_repull_of_consumed",
+    "A pull result never brings a pq a message it had already received and no longer holds.",
+    "R5.7, R6.2, R6.3",
+    "The pull cursor only moves forward; a pq that pulls what it consumed redelivers with no cause (a "
+    "rollback), which at-least-once would otherwise hide among the duplicates.",
+    _no_repull_of_consumed,
+)

@@ -5,20 +5,40 @@ RocketMQ classes: ``RebalanceService`` (the 20 s wait, 5.x's paced loop; R4.2), 
 by ``allocation.py``, removal and creation of pqs; R9.1-R9.7), ``RebalancePushImpl#computePullFromWhere`` and
 ``consumeFromWhere`` (R10.1, R10.4; the broker's offset query, R2.3, R2.4, R3.5), and the orderly branches of
 removal and creation (locks, R8.4, R8.8).
+
+Its actions, before the class: ``Rebalance``, ``RebalanceQueryError``.
+
+Its properties, after the class: INV-13a and INV-13b (once every view agrees, each queue has exactly one
+owner, up to the strategy's own gaps and overlaps in ``anomalies.py``), INV-15 (a queue taken over resumes
+at the last landed commit) and INV-9a (a pq positioned without a stored offset on a queue the group had
+committed on shows why the offset was missing).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from rmqspec.spec import broker_rules as br
-from rmqspec.spec.actions import ActionNotEnabled, Rebalance, RebalanceQueryError
-from rmqspec.spec.allocation import AllocationError, allocate_queues
+from rmqspec.spec.allocation import AllocationError, NullPointerError, allocate_queues, machine_room_eligible
+from rmqspec.spec.anomalies import _tolerated
 from rmqspec.spec.config import FROM_FIRST, FROM_TIMESTAMP
-from rmqspec.spec.state import PULL_READY, Client, Event, History, ProcessQueue, State, pq_key
+from rmqspec.spec.enabling import ActionNotEnabled
+from rmqspec.spec.property_types import ActionProperty, Invariant
+from rmqspec.spec.state import (
+    PULL_READY,
+    Client,
+    Event,
+    History,
+    ProcessQueue,
+    State,
+    pq_key,
+)
+from rmqspec.spec.state import bit_offsets as _bits
 from rmqspec.spec.state import put_at as _put
 
 if TYPE_CHECKING:
+    from rmqspec.spec.actions import Action
     from rmqspec.spec.model import Model
 
 # Rebalance timers (semantics §14).
@@ -31,6 +51,22 @@ NEW_PULL_DISPATCH_DELAY: Final = 500  # 5.x dispatchPullRequest(pullRequestList,
 POSITIONED_WITHOUT_OFFSET: Final = frozenset(
     {"consume-from-first", "consume-from-last", "consume-from-timestamp", "young-queue-zero"}
 )
+
+
+# Actions of rebalance, each handled by its transition ``_<snake_case name>`` below
+@dataclass(frozen=True, slots=True)
+class Rebalance:
+    client: int
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceQueryError:
+    """``Rebalance(client)`` during which the broker answers the QUERY_CONSUMER_OFFSET for ``queue``
+    with an error code other than QUERY_NOT_FOUND (SYSTEM_ERROR: the request processor threw).
+    Budgeted (``Config.query_errors``); spent only if the rebalance does query ``queue``."""
+
+    client: int
+    queue: int
 
 
 class RebalanceMixin:
@@ -326,3 +362,188 @@ class RebalanceMixin:
             if g.received[cq] or g.listened[cq]:
                 g = g._replace(received=_put(g.received, cq, 0), listened=_put(g.listened, cq, 0))
         return s._replace(ghost=g, history=History(Event(s.now, "position", i, q, start, cause), s.history))
+
+
+# Properties of rebalance: ownership once the views agree (INV-13a, INV-13b), where a new pq starts (INV-15, INV-9a)
+def _views_agree(m: Model, s: State) -> tuple[int, ...] | None:
+    """The common consumer list when every running consumer last rebalanced completely on the
+    list of exactly the running consumers, which the broker also holds; else None."""
+    if not m.clustering or not s.broker.up:
+        return None
+    running = tuple(i for i, cl in enumerate(s.clients) if cl.running)
+    if not running or set(running) != s.broker.registered:
+        return None
+    members = tuple(sorted(running, key=lambda j: m.cids[j]))
+    named = tuple(m.identity[j] for j in members)  # a view names clientIds (RMQ-11)
+    if any(s.clients[i].view != named or s.clients[i].rebalance_requested for i in running):
+        return None
+    return members
+
+
+def _listed(m: Model, client: int, q: int) -> bool:
+    """CONFIG: does ``client``'s configured list name queue ``q`` (R11.4)?"""
+    lists = m.config.allocate_config_queues
+    return lists is not None and q in lists[client]
+
+
+def _nobody_is_dealt(m: Model, members: tuple[int, ...], q: int) -> bool:
+    """Whether an allocation anomaly of the configuration leaves queue ``q`` to nobody."""
+    tolerated = _tolerated(m.config)
+    if "unowned-with-no-virtual-nodes" in tolerated:
+        return True
+    if "unowned-by-configuration" in tolerated and not any(_listed(m, i, q) for i in members):
+        return True
+    if "unowned-outside-consumeridcs" in tolerated:
+        try:
+            return not machine_room_eligible(m.mqs[q].broker_name, m.config.consumeridcs)
+        except NullPointerError:  # every rebalance throws (R11.7): nobody is dealt anything
+            return True
+    return False
+
+
+def _dealt(m: Model, members: tuple[int, ...], q: int) -> bool:
+    """Does some member's own allocation, computed from the agreed list, name queue ``q``?"""
+    queues = (q,) if q == m.retry_queue else m.topic_queues
+    cid_all = tuple(m.cids[j] for j in members)
+    for i in members:
+        try:
+            mine = allocate_queues(m.strategies[i], m.cids[i], tuple(m.mqs[k] for k in queues), cid_all)
+        except AllocationError:
+            continue
+        if m.mqs[q] in mine:
+            return True
+    return False
+
+
+def _exclusive_ownership(m: Model, s: State) -> str | None:
+    if _views_agree(m, s) is None:
+        return None
+    shared = "double-ownership-by-configuration" in _tolerated(m.config)
+    owner: dict[int, int] = {}
+    for i, cl in enumerate(s.clients):
+        for q, pq in enumerate(cl.pqs):
+            if pq is not None and not pq.dropped:  # a dropped pq left in the table owns nothing (R8.8)
+                if q in owner:
+                    if shared and _listed(m, owner[q], q) and _listed(m, i, q):
+                        continue  # both are configured with it (R11.4)
+                    if m.identity[owner[q]] == m.identity[i]:
+                        continue  # one clientId, one slice (DUPLICATE_CLIENT_ID_ANOMALIES)
+                    return f"queue {q} owned by clients {owner[q]} and {i} although all views agree"
+                owner[q] = i
+    return None
+
+
+EXCLUSIVE_OWNERSHIP_WHEN_VIEWS_AGREE = Invariant(
+    "INV-13a",
+    "exclusive_ownership_when_views_agree",
+    "Once every consumer allocated from the same consumer list, no queue has two owners "
+    "(unless the strategy's ALLOCATION_ANOMALIES name that queue).",
+    "R9.3, R11",
+    "Double ownership is tolerated only while views differ; after agreement it means duplicate work forever.",
+    _exclusive_ownership,
+)
+
+
+def _full_coverage(m: Model, s: State) -> str | None:
+    members = _views_agree(m, s)
+    if members is None:
+        return None
+    owned = {q for cl in s.clients for q, pq in enumerate(cl.pqs) if pq is not None and not pq.dropped}
+    missing = [q for q in range(m.q_count) if q not in owned and not _nobody_is_dealt(m, members, q)]
+    if m.config.duplicate_client_id:  # the orphaned slice (DUPLICATE_CLIENT_ID_ANOMALIES)
+        missing = [q for q in missing if _dealt(m, members, q)]
+    return f"queues {missing} owned by nobody although all views agree" if missing else None
+
+
+FULL_COVERAGE_WHEN_VIEWS_AGREE = Invariant(
+    "INV-13b",
+    "full_coverage_when_views_agree",
+    "Once every consumer allocated from the same consumer list, every queue has an owner "
+    "(unless the strategy's ALLOCATION_ANOMALIES name that queue).",
+    "R9.3, R9.4, R11",
+    "An orphaned queue's backlog grows without bound (RMQ-11).",
+    _full_coverage,
+)
+
+
+def _allocation_throws(m: Model, i: int, queues: tuple[int, ...], members: frozenset[int]) -> bool:
+    cid_all = tuple(sorted(m.cids[j] for j in members))
+    try:
+        allocate_queues(m.strategies[i], m.cids[i], tuple(m.mqs[q] for q in queues), cid_all)
+    except AllocationError:
+        return True
+    return False
+
+
+def _resume_at_stored(m: Model, s: State, a: Action, t: State) -> str | None:
+    if not m.clustering or not isinstance(a, Rebalance | RebalanceQueryError):
+        return None
+    before, after = s.clients[a.client], t.clients[a.client]
+    b = s.broker if s.broker.up or s.slave is None else s.slave  # slaves: the broker the query went to (R2.4)
+    for q in range(m.q_count):
+        new, old = after.pqs[q], before.pqs[q]
+        if new is None or (old is not None and old.uid == new.uid):
+            continue
+        stored = b.offsets[q]
+        if stored is not None and stored >= 0 and new.next_offset != stored:
+            return f"client {a.client} queue {q}: resumed at {new.next_offset}, last landed commit is {stored}"
+    return None
+
+
+RESUME_AT_LAST_LANDED_COMMIT = ActionProperty(
+    "INV-15",
+    "resume_at_last_landed_commit",
+    "A queue taken over with a stored offset starts exactly at the last commit that reached the broker.",
+    "R2.3, R9.4, R10.1",
+    "So redelivery after a crash or handover is bounded by the work since that commit plus what was in "
+    "flight; replaying from elsewhere (RMQ-14) is unbounded.",
+    _resume_at_stored,
+)
+
+
+def new_positions(s: State, t: State) -> list[tuple[int, int, int, str]]:
+    """(client, uid, start, how) of every position the step from ``s`` to ``t`` recorded (Ghost.starts)."""
+    if t.ghost.starts == s.ghost.starts:
+        return []
+    before = set(s.ghost.starts)
+    return [(key % 16, key // 16, start, how) for key, start, how in t.ghost.starts if (key, start, how) not in before]
+
+
+def _positioning_caused(m: Model, s: State, a: Action, t: State) -> str | None:
+    """INV-9a: a pq positioned without a stored offset (consumeFromWhere, or a young queue's 0) on a queue
+    its group had committed on must show why the offset was missing (Model.missing_offset_cause): a
+    fault that removed it, a 4.9.8 query error read as "no offset" (RMQ-14), a failover to a replica
+    lacking it. Without one, LAST or TIMESTAMP skips the messages since the commit (a loss) and FIRST
+    or the young queue's 0 replays what the group had passed (a rollback)."""
+    for client, uid, start, how in new_positions(s, t):
+        if how not in POSITIONED_WITHOUT_OFFSET:
+            continue
+        q = next(q for q, pq in enumerate(t.clients[client].pqs) if pq is not None and pq.uid == uid)
+        query_error = isinstance(a, RebalanceQueryError) and a.queue == q
+        if m.missing_offset_cause(s, client, q, query_error) is not None:
+            continue
+        idx = m._ledger(client) * m.q_count + q
+        g, queue = s.ghost, s.broker.queues[q]
+        jumped = ((1 << start) - 1) & ~(g.handled[idx] | g.skipped[idx]) & ~((1 << queue.min_offset) - 1)
+        replayed = g.handled[idx] >> start << start
+        if not (jumped or replayed):
+            continue  # the position is where the group had got to: nothing skipped or replayed
+        effect = f"skips {_bits(jumped)}" if jumped else f"replays {_bits(replayed)}"
+        return (
+            f"client {client} queue {q}: positioned at {start} by {how} although the group had committed on this "
+            f"queue and no fault the run shows removed the offset; it {effect}"
+        )
+    return None
+
+
+POSITIONING_CAUSED = ActionProperty(
+    "INV-9a",
+    "positioning_caused",
+    "A pq positioned without a stored offset (consumeFromWhere, a young queue's 0) on a queue the group had "
+    "committed on shows the cause of the missing offset: a fault that removed it, a 4.9.8 query error read "
+    "as no offset, a failover to a replica lacking it. Only a group's first start on a queue is owed-free.",
+    "R10.1, R10.4, R3.5, R3.6, R3.7, R2.3",
+    "consumeFromWhere is for a group with no history: applied to a group that had committed it silently "
+    "skips (LAST, TIMESTAMP) or replays (FIRST) the queue, and INV-9 would count the skip as declared.",
+    _positioning_caused,
+)

@@ -4,21 +4,53 @@ RocketMQ classes: ``SlaveSynchronize#syncConsumerOffset`` (GET_ALL_CONSUMER_OFFS
 RMQ-25 (2)), the HA service copying the commit log, and the slave's own ``ConsumerManageProcessor`` and
 ``PullMessageProcessor`` (a commit is stored, R3.4; a pull is answered from the slave's copy, no commit flag,
 R5.3-R5.5). Clients reach the slave when the master is down (R2.4, R2.5, R9.3).
+
+Its actions, before the class: ``SlaveReplicate``, ``SlaveSync``.
+
+Its properties, after the class: INV-8s (the slave's table falls only through SlaveSync, another pq's commit
+or the OFFSET_ILLEGAL fix-up) and INV-21 (a slave corrects OFFSET_ILLEGAL only to the master's bounds).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from rmqspec.spec import broker_rules as br
-from rmqspec.spec.actions import ActionNotEnabled, SlaveReplicate, SlaveSync
-from rmqspec.spec.state import Commit, Event, History, PullRequestMsg, PullResult, State, pq_key
+from rmqspec.spec.committed_offset import _by_offset_illegal_fix, _landed_commit
+from rmqspec.spec.enabling import ActionNotEnabled
+from rmqspec.spec.property_types import ActionProperty
+from rmqspec.spec.pull import ReceivePull
+from rmqspec.spec.state import (
+    Commit,
+    Event,
+    History,
+    PullRequestMsg,
+    PullResult,
+    State,
+    pq_key,
+)
 from rmqspec.spec.state import put_at as _put
 
 if TYPE_CHECKING:
+    from rmqspec.spec.actions import Action
     from rmqspec.spec.model import Model
 
 SLAVE_SYNC_WRITER: Final = -2  # ghost writer key of the slave's table entries that SlaveSync copied
+
+
+# Actions of the slave, each handled by its transition ``_<snake_case name>`` below
+@dataclass(frozen=True, slots=True)
+class SlaveReplicate:
+    """The slave's copy of one queue catches up with the master's commit log (HA replication; slaves,
+    ``Config.slave``). Free: replication only ever lags."""
+
+    queue: int
+
+
+@dataclass(frozen=True, slots=True)
+class SlaveSync:
+    """The slave's SlaveSynchronize timer fires: it copies the master's offset table (R3.8)."""
 
 
 class SlaveMixin:
@@ -97,3 +129,69 @@ class SlaveMixin:
             ghost=s.ghost._replace(slave_last_writer=tuple(writers)),
             history=hist,
         )
+
+
+# Properties of the slave (INV-8s, INV-21)
+def _slave_decrease_declared(m: Model, s: State, a: Action, t: State) -> str | None:
+    if s.slave is None or t.slave is None:
+        return None
+    for q in range(m.q_count):
+        old, new = s.slave.offsets[q], t.slave.offsets[q]
+        if old is None or new is None or new >= old:
+            continue
+        if isinstance(a, SlaveSync):
+            if m.tolerate_slave_sync:
+                continue  # RMQ-25 (2): the master's older value wins (SLAVE_ANOMALIES)
+            return f"queue {q}: SlaveSync lowered the slave's offset {old} -> {new} (the master's older value)"
+        if _by_offset_illegal_fix(m, s, a, t, q):
+            continue
+        landed = _landed_commit(s, a, q)
+        if landed is not None and landed[0] != s.ghost.slave_last_writer[q]:
+            continue  # a stale or overlapping owner's late commit, as on the master (R3.2, S5)
+        return f"queue {q}: the slave's offset fell {old} -> {new} by {type(a).__name__}, written by the same pq"
+    return None
+
+
+SLAVE_DECREASE_DECLARED = ActionProperty(
+    "INV-8s",
+    "slave_decrease_declared",
+    "The slave's offset table falls only through SlaveSync copying the master (tolerated by default, "
+    "RMQ-25 (2)), a commit from a different pq than wrote it, or the OFFSET_ILLEGAL fix-up.",
+    "R3.4, R3.8, R5.7",
+    "While the master is down the slave's table is where a restart or a handover resumes (R2.4); a decrease "
+    "there replays work, and one by SlaveSync undoes what consumers committed during the outage.",
+    _slave_decrease_declared,
+)
+
+
+def _correction_from_master_bounds(m: Model, s: State, a: Action, t: State) -> str | None:
+    if not isinstance(a, ReceivePull) or s.slave is None:
+        return None
+    pull = next((p for p in s.clients[a.client].pulls if p.pq_uid == a.pq_uid and p.epoch != -1), None)
+    if pull is None or not pull.from_slave:
+        return None
+    result = pull.result if pull.result is not None else m._pull_result(s, pull.queue, pull.offset, True)
+    if result.status != br.OFFSET_ILLEGAL:
+        return None
+    master = m._pull_result(s, pull.queue, pull.offset)
+    if master.status == br.OFFSET_ILLEGAL and master.next_begin == result.next_begin:
+        return None
+    queue = s.broker.queues[pull.queue]
+    return (
+        f"client {a.client} queue {pull.queue}: the slave corrected offset {pull.offset} to {result.next_begin} from "
+        f"its own bounds; the master's commit log holds [{queue.min_offset}, {queue.max_offset}) "
+        f"({master.status} there)"
+    )
+
+
+CORRECTION_FROM_MASTER_BOUNDS = ActionProperty(
+    "INV-21",
+    "correction_from_master_bounds",
+    "A pull served by a slave corrects the client's offset (OFFSET_ILLEGAL) only to the bound the master's "
+    "commit log gives for it.",
+    "R5.5, R5.7",
+    "A lagging slave that corrects from its own bounds moves the consumer, and then its committed offset, "
+    "backwards or forwards to a position the master never had (RMQ-17, known-bugs I4); offsetCheckInSlave "
+    "= false exists to stop it.",
+    _correction_from_master_bounds,
+)

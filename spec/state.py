@@ -417,6 +417,11 @@ def bit_offsets(mask: int) -> list[int]:
     return out
 
 
+def lowest_offset(mask: int) -> int:
+    """The lowest offset a non-empty bitmask holds."""
+    return (mask & -mask).bit_length() - 1
+
+
 def pq_key(client: int, uid: int) -> int:
     """A group-wide identity for a ProcessQueue, used as commit provenance (INV-8)."""
     return uid * 16 + client  # at most 8 clients (config.consumers <= 8)

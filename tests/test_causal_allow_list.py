@@ -17,6 +17,7 @@ import pytest
 from rmqspec.properties.explore import explore, walk
 from rmqspec.properties.fates import FAULT_CAUSES, LOST, PENDING, message_fates
 from rmqspec.properties.liveness import quiesce
+from rmqspec.spec import committed_offset as co
 from rmqspec.spec import invariants as inv
 from rmqspec.spec.actions import BrokerCrash
 from rmqspec.spec.config import BROADCASTING, CLUSTERING, Config
@@ -31,7 +32,7 @@ CAUSAL = frozenset({"INV-9a", "INV-22", "INV-8r"})
 
 def _by_another_pq(m: Model, s: State, a: object, t: State, q: int) -> bool:
     """The category the stale-owner cause used to be: any commit from a pq other than the last writer."""
-    landed = inv._landed_commit(s, a, q)  # type: ignore[arg-type]
+    landed = co._landed_commit(s, a, q)  # type: ignore[arg-type]
     return landed is not None and s.ghost.last_writer[q] != landed[0]
 
 
@@ -51,9 +52,9 @@ def test_a_decrease_by_another_pq_hides_a_pq_committing_below_what_it_read(monke
     assert not refuted.valid
     assert "no declared cause" in refuted.counterexamples[0].violations[0].detail
     causes = tuple(
-        c._replace(applies=_by_another_pq) if c.name == "stale-owner" else c for c in inv.DECLARED_DECREASE_CAUSES
+        c._replace(applies=_by_another_pq) if c.name == "stale-owner" else c for c in co.DECLARED_DECREASE_CAUSES
     )
-    monkeypatch.setattr(inv, "DECLARED_DECREASE_CAUSES", causes)
+    monkeypatch.setattr(co, "DECLARED_DECREASE_CAUSES", causes)
     assert explore(config, WALKS, STEPS, watch=ALL - {"INV-9a", "INV-22"}).valid
 
 
@@ -149,5 +150,5 @@ def test_a_restart_reads_exactly_the_flushed_file_and_nothing_lower() -> None:
     crash = BrokerCrash()
     to_flush = s._replace(broker=s.broker._replace(offsets=(2, None, None, None, None)))
     below_flush = s._replace(broker=s.broker._replace(offsets=(1, None, None, None, None)))
-    assert inv._by_failover(model, s, crash, to_flush, 0)
-    assert not inv._by_failover(model, s, crash, below_flush, 0)
+    assert co._by_failover(model, s, crash, to_flush, 0)
+    assert not co._by_failover(model, s, crash, below_flush, 0)

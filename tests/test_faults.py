@@ -9,9 +9,11 @@ import pytest
 
 from rmqspec.properties.explore import explore, walk
 from rmqspec.spec import actions as act
+from rmqspec.spec.anomalies import allowed_anomalies
 from rmqspec.spec.config import Config, ConfigError
-from rmqspec.spec.invariants import _dealt, _views_agree, allowed_anomalies, check_state, check_step
+from rmqspec.spec.invariants import check_state, check_step
 from rmqspec.spec.model import ActionNotEnabled, Model
+from rmqspec.spec.rebalance import _dealt, _views_agree
 from rmqspec.spec.state import State, history_list
 
 TIMERS = (act.Tick, act.BrokerFlush, act.PersistOffsets, act.Heartbeat, act.Rebalance, act.LockAll, act.CleanExpiredMsg)

@@ -1,6 +1,6 @@
 """The model's allocation (``spec/allocation.py``) against the reference's (``reference/allocate.py``),
 the Config fields of CONFIG, MACHINE_ROOM and MACHINE_ROOM_NEARBY, and the allocation anomalies that
-INV-13a/13b tolerate (``spec.invariants.ALLOCATION_ANOMALIES``), shown not to be vacuous.
+INV-13a/13b tolerate (``spec.anomalies.ALLOCATION_ANOMALIES``), shown not to be vacuous.
 
 Semantics R11.0-R11.7; the RocketMQ 4.9.8 classes are ``client/.../consumer/rebalance/*.java`` and
 ``common/.../consistenthash/ConsistentHashRouter.java``.
@@ -22,7 +22,7 @@ from rmqspec.properties.serialize import config_from_json, config_to_json
 from rmqspec.reference import allocate as ref
 from rmqspec.reference.message_queue import MessageQueue as RefMQ
 from rmqspec.refinement.allocation import TableMachineRoomResolver
-from rmqspec.spec import invariants as inv
+from rmqspec.spec import anomalies as an
 from rmqspec.spec.allocation import (
     AllocationError,
     IllegalArgumentError,
@@ -34,6 +34,7 @@ from rmqspec.spec.allocation import (
     client_id,
     strategy_for,
 )
+from rmqspec.spec.anomalies import allowed_anomalies
 from rmqspec.spec.config import (
     AVG,
     AVG_BY_CIRCLE,
@@ -45,8 +46,9 @@ from rmqspec.spec.config import (
     Config,
     ConfigError,
 )
-from rmqspec.spec.invariants import allowed_anomalies, check_state
+from rmqspec.spec.invariants import check_state
 from rmqspec.spec.model import Model
+from rmqspec.spec.rebalance import _views_agree
 from rmqspec.spec.state import PULL_READY, ProcessQueue, State
 
 GROUP = "G"
@@ -381,7 +383,7 @@ NEARBY = Config(strategy=MACHINE_ROOM_NEARBY, nearby_inner=AVG, broker_room="r1"
 
 
 def test_allowed_anomalies_add_exactly_each_strategys_own_gaps_and_overlaps() -> None:
-    base = set(inv.ALLOWED_ANOMALIES["CLUSTERING"])
+    base = set(an.ALLOWED_ANOMALIES["CLUSTERING"])
     extra = {
         CONFIG_OVERLAP: {"double-ownership-by-configuration", "unowned-by-configuration"},
         ROOM_OUTSIDE: {"unowned-outside-consumeridcs"},
@@ -395,8 +397,8 @@ def test_allowed_anomalies_add_exactly_each_strategys_own_gaps_and_overlaps() ->
     for config, anomalies in extra.items():
         assert set(allowed_anomalies(config)) == base | anomalies, config.strategy
     broadcasting = Config(mode="BROADCASTING", strategy=CONFIG, allocate_config_queues=((0,), (1,)))
-    assert set(allowed_anomalies(broadcasting)) == set(inv.ALLOWED_ANOMALIES["BROADCASTING"])
-    for reasons in inv.ALLOCATION_ANOMALIES.values():
+    assert set(allowed_anomalies(broadcasting)) == set(an.ALLOWED_ANOMALIES["BROADCASTING"])
+    for reasons in an.ALLOCATION_ANOMALIES.values():
         assert all("R11." in why for why in reasons.values())
 
 
@@ -411,7 +413,7 @@ def agreed_states(config: Config, seeds: int = 30, steps: int = 250) -> Iterator
             if not enabled:
                 break
             state = model.step(state, rng.choice(enabled))
-            if inv._views_agree(model, state) is not None:
+            if _views_agree(model, state) is not None:
                 yield model, state
 
 
@@ -447,12 +449,12 @@ def test_tolerated_allocation_anomalies_occur_and_are_exactly_what_silences_inv1
         reached |= {"overlap"} if twice else set()
         reached |= {"gap"} if len(owned) < model.q_count else set()
     assert reached == {k for k, v in (("overlap", overlap), ("gap", gap)) if v}
-    monkeypatch.setattr(inv, "ALLOCATION_ANOMALIES", {})
-    inv._tolerated.cache_clear()
+    monkeypatch.setattr(an, "ALLOCATION_ANOMALIES", {})
+    an._tolerated.cache_clear()
     try:
         found = {v.id for model, state in agreed_states(config, seeds=5) for v in check_state(model, state)}
     finally:
-        inv._tolerated.cache_clear()
+        an._tolerated.cache_clear()
     assert found == {p for p in (overlap, gap) if p}
 
 

@@ -32,9 +32,10 @@ from rmqspec.spec.actions import (
     Tick,
 )
 from rmqspec.spec.allocation import allocate, client_id, mq_text
+from rmqspec.spec.committed_offset import DECLARED_DECREASE_CAUSES
 from rmqspec.spec.concurrent_consume import CLEAN_EXPIRED_DELAY_LEVEL
 from rmqspec.spec.config import BROADCASTING, FROM_FIRST, FROM_TIMESTAMP, Config, ConfigError
-from rmqspec.spec.invariants import DECLARED_DECREASE_CAUSES, check_step
+from rmqspec.spec.invariants import check_step
 from rmqspec.spec.model import ActionNotEnabled, Model
 from rmqspec.spec.state import BrokerQueue, Message, State, history_list
 

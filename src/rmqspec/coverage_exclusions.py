@@ -17,9 +17,10 @@ Categories:
   only its variant in ``spec/variants/`` gives (``Config.mutations``, ``--mutation NAME``). The variants'
   own code is not measured (``rmqspec.spec_coverage``); campaigns with ``--mutation`` and
   ``tests/test_planted_bugs.py`` take these branches.
-- ``violation``: the side of a property check (``spec/invariants.py``) that reports a violation. A clean
-  campaign of the correct model never takes it (if it did, that would be a finding, and the branch
-  would then count as reached); planted bugs and ``tests/`` take them.
+- ``violation``: the side of a property check (in the concern module of its property; ``check_state`` and
+  ``check_step`` in ``spec/invariants.py``) that reports a violation. A clean campaign of the correct model
+  never takes it (if it did, that would be a finding, and the branch would then count as reached); planted
+  bugs and ``tests/`` take them.
 - ``validation``: ``Config`` (or a strategy's constructor, which Java validates and ``Config`` already
   has) refusing a bad configuration or naming a bad field; a campaign draws only valid configurations
   (``units.sample_config``), the unit tests try the bad ones.
@@ -103,59 +104,90 @@ _VALIDATED = (
 )
 
 EXCLUSIONS: tuple[Exclusion, ...] = (
-    *_entries(
-        "invariants.py",
+    *_placed(
         "violation",
         _VIOLATION,
         [
-            ("_pq_accounting", "if pq.msg_count != count", 'return f"'),
-            ("_pq_accounting", "if pq.msg_size != size", 'return f"'),
-            ("_commit_below_unprocessed", "if unprocessed and mem > _low(unprocessed)", 'return f"'),
-            ("_broker_answers", "if answer is not None and answer < 0", 'return f"'),
-            ("_broker_answers", "if b.offsets[q] is not None and answer != b.offsets[q]", 'return f"'),
-            ("_at_least_once", "if missing", 'who = "the group"'),
-            ("_committed_in_range", "if not 0 <= offset <= high", 'where = "broker"'),
-            ("_exclusive_ownership", "if m.identity[owner[q]] == m.identity[i]", 'return f"'),
-            ("_retry_accounting", "if not 1 <= k <= limit", 'return f"'),
-            ("_retry_accounting", "if due < expected or (exact and due != expected)", 'return f"'),
-            ("_retry_accounting", "if msg.reconsume_times < least", 'return f"'),
-            ("_retry_accounting", "elif msg.reconsume_times != limit + 1", 'return f"'),
-            ("_increase_only", "if old is not None and new is not None and new < old", 'return f"'),
+            ("concurrent_consume.py", "_pq_accounting", "if pq.msg_count != count", 'return f"'),
+            ("concurrent_consume.py", "_pq_accounting", "if pq.msg_size != size", 'return f"'),
             (
+                "concurrent_consume.py",
+                "_commit_below_unprocessed",
+                "if unprocessed and mem > _low(unprocessed)",
+                'return f"',
+            ),
+            ("broker.py", "_broker_answers", "if answer is not None and answer < 0", 'return f"'),
+            ("broker.py", "_broker_answers", "if b.offsets[q] is not None and answer != b.offsets[q]", 'return f"'),
+            ("committed_offset.py", "_at_least_once", "if missing", 'who = "the group"'),
+            ("committed_offset.py", "_committed_in_range", "if not 0 <= offset <= high", 'where = "broker"'),
+            ("rebalance.py", "_exclusive_ownership", "if m.identity[owner[q]] == m.identity[i]", 'return f"'),
+            ("concurrent_consume.py", "_retry_accounting", "if not 1 <= k <= limit", 'return f"'),
+            (
+                "concurrent_consume.py",
+                "_retry_accounting",
+                "if due < expected or (exact and due != expected)",
+                'return f"',
+            ),
+            ("concurrent_consume.py", "_retry_accounting", "if msg.reconsume_times < least", 'return f"'),
+            ("concurrent_consume.py", "_retry_accounting", "elif msg.reconsume_times != limit + 1", 'return f"'),
+            ("pull.py", "_increase_only", "if old is not None and new is not None and new < old", 'return f"'),
+            (
+                "pull.py",
                 "_offset_illegal_fix_while_owned",
                 "if not fix.live or (pq is not None and pq.uid == fix.pq_uid)",
                 'now = "no pq" if pq is None',
             ),
-            ("_dropped_pq_inert", "if t.clients[a.client].mem != cl.mem", 'return f"'),
-            ("_dropped_pq_inert", "if t.ghost.delivered != s.ghost.delivered", 'return f"'),
-            ("_local_file_grows", "if lost", 'return f"'),
-            ("_broker_decrease_attributed", "if t.ghost.last_writer[q] == s.ghost.last_writer[q]", 'return f"'),
-            ("_piggyback_rule", "if req.commit_offset != expected", 'return f"'),
-            ("_resume_at_stored", "and new.next_offset != stored", 'return f"'),
-            ("_pull_stalled_recreated", "if m.clustering and any(_allocation_throws(", 'return f"'),
-            ("_broker_lock_exclusive", "if held_by is not None and held_by != entry[0]", 'return f"'),
-            ("_lock_belief_exclusive", "if len(fresh) > 1", 'return f"'),
-            ("_single_pull_loop", "if n != expected", 'return f"'),
-            ("_single_pull_loop", "if extra", 'return f"'),
-            ("_single_orderly_listener", "if len(set(clients)) < len(clients)", 'return f"'),
-            ("_single_orderly_listener", "if broken >= 0 and broken >= min(running)[0]", 'return f"'),
-            ("_listener_holds_lock", "if pq is None or not pq.locked", "last = None if pq is None"),
-            ("_orderly_commit_point", "if update.offset != max(batch) + 1", 'return f"'),
-            ("_orderly_commit_point", "if open_", 'return f"'),
-            ("_orderly_commit_point", "if missing", 'return f"'),
-            ("_positioning_caused", "if not (jumped or replayed)", 'effect = f"skips'),
-            ("_no_repull_of_consumed", "if again", "return ("),
-            ("_slave_decrease_declared", "if m.tolerate_slave_sync", 'return f"'),
+            ("concurrent_consume.py", "_dropped_pq_inert", "if t.clients[a.client].mem != cl.mem", 'return f"'),
+            ("concurrent_consume.py", "_dropped_pq_inert", "if t.ghost.delivered != s.ghost.delivered", 'return f"'),
+            ("consumer_process.py", "_local_file_grows", "if lost", 'return f"'),
             (
+                "committed_offset.py",
+                "_broker_decrease_attributed",
+                "if t.ghost.last_writer[q] == s.ghost.last_writer[q]",
+                'return f"',
+            ),
+            ("pull.py", "_piggyback_rule", "if req.commit_offset != expected", 'return f"'),
+            ("rebalance.py", "_resume_at_stored", "and new.next_offset != stored", 'return f"'),
+            ("pull.py", "_pull_stalled_recreated", "if m.clustering and any(_allocation_throws(", 'return f"'),
+            (
+                "orderly_consume.py",
+                "_broker_lock_exclusive",
+                "if held_by is not None and held_by != entry[0]",
+                'return f"',
+            ),
+            ("orderly_consume.py", "_lock_belief_exclusive", "if len(fresh) > 1", 'return f"'),
+            ("pull.py", "_single_pull_loop", "if n != expected", 'return f"'),
+            ("pull.py", "_single_pull_loop", "if extra", 'return f"'),
+            ("orderly_consume.py", "_single_orderly_listener", "if len(set(clients)) < len(clients)", 'return f"'),
+            (
+                "orderly_consume.py",
+                "_single_orderly_listener",
+                "if broken >= 0 and broken >= min(running)[0]",
+                'return f"',
+            ),
+            (
+                "orderly_consume.py",
+                "_listener_holds_lock",
+                "if pq is None or not pq.locked",
+                "last = None if pq is None",
+            ),
+            ("orderly_consume.py", "_orderly_commit_point", "if update.offset != max(batch) + 1", 'return f"'),
+            ("orderly_consume.py", "_orderly_commit_point", "if open_", 'return f"'),
+            ("orderly_consume.py", "_orderly_commit_point", "if missing", 'return f"'),
+            ("rebalance.py", "_positioning_caused", "if not (jumped or replayed)", 'effect = f"skips'),
+            ("pull.py", "_no_repull_of_consumed", "if again", "return ("),
+            ("slave.py", "_slave_decrease_declared", "if m.tolerate_slave_sync", 'return f"'),
+            (
+                "slave.py",
                 "_slave_decrease_declared",
                 "if landed is not None and landed[0] != s.ghost.slave_last_writer",
                 'return f"',
             ),
-            ("_committed_decrease_declared", "if not any(cause.applies(", 'return f"'),
-            ("_reset_takes_effect", "if first != expected", "return ("),
-            ("_first_locked_pull_valid", "if after.next_offset < 0", 'return f"'),
-            ("check_state", "if detail is not None", "out.append(Violation("),
-            ("check_step", "if detail is not None", "out.append(Violation("),
+            ("committed_offset.py", "_committed_decrease_declared", "if not any(cause.applies(", 'return f"'),
+            ("admin_reset.py", "_reset_takes_effect", "if first != expected", "return ("),
+            ("orderly_consume.py", "_first_locked_pull_valid", "if after.next_offset < 0", 'return f"'),
+            ("invariants.py", "check_state", "if detail is not None", "out.append(Violation("),
+            ("invariants.py", "check_step", "if detail is not None", "out.append(Violation("),
         ],
     ),
     Exclusion(
@@ -260,7 +292,7 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
         "CorruptOffsetFile and CorruptLocalOffsetFile are enabled only with (their handlers refuse None first)",
     ),
     Exclusion(
-        "invariants.py",
+        "admin_reset.py",
         "_reset_takes_effect",
         "if pull is None",
         "return None",
@@ -269,7 +301,7 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
         "of that pq with epoch != -1, the very pull this looks up",
     ),
     *_entries(
-        "invariants.py",
+        "slave.py",
         "excluded-config",
         "a slave answering OFFSET_ILLEGAL, which only offset_check_in_slave = true gives "
         "(broker_rules.slave_pull_result); it restores RMQ-17, which INV-21 reports, so sample_config never "
@@ -324,7 +356,7 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
         "branch that moves it drops the pq, R5.7)",
     ),
     *_entries(
-        "invariants.py",
+        "pull.py",
         "defensive",
         "LIV-3's exemption for a pull-expired pq kept by an allocation that throws: the one strategy that throws "
         "on a valid non-empty list (MACHINE_ROOM without consumeridcs under a '<room>@<name>' broker) throws for "
@@ -354,7 +386,7 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
         "reference run it",
     ),
     *_entries(
-        "invariants.py",
+        "committed_offset.py",
         "defensive",
         "_landed_commit is asked only about a decrease that the step's landing request made: a step that lands "
         "no request on the queue, or one without a commit, lowers no broker offset (its callers run after the "
@@ -370,7 +402,7 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
         ],
     ),
     Exclusion(
-        "invariants.py",
+        "committed_offset.py",
         "stale_owner_race",
         "if s.ghost.readers and key in s.ghost.readers[q]",
         "return None",
@@ -395,16 +427,16 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
                 "return None",
             ),
             (
-                "invariants.py",
+                "rebalance.py",
                 "_positioning_caused",
                 "if m.missing_offset_cause(s, client, q, query_error) is not None",
                 "idx = m._ledger(client) * m.q_count + q",
             ),
-            ("invariants.py", "_positioning_caused", "if not (jumped or replayed)", "continue"),
+            ("rebalance.py", "_positioning_caused", "if not (jumped or replayed)", "continue"),
         ],
     ),
     Exclusion(
-        "invariants.py",
+        "admin_reset.py",
         "_reset_takes_effect",
         "if pq is None",
         "return None",
@@ -499,7 +531,7 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
         2,
     ),
     Exclusion(
-        "invariants.py",
+        "consumer_process.py",
         "file_write_race",
         "if cl.file_write_pending is None",
         "return frozenset()",
@@ -508,7 +540,7 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
         "check-trace steps a refused one (tests/test_trace.py)",
     ),
     *_entries(
-        "invariants.py",
+        "consumer_process.py",
         "violation",
         "INV-6c's search for a fall's cause runs only where a BROADCASTING consumer's offsets.json entry falls "
         "outside a lagging write's race, and in a default campaign nothing else lowers it: Config refuses an admin "
@@ -524,7 +556,7 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
         ],
     ),
     *_entries(
-        "invariants.py",
+        "orderly_consume.py",
         "excluded-config",
         "the strict form of the orderly exclusivity checks (Model.tolerate_shared_client_id, "
         "tolerate_broken_margins, tolerate_stale_unlock set False), which the scenario tests use to show that "
@@ -538,7 +570,7 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
         ],
     ),
     Exclusion(
-        "invariants.py",
+        "anomalies.py",
         "allowed_anomalies",
         "if config.mode == CLUSTERING",
         "return out",

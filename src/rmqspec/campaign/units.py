@@ -314,7 +314,7 @@ def with_faults(rng: random.Random, config: Config) -> Config:
 def with_allocation_strategy(rng: random.Random, config: Config) -> Config:
     """Two runs in five switch to a strategy with parameters (R11.3-R11.6): CONFIG lists, MACHINE_ROOM
     rooms, MACHINE_ROOM_NEARBY around a partitioning strategy, or consistent hashing with 0 or 1
-    virtual nodes. Some leave queues to nobody; ``spec.invariants.ALLOCATION_ANOMALIES`` says which."""
+    virtual nodes. Some leave queues to nobody; ``spec.anomalies.ALLOCATION_ANOMALIES`` says which."""
     if rng.random() >= 0.4:
         return config
     kind = rng.choice((CONFIG, MACHINE_ROOM, MACHINE_ROOM_NEARBY, CONSISTENT_HASH))
