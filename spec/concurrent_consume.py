@@ -51,10 +51,6 @@ CLEAN_EXPIRED_MAX_LOOPS: Final = 16
 CLEAN_EXPIRED_DELAY_LEVEL: Final = 3
 
 
-def _lowest(bits: int) -> int:
-    return (bits & -bits).bit_length() - 1
-
-
 # Consume statuses of the concurrent listener (R7.3).
 CONSUME_SUCCESS = "CONSUME_SUCCESS"
 RECONSUME_LATER = "RECONSUME_LATER"
@@ -379,7 +375,7 @@ class ConcurrentConsumeMixin:
 
     def _offset_still_held(self: Model, tree: int, offsets: list[int]) -> int:
         """removeMessage's result while the tree still holds messages: its lowest offset (R6.3)."""
-        return _lowest(tree)
+        return _low(tree)
 
     def _offset_when_tree_empties(self: Model, pq: ProcessQueue) -> int:
         """removeMessage's result when the tree empties: queueOffsetMax + 1 (R6.3)."""
@@ -426,7 +422,7 @@ class ConcurrentConsumeMixin:
         idx = self._ledger(i) * self.q_count + q
         handled, skipped, dropped = g.handled[idx], g.skipped[idx], 0
         for _ in range(min(CLEAN_EXPIRED_MAX_LOOPS, pq.tree.bit_count())):
-            o = _lowest(pq.tree)
+            o = _low(pq.tree)
             started = next((t for k, t in pq.consume_started if k == o), None)
             if started is None or s.now - started <= self.consume_timeout or not b.up:
                 break

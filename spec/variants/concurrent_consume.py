@@ -3,8 +3,7 @@ processConsumeResult, the send-back and cleanExpiredMsg."""
 
 from __future__ import annotations
 
-from rmqspec.spec.concurrent_consume import _lowest
-from rmqspec.spec.state import Broker, Message, ProcessQueue
+from rmqspec.spec.state import Broker, Message, ProcessQueue, lowest_offset
 from rmqspec.spec.variants import Variant, planted
 
 
@@ -13,7 +12,7 @@ class WatermarkHighestConsumed(Variant):
     """RMQ-01: removeMessage returns the highest removed offset + 1 instead of the lowest still held."""
 
     def _offset_still_held(self, tree: int, offsets: list[int]) -> int:
-        return max(offsets) + 1 if offsets else _lowest(tree)
+        return max(offsets) + 1 if offsets else lowest_offset(tree)
 
 
 @planted("commit_before_send_back", breaks=("R7.3",), refuted_by=("INV-9",))
