@@ -26,6 +26,7 @@ from rmqspec.spec.broker import (
     ExpireChannel,
     Produce,
 )
+from rmqspec.spec.client_locks import DelayedUnlock, LockAll
 from rmqspec.spec.clock import Tick
 from rmqspec.spec.concurrent_consume import (
     CONSUME_SUCCESS,
@@ -60,8 +61,6 @@ from rmqspec.spec.orderly_consume import (
     ORDERLY_ROLLBACK,
     ORDERLY_SUCCESS,
     SUSPEND_CURRENT_QUEUE_A_MOMENT,
-    DelayedUnlock,
-    LockAll,
     TryLockLater,
 )
 from rmqspec.spec.pull import FixOffsetIllegal, ReceivePull, RetentionDelete, SendPull
@@ -158,9 +157,9 @@ Action = (
     | StartConsume  # concurrent_consume.py
     | FinishConsume  # concurrent_consume.py
     | ApplyConsumeOffset  # concurrent_consume.py
-    | LockAll  # orderly_consume.py
+    | LockAll  # client_locks.py
     | TryLockLater  # orderly_consume.py
-    | DelayedUnlock  # orderly_consume.py
+    | DelayedUnlock  # client_locks.py
     | Stall  # faults.py
     | RetentionDelete  # pull.py
     | FixOffsetIllegal  # pull.py

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from rmqspec.spec import (
     admin_reset,
     broker,
+    client_locks,
     committed_offset,
     concurrent_consume,
     consumer_process,
@@ -40,7 +41,7 @@ INVARIANTS: tuple[Invariant, ...] = (
     broker.BROKER_ANSWERS,  # INV-7
     committed_offset.AT_LEAST_ONCE,  # INV-9
     committed_offset.COMMITTED_IN_RANGE,  # INV-16
-    orderly_consume.LOCK_BELIEF_EXCLUSIVE,  # INV-12a
+    client_locks.LOCK_BELIEF_EXCLUSIVE,  # INV-12a
     orderly_consume.SINGLE_ORDERLY_LISTENER,  # INV-12
     pull.SINGLE_PULL_LOOP,  # INV-20
     rebalance.EXCLUSIVE_OWNERSHIP_WHEN_VIEWS_AGREE,  # INV-13a
@@ -59,8 +60,8 @@ ACTION_PROPERTIES: tuple[ActionProperty, ...] = (
     rebalance.RESUME_AT_LAST_LANDED_COMMIT,  # INV-15
     pull.PULL_STALLED_PQ_RECREATED,  # LIV-3
     pull.OFFSET_ILLEGAL_FIX_WHILE_OWNED,  # INV-17
-    orderly_consume.BROKER_LOCK_EXCLUSIVE,  # INV-11
-    orderly_consume.FIRST_LOCKED_PULL_POSITIONS_VALIDLY,  # INV-19
+    client_locks.BROKER_LOCK_EXCLUSIVE,  # INV-11
+    client_locks.FIRST_LOCKED_PULL_POSITIONS_VALIDLY,  # INV-19
     orderly_consume.LISTENER_HOLDS_LOCK,  # INV-12b
     orderly_consume.ORDERLY_COMMIT_POINT,  # INV-3
     admin_reset.RESET_TAKES_EFFECT,  # INV-18

@@ -9,15 +9,15 @@ action and every choice (which consumer pulls, how a listener answers, which fau
 action parameter.
 
 ``Model`` is assembled from one mixin class per RocketMQ concern, each in its own module (the map is
-docs/spec.md, "Where each concern is modelled"): ``clock`` (``Tick`` and the timers), ``broker`` (commit
-log, offset table, flush, channels), ``slave``, ``consumer_process`` (start, shutdown, crash, heartbeat,
-persist, the offset stores), ``rebalance`` (with ``computePullFromWhere``), ``ghost`` (the facts the
-properties read), ``pull`` (with pull expiry, retention and OFFSET_ILLEGAL), ``concurrent_consume`` (with
-send-back, the DLQ and cleanExpiredMsg), ``orderly_consume`` (locks and the orderly loop), ``faults`` and
-``admin_reset``. This module keeps what ties them together: the constructor, ``initial``, ``step`` (the
-dispatch of an action to its transition ``_<name>``) and ``enabled``. Each transition documents its
-enabling condition (checked first; a disabled action raises :class:`ActionNotEnabled`), its effect, and
-the rules it models.
+docs/spec.md, "Where each concern is modelled"): ``clock`` (``Tick`` and the timers), ``broker`` (commit log,
+offset table, flush, channels), ``slave``, ``consumer_process`` (start, shutdown, crash, heartbeat, persist,
+the offset stores), ``rebalance`` (with ``computePullFromWhere``), ``ghost`` (the facts the properties read),
+``pull`` (with pull expiry, retention and OFFSET_ILLEGAL), ``concurrent_consume`` (with send-back, the DLQ and
+cleanExpiredMsg), ``client_locks`` (the client side of the broker locks), ``orderly_consume`` (the orderly
+loop), ``faults`` and ``admin_reset``. This module keeps what ties them together: the constructor,
+``initial``, ``step`` (the dispatch of an action to its transition ``_<name>``) and ``enabled``. Each
+transition documents its enabling condition (checked first; a disabled action raises
+:class:`ActionNotEnabled`), its effect, and the rules it models.
 
 The correct model holds no planted bug: ``Model(config)`` with ``config.mutations`` is an instance of the
 named variants of ``spec/variants`` (each overriding one helper of this model) in front of ``Model``.
@@ -78,6 +78,7 @@ from rmqspec.spec.actions import ActionNotEnabled as ActionNotEnabled  # raised 
 from rmqspec.spec.admin_reset import AdminResetMixin
 from rmqspec.spec.allocation import Strategy, client_id, model_queues, strategy_for
 from rmqspec.spec.broker import FLUSH_FIRST_DELAY, BrokerMixin
+from rmqspec.spec.client_locks import ClientLocksMixin
 from rmqspec.spec.clock import ClockMixin
 from rmqspec.spec.concurrent_consume import ConcurrentConsumeMixin
 from rmqspec.spec.config import BROADCASTING, CLUSTERING, Config
@@ -112,6 +113,7 @@ class Model(
     GhostMixin,
     PullMixin,
     ConcurrentConsumeMixin,
+    ClientLocksMixin,
     OrderlyConsumeMixin,
     FaultsMixin,
     AdminResetMixin,

@@ -94,6 +94,7 @@ def compose(chosen: list[type[Variant]]) -> type[Model]:
 from rmqspec.spec.variants import (  # noqa: E402
     admin_reset,
     broker,
+    client_locks,
     concurrent_consume,
     consumer_process,
     orderly_consume,
@@ -106,6 +107,7 @@ __all__ = [
     "Variant",
     "admin_reset",
     "broker",
+    "client_locks",
     "compose",
     "concurrent_consume",
     "consumer_process",

@@ -1,25 +1,11 @@
-"""Planted bugs of orderly consumption (``spec/orderly_consume.py``): the broker lock table, the orderly
-loop, its commit and the orderly removal."""
+"""Planted bugs of orderly consumption (``spec/orderly_consume.py``): the orderly loop, its commit and the
+orderly removal."""
 
 from __future__ import annotations
 
-from rmqspec.spec import orderly as lk
 from rmqspec.spec.state import Client, ConsumeRequest, ProcessQueue, State
 from rmqspec.spec.state import put_at as _put
 from rmqspec.spec.variants import Variant, planted
-
-
-@planted("lock_ignores_holder", breaks=("R8.1",), refuted_by=("INV-11",))
-class LockIgnoresHolder(Variant):
-    """tryLockBatch grants every queue asked for, also one another client holds unexpired."""
-
-    def _try_lock_batch(
-        self, table: lk.LockTable, queues: tuple[int, ...], client: int, now: int
-    ) -> tuple[lk.LockTable, frozenset[int]]:
-        entries = list(table)
-        for q in queues:
-            entries[q] = (client, now)
-        return tuple(entries), frozenset(queues)
 
 
 @planted("orderly_commit_returns_last_key", breaks=("R6.4",), refuted_by=("INV-3",))

@@ -150,12 +150,12 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
             ("rebalance.py", "_resume_at_stored", "and new.next_offset != stored", 'return f"'),
             ("pull.py", "_pull_stalled_recreated", "if m.clustering and any(_allocation_throws(", 'return f"'),
             (
-                "orderly_consume.py",
+                "client_locks.py",
                 "_broker_lock_exclusive",
                 "if held_by is not None and held_by != entry[0]",
                 'return f"',
             ),
-            ("orderly_consume.py", "_lock_belief_exclusive", "if len(fresh) > 1", 'return f"'),
+            ("client_locks.py", "_lock_belief_exclusive", "if len(fresh) > 1", 'return f"'),
             ("pull.py", "_single_pull_loop", "if n != expected", 'return f"'),
             ("pull.py", "_single_pull_loop", "if extra", 'return f"'),
             ("orderly_consume.py", "_single_orderly_listener", "if len(set(clients)) < len(clients)", 'return f"'),
@@ -185,7 +185,7 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
             ),
             ("committed_offset.py", "_committed_decrease_declared", "if not any(cause.applies(", 'return f"'),
             ("admin_reset.py", "_reset_takes_effect", "if first != expected", "return ("),
-            ("orderly_consume.py", "_first_locked_pull_valid", "if after.next_offset < 0", 'return f"'),
+            ("client_locks.py", "_first_locked_pull_valid", "if after.next_offset < 0", 'return f"'),
             ("invariants.py", "check_state", "if detail is not None", "out.append(Violation("),
             ("invariants.py", "check_step", "if detail is not None", "out.append(Violation("),
         ],
@@ -259,7 +259,8 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
             ("rebalance.py", "RebalanceMixin", 2),
             ("pull.py", "PullMixin", 4),
             ("concurrent_consume.py", "ConcurrentConsumeMixin", 5),
-            ("orderly_consume.py", "OrderlyConsumeMixin", 4),
+            ("client_locks.py", "ClientLocksMixin", 2),
+            ("orderly_consume.py", "OrderlyConsumeMixin", 2),
             ("faults.py", "FaultsMixin", 6),
             ("admin_reset.py", "AdminResetMixin", 7),
         )
@@ -336,8 +337,8 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
         ],
     ),
     Exclusion(
-        "orderly_consume.py",
-        "OrderlyConsumeMixin._orderly_pull_gate",
+        "client_locks.py",
+        "ClientLocksMixin._orderly_pull_gate",
         "if start is None and self.clustering and not s.broker.up and not self.config.read_error_throws",
         "start = -1",
         "excluded-config",
@@ -445,8 +446,8 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
         "(AdminResetMixin._reset_receive_pull), and this check goes on only when the step ended the expectation",
     ),
     Exclusion(
-        "orderly_consume.py",
-        "OrderlyConsumeMixin._note_stale_unlock",
+        "client_locks.py",
+        "ClientLocksMixin._note_stale_unlock",
         "if not s.broker.locks",
         "return s",
         "defensive",
@@ -454,8 +455,8 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
         "and BrokerRestart build one per queue)",
     ),
     Exclusion(
-        "orderly_consume.py",
-        "OrderlyConsumeMixin._unlock_oneway",
+        "client_locks.py",
+        "ClientLocksMixin._unlock_oneway",
         "if not s.broker.up",
         "return s",
         "excluded-config",
@@ -555,8 +556,7 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
             ("_local_file_falls_caused", "if not local_file_lowering(s, a, i, q)", "", 2),
         ],
     ),
-    *_entries(
-        "orderly_consume.py",
+    *_placed(
         "excluded-config",
         "the strict form of the orderly exclusivity checks (Model.tolerate_shared_client_id, "
         "tolerate_broken_margins, tolerate_stale_unlock set False), which the scenario tests use to show that "
@@ -564,9 +564,14 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
         "anomaly tolerated only where its recorded cause (a shared clientId, a stall or broker crash, a stale "
         "unlock) is in the state",
         [
-            ("_lock_belief_exclusive", "if m.tolerate_shared_client_id", "if len(fresh) > 1"),
-            ("_single_orderly_listener", "if m.tolerate_broken_margins", "if m.tolerate_stale_unlock"),
-            ("_single_orderly_listener", "if m.tolerate_stale_unlock", "if broken >= 0"),
+            ("client_locks.py", "_lock_belief_exclusive", "if m.tolerate_shared_client_id", "if len(fresh) > 1"),
+            (
+                "orderly_consume.py",
+                "_single_orderly_listener",
+                "if m.tolerate_broken_margins",
+                "if m.tolerate_stale_unlock",
+            ),
+            ("orderly_consume.py", "_single_orderly_listener", "if m.tolerate_stale_unlock", "if broken >= 0"),
         ],
     ),
     Exclusion(
