@@ -12,6 +12,7 @@ from __future__ import annotations
 from rmqspec.spec import broker_rules as br
 from rmqspec.spec.allocation import allocate
 from rmqspec.spec.state import BrokerQueue, Message
+from rmqspec.spec.variants.rebalance import overlapping_avg
 
 
 def _partitions(strategy: str, n: int, c: int, overlap: bool = False) -> bool:
@@ -19,7 +20,10 @@ def _partitions(strategy: str, n: int, c: int, overlap: bool = False) -> bool:
     cids = tuple(f"10.0.0.{i + 1}@c{i}" for i in range(c))
     taken: list[int] = []
     for cid in cids:
-        taken.extend(allocate.__wrapped__(strategy, cid, mqs, cids, 10, overlap))
+        if overlap:  # the planted bug avg_blocks_overlap (spec/variants/rebalance.py)
+            taken.extend(overlapping_avg(cid, mqs, cids))
+        else:
+            taken.extend(allocate.__wrapped__(strategy, cid, mqs, cids, 10))
     return sorted(taken) == list(range(n))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from rmqspec.spec.allocation import Strategy, avg_block
+from rmqspec.spec.allocation import Strategy, allocate, avg_block
 from rmqspec.spec.config import AVG, MACHINE_ROOM_NEARBY
 from rmqspec.spec.variants import Variant, planted
 
@@ -26,20 +26,26 @@ class ResumeMemoryOneBehind(Variant):
         return stored - 1 if stored > 0 else stored
 
 
+def overlapping_avg(current: str, mq_all: tuple[str, ...], cid_all: tuple[str, ...]) -> tuple[int, ...]:
+    """AVG (R11.1) with every block but the first starting one queue early, its size unchanged (uncached, so
+    that properties/symbolic.py can run it on symbolic values)."""
+    allocate.__wrapped__(AVG, current, mq_all, cid_all)  # raises where AVG does (R11.0)
+    if current not in cid_all:
+        return ()  # R11.0: not listed, nothing allocated
+    n = len(mq_all)
+    start, size = avg_block(n, len(cid_all), cid_all.index(current))
+    if start > 0:
+        start -= 1
+    return tuple((start + k) % n for k in range(min(size, n - start)))
+
+
 @dataclass(frozen=True, slots=True)
 class _OverlappingAvg(Strategy):
     """AVG whose every block but the first starts one queue early, its size unchanged: neighbouring consumers
     share a queue and the last queue is nobody's."""
 
     def indices(self, current: str, mq_all: tuple[str, ...], cid_all: tuple[str, ...]) -> tuple[int, ...]:
-        Strategy.indices(self, current, mq_all, cid_all)  # raises where AVG does (R11.0); slots: no super()
-        if current not in cid_all:
-            return ()  # R11.0: not listed, nothing allocated
-        n = len(mq_all)
-        start, size = avg_block(n, len(cid_all), cid_all.index(current))
-        if start > 0:
-            start -= 1
-        return tuple((start + k) % n for k in range(min(size, n - start)))
+        return overlapping_avg(current, mq_all, cid_all)
 
 
 @planted("avg_blocks_overlap", breaks=("R11.1",), refuted_by=("INV-13a", "INV-13b"))
