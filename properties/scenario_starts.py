@@ -438,12 +438,10 @@ def reset_to_an_unsubscribed_offset(version: str) -> reset.Driver:
     return d
 
 
-def offset_illegal_reply_after_removal(version: str) -> reset.Driver:
-    """4.9.8: consumer 0 owns both queues; retention deletes message 0 of queue 1, and consumer 0's pull of
-    queue 1 at 0 is answered OFFSET_ILLEGAL (nextBeginOffset 1). Before the reply is taken, consumer 1 joins and
-    consumer 0's rebalance removes the pq. The late reply still runs the OFFSET_ILLEGAL branch for the removed
-    pq (R5.7), and 10 s later the correction finds no pq of queue 1 in the table: updateOffset and persist run,
-    removeProcessQueue finds nothing (R2.7)."""
+def _late_offset_illegal_reply_for_a_removed_pq(version: str) -> reset.Driver:
+    """Consumer 0 owns both queues; retention deletes message 0 of queue 1, and consumer 0's pull of queue 1 at 0
+    is answered OFFSET_ILLEGAL (nextBeginOffset 1). Before the reply is taken, consumer 1 joins and consumer 0's
+    rebalance removes the pq; then the reply is taken (R5.7: its branch runs for the removed pq)."""
     d = reset.Driver(reset.reset_config(version, admin_resets=0, consumers=2, queues=2, retention_deletes=1))
     d.do(act.Produce(1, "A"))
     d.do(act.Produce(1, "A"))
@@ -454,6 +452,16 @@ def offset_illegal_reply_after_removal(version: str) -> reset.Driver:
     d.fire(act.Start, _of(1))
     d.fire(act.Rebalance, _of(0))
     d.fire(act.ReceivePull, _of(0))
+    return d
+
+
+def offset_illegal_reply_after_removal(version: str) -> reset.Driver:
+    """4.9.8: consumer 0 owns both queues; retention deletes message 0 of queue 1, and consumer 0's pull of
+    queue 1 at 0 is answered OFFSET_ILLEGAL (nextBeginOffset 1). Before the reply is taken, consumer 1 joins and
+    consumer 0's rebalance removes the pq. The late reply still runs the OFFSET_ILLEGAL branch for the removed
+    pq (R5.7), and 10 s later the correction finds no pq of queue 1 in the table: updateOffset and persist run,
+    removeProcessQueue finds nothing (R2.7)."""
+    d = _late_offset_illegal_reply_for_a_removed_pq(version)
     _time_passes(d, lambda: any(isinstance(a, act.FixOffsetIllegal) for a in d.model.enabled(d.state)), 0)
     d.fire(act.FixOffsetIllegal, _of(0))
     return d
@@ -466,16 +474,7 @@ def offset_illegal_fix_without_pq_lands_below(version: str) -> reset.Driver:
     while consumer 1 corrects to 1, resumes there, consumes a new message and commits 3. Consumer 0's commit of 1
     then lands: the broker's offset falls 3 -> 1, written by the correction of a pq that no longer exists (R5.7,
     R2.7, R3.2; INV-8's offset-illegal-fix cause)."""
-    d = reset.Driver(reset.reset_config(version, admin_resets=0, consumers=2, queues=2, retention_deletes=1))
-    d.do(act.Produce(1, "A"))
-    d.do(act.Produce(1, "A"))
-    _join(d, 0)
-    d.do(act.RetentionDelete(1))
-    d.fire(act.SendPull, _of(0, 1))
-    d.drain(0)
-    d.fire(act.Start, _of(1))
-    d.fire(act.Rebalance, _of(0))
-    d.fire(act.ReceivePull, _of(0))
+    d = _late_offset_illegal_reply_for_a_removed_pq(version)
     d.drain(0)  # the removal's persist of queue 1 (0) lands now, before the correction's
     d.fire(act.Rebalance, _of(1))
     _pull(d, 1, 1)

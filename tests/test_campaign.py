@@ -452,7 +452,7 @@ def test_a_late_offset_illegal_reply_for_a_removed_pq_is_corrected_with_no_pq_in
 
 def test_the_correction_of_a_removed_pq_may_land_below_the_new_owners_commit_as_a_declared_cause() -> None:
     from rmqspec.properties import scenario_starts as ss
-    from rmqspec.spec.invariants import stale_owner_race
+    from rmqspec.spec.committed_offset import stale_owner_race
     from rmqspec.spec.state import Commit
 
     d = ss.offset_illegal_fix_without_pq_lands_below("4.9.8")
