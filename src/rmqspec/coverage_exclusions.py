@@ -191,6 +191,26 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
         ],
     ),
     Exclusion(
+        "model.py",
+        "Model.__new__",
+        "if cls is not Model or not config.mutations",
+        "from rmqspec.spec.variants import variant_model",
+        "mutation",
+        "building the class of a model with planted bugs (spec/variants/): a default campaign plants none; "
+        "rmqspec campaign --mutation NAME and tests/test_planted_bugs.py do",
+    ),
+    Exclusion(
+        "rebalance.py",
+        "RebalanceMixin._compute_pull_from_where",
+        "if self._resumes_at_stored(stored)",
+        "cfw = self.config.consume_from_where",
+        "mutation",
+        "a stored offset the rebalance does not resume at: the correct model's answer and offset file hold no "
+        "negative value (INV-7, INV-16), so only the variant resume_ignores_stored_offset (spec/variants/"
+        "rebalance.py) goes on to consumeFromWhere with one; rmqspec campaign --mutation NAME and "
+        "tests/test_planted_bugs.py do",
+    ),
+    Exclusion(
         "concurrent_consume.py",
         "ConcurrentConsumeMixin._clean_expired_pq",
         'elif cause == "expired-to-unsubscribed-retry-topic"',
