@@ -219,6 +219,14 @@ def _join_and_consume(d: reset.Driver, client: int, queue: int) -> None:
     _consume_all(d, client)
 
 
+def _consume_and_commit(d: reset.Driver, client: int, queue: int) -> None:
+    """``client`` pulls ``queue`` once and consumes what came; then its persist timer sends the commit, which lands."""
+    _pull(d, client, queue)
+    _consume_all(d, client)
+    _time_passes(d, lambda: bool(d.state.clients[client].channel), client)
+    d.drain(client)
+
+
 def _pull(d: reset.Driver, client: int, queue: int) -> None:
     d.fire(act.SendPull, _of(client, queue))
     d.drain(client)
@@ -243,11 +251,9 @@ def late_commit_on_the_slave(version: str) -> reset.Driver:
     d.do(act.BrokerCrash())
     _time_passes(d, lambda: bool(d.state.clients[0].channel), 0)  # the persist timer sends to the slave
     _join(d, 1)
-    for _ in range(2):
-        _pull(d, 1, 1)
-        _consume_all(d, 1)
-    _time_passes(d, lambda: bool(d.state.clients[1].channel), 1)
-    d.drain(1)
+    _pull(d, 1, 1)
+    _consume_all(d, 1)
+    _consume_and_commit(d, 1, 1)
     d.drain(0)
     return d
 
@@ -489,10 +495,7 @@ def offset_illegal_fix_without_pq_lands_below(version: str) -> reset.Driver:
     d.drain(1)
     _time_passes(d, lambda: d.state.clients[1].pqs[1] is not None, 1)
     d.do(act.Produce(1, "A"))
-    _pull(d, 1, 1)
-    _consume_all(d, 1)
-    _time_passes(d, lambda: bool(d.state.clients[1].channel), 1)
-    d.drain(1)
+    _consume_and_commit(d, 1, 1)
     d.drain(0)
     return d
 
