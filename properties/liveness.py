@@ -2,7 +2,7 @@
 
 semantics.md §13 states four liveness properties (LIV-1..LIV-4) "under fair scheduling and eventually
 stable membership". A random walk never stops perturbing, so they cannot be checked on its states.
-This module checks them the way the issue puts it: *as checks at quiescence*. From any reachable
+This module checks them *as checks at quiescence*. From any reachable
 state, :func:`quiesce` stops every perturbation and runs only healing and progress actions, fairly and
 deterministically, for a logical-time horizon derived from the configuration; :func:`check_quiescent`
 then checks the state it ends in. Pure: no I/O, clock or randomness; the same state always quiesces to

@@ -1,4 +1,4 @@
-"""Faults of issue 3 in the model: a lost oneway commit (R2.5), a consumer list that misses the consumer
+"""Faults in the model: a lost oneway commit (R2.5), a consumer list that misses the consumer
 asking (S7, R9.3), and two consumers sharing one clientId (RMQ-11). Each is a budgeted action or a config
 flag; the tests show its effect on a short schedule, that every property holds (or names its allowed
 anomaly) on seeded walks, and RMQ-11's orphaned slice."""

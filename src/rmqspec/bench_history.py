@@ -10,7 +10,7 @@ the same process, the file is (1) parsed line by line with ``json.loads`` and no
 checked end to end by ``check_history`` (read, validate, bucket, analyse, report). Each figure is the
 least CPU time of the process over a few runs (one core; wall time on a shared machine measures the
 neighbours too).
-The ratio (2)/(1) is what the issue asks to keep within 3x, and events per second should stay
+The ratio (2)/(1) is what the target keeps within 3x, and events per second should stay
 flat from 10^4 to 10^6 events (linear time).
 """
 

@@ -11,7 +11,7 @@ machine does not count):
 * full: ``check_trace`` (conformance plus every state and action property at every step).
 
 A size is run only when the full check's rate on the previous size predicts it finishes within the
-time budget (writing the trace first takes longer than checking it). The issue's target is 300,000
+time budget (writing the trace first takes longer than checking it). The target is 300,000
 events/s and within 3x of parsing; the figures say how far a replay is from it.
 """
 
