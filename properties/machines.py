@@ -335,7 +335,7 @@ def outcomes(model: Model, before: State, after: State) -> list[str]:
             out.append("broker offset decreased")
             break
     out.extend(_reset_outcomes(before, after))  # admin reset
-    out.extend(fidelity_outcomes(model, before, after))  # pull expiry, retention, OFFSET_ILLEGAL
+    out.extend(pull_expiry_outcomes(model, before, after))  # pull expiry, retention, OFFSET_ILLEGAL
     retry = model.retry_queue
     if retry is not None and after.ghost.delivered[retry] != before.ghost.delivered[retry]:
         out.append("retry-topic message consumed")
@@ -352,12 +352,12 @@ def outcomes(model: Model, before: State, after: State) -> list[str]:
 
 def _retention_clean(values: dict[str, Any]) -> bool:
     """Under 4.9.8 retention exposes the OFFSET_ILLEGAL window (INV-17, a real bug that
-    tests/test_fidelity.py reproduces) once a rebalance can take a queue away; with one consumer or in
-    BROADCASTING no rebalance does, so a clean run draws retention there, and anywhere under 5.x."""
+    tests/test_pull_expiry_and_offset_illegal.py reproduces) once a rebalance can take a queue away; with one
+    consumer or in BROADCASTING no rebalance does, so a clean run draws retention there, and anywhere under 5.x."""
     return values["version"] == V5_X or values.get("consumers", 2) == 1 or values.get("mode") == BROADCASTING
 
 
-def fidelity_outcomes(model: Model, before: State, after: State) -> list[str]:
+def pull_expiry_outcomes(model: Model, before: State, after: State) -> list[str]:
     """Retention, OFFSET_ILLEGAL (dropped, corrected) and pull expiry reached."""
     out = []
     if after.budget.retention_deletes < before.budget.retention_deletes:

@@ -14,7 +14,7 @@ Mirrors RocketMQ 4.9.8:
   ``MQBrokerException``, R2.3/R2.4).
 - :class:`MQAdminImpl`: ``maxOffset`` and ``searchOffset`` (R10.1), re-thrown as ``MQClientException``.
 - :class:`ClientRemotingProcessor`: NOTIFY_CONSUMER_IDS_CHANGED from the broker (R9.7) and, full
-  fidelity (admin reset), RESET_CONSUMER_CLIENT_OFFSET (R3.10a), which runs ``MQClientInstance#resetOffset``;
+  admin reset, RESET_CONSUMER_CLIENT_OFFSET (R3.10a), which runs ``MQClientInstance#resetOffset``;
   its 10 s sleep is a scheduler task (:class:`ResetOffsetTask`), a timer that fires on time.
 """
 
@@ -345,7 +345,7 @@ class ClientRemotingProcessor:
             self.reset_offset(request)
 
     def reset_offset(self, request: RemotingCommand) -> None:
-        """Full fidelity (admin reset): ``ClientRemotingProcessor#resetOffset`` decodes the
+        """Admin reset: ``ClientRemotingProcessor#resetOffset`` decodes the
         ``ResetOffsetBody`` and calls ``MQClientInstance#resetOffset`` (R3.10a)."""
         body = request.body
         assert isinstance(body, ResetOffsetBody)
@@ -353,7 +353,7 @@ class ClientRemotingProcessor:
 
 
 class ResetOffsetTask:
-    """Full fidelity (admin reset): the rest of ``MQClientInstance#resetOffset`` after its 10 s sleep
+    """Admin reset: the rest of ``MQClientInstance#resetOffset`` after its 10 s sleep
     (R3.10a steps 4-5): for each mq of ``processQueueTable`` with that topic and an entry in the table,
     ``updateOffset(mq, v, increaseOnly=false)``, ``removeUnnecessaryMessageQueue`` (persist oneway,
     ``removeOffset``) and removal from the table; finally ``resume()``."""
@@ -636,7 +636,7 @@ class MQClientInstance:
         )
 
     def sleeping_reset(self) -> tuple[int, ResetOffsetTask] | None:
-        """Full fidelity (admin reset): the reset that sleeps now, with the end of its sleep."""
+        """Admin reset: the reset that sleeps now, with the end of its sleep."""
         for f in self.scheduled_executor_service.tasks():
             if isinstance(f.task, ResetOffsetTask):
                 return f.due, f.task

@@ -225,7 +225,7 @@ _opaque = itertools.count(1)
 
 @dataclass
 class ResetOffsetRequestHeader:
-    """Full fidelity (admin reset): INVOKE_BROKER_TO_RESET_OFFSET (R3.10a, R3.10b). 4.9.8's header has
+    """Admin reset: INVOKE_BROKER_TO_RESET_OFFSET (R3.10a, R3.10b). 4.9.8's header has
     {topic, group, timestamp, isForce}; 5.x adds ``queueId`` and ``offset`` (-1: by timestamp). The
     reference sends one queue, as the model does; a 4.9.8 reset by offset carries the offset itself
     (the model's abstraction: the timestamp that finds it)."""
@@ -240,7 +240,7 @@ class ResetOffsetRequestHeader:
 
 @dataclass
 class ResetOffsetBody:
-    """Full fidelity (admin reset): ``ResetOffsetBody{offsetTable}`` of RESET_CONSUMER_CLIENT_OFFSET
+    """Admin reset: ``ResetOffsetBody{offsetTable}`` of RESET_CONSUMER_CLIENT_OFFSET
     (R3.10a step 4); the header {topic, group, timestamp, isForce} is kept beside it."""
 
     topic: str

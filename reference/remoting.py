@@ -173,7 +173,7 @@ class ClientConnection:
             self.client_processor.process_request(request)
 
     def push_to_client(self, request: RemotingCommand) -> None:
-        """Full fidelity (admin reset): a oneway request from the broker that travels: it waits on the
+        """Admin reset: a oneway request from the broker that travels: it waits on the
         wire until the client reads it (``read_push``), and is lost if nobody listens or the
         connection breaks (R3.10a step 4, ``invokeOneway``)."""
         if self.client_processor is not None:

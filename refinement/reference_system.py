@@ -65,7 +65,7 @@ How each action maps:
   ``MQClientInstance`` gets ``client_id(0)`` (IP@pid collided, RMQ-11); the broker keys the group's
   channels by connection, so the list names that id twice, allocation takes its first position
   (``indexOf``), and the lock table and unlockBatch, keyed by clientId, treat both as one holder.
-- Full fidelity (admin reset, R3.10a/R3.10b): ``AdminReset``: mqadmin's INVOKE_BROKER_TO_RESET_OFFSET
+- Admin reset (R3.10a/R3.10b): ``AdminReset``: mqadmin's INVOKE_BROKER_TO_RESET_OFFSET
   for one queue, forced, by offset or by timestamp (``AdminBrokerProcessor.reset_offset``); on
   CONSUMER_NOT_ONLINE (4.9.8) the admin's old method, UPDATE_CONSUMER_OFFSET straight to the broker.
   ``ClientResetReceive``: the client reads the oldest RESET_CONSUMER_CLIENT_OFFSET on its connection

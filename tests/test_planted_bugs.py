@@ -125,7 +125,7 @@ def test_a_lost_fate_shrinks_to_a_short_walk_that_still_loses_the_message() -> N
     assert [v.id for v in replay(config, small.actions)[1]] == ["INV-9"]  # the per-step property agrees
 
 
-# --- fidelity: planted bugs whose property needs an adversarial schedule ---------------------------------
+# --- planted bugs whose property needs an adversarial schedule -------------------------------------------
 # A stalled pull (no pullMessage for 120 s) needs a scheduler that keeps a ready or answered pull waiting
 # for two minutes; uniform random walks almost never do that. A fixed schedule (start, then only timers
 # and ticks) does, and shows the property refutes the bug alone while the correct model passes.

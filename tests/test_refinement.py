@@ -65,7 +65,7 @@ from rmqspec.spec.state import PULL_DROPPED, Commit, State, history_list
 STEPS = 300
 SEEDS = (0, 1, 2)
 
-FIDELITY: dict[str, Any] = {"retention_deletes": 4, "backlog": 2, "consume_from_where": "CONSUME_FROM_FIRST_OFFSET"}
+RETENTION: dict[str, Any] = {"retention_deletes": 4, "backlog": 2, "consume_from_where": "CONSUME_FROM_FIRST_OFFSET"}
 
 # slaves: a slave, and two master crashes so that the walks spend time with the master down
 SLAVE: dict[str, Any] = {"slave": True, "broker_crashes": 2}
@@ -212,10 +212,10 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "5x-orderly-loop-manual-commit": {**ORDERLY_LOOP, "version": "5.x", "orderly_auto_commit": False},
     # retention (R5.5, R5.7, R9.4): retention raises minOffset under a consumer positioned at 0, so pulls
     # get OFFSET_ILLEGAL; 4.9.8 corrects 10 s later (FixOffsetIllegal), 5.x at once, in both modes.
-    "fidelity-retention": {**FIDELITY, "consumers": 3, "queues": 3, "client_crashes": 2, "broker_crashes": 2},
-    "5x-fidelity-retention": {**FIDELITY, "version": "5.x", "consumers": 3, "queues": 3, "broker_crashes": 2},
-    "fidelity-retention-broadcasting": {**FIDELITY, "mode": "BROADCASTING", "client_crashes": 2},
-    "5x-fidelity-retention-broadcasting": {**FIDELITY, "mode": "BROADCASTING", "version": "5.x"},
+    "retention": {**RETENTION, "consumers": 3, "queues": 3, "client_crashes": 2, "broker_crashes": 2},
+    "5x-retention": {**RETENTION, "version": "5.x", "consumers": 3, "queues": 3, "broker_crashes": 2},
+    "retention-broadcasting": {**RETENTION, "mode": "BROADCASTING", "client_crashes": 2},
+    "5x-retention-broadcasting": {**RETENTION, "mode": "BROADCASTING", "version": "5.x"},
     # admin reset (admin reset, R3.10a, R3.10b): resets by offset and by timestamp with the default
     # faults. 4.9.8: the push, suspend and 10 s sleep, the client's own persist and resume, the old method
     # when nobody is online; 5.x: the pending reset, ignored commits, the pull answered OFFSET_RESET.
@@ -289,8 +289,8 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "5x-slave": {**SLAVE, "version": "5.x", "consumers": 3},
     "slave-broadcasting": {**SLAVE, "mode": "BROADCASTING", "client_crashes": 2},
     "5x-slave-broadcasting": {**SLAVE, "version": "5.x", "mode": "BROADCASTING"},
-    "slave-retention": {**SLAVE, **FIDELITY},
-    "slave-offset-check-retention": {**SLAVE, **FIDELITY, "offset_check_in_slave": True},
+    "slave-retention": {**SLAVE, **RETENTION},
+    "slave-offset-check-retention": {**SLAVE, **RETENTION, "offset_check_in_slave": True},
     "slave-faults": {**SLAVE, "consumers": 3, "commit_losses": 3, "view_faults": 3, "query_errors": 2},
 }
 
@@ -326,10 +326,10 @@ EXPECTED: dict[str, set[str]] = {
     "orderly-loop-manual-commit": {"ApplyConsumeOffset", "commit-of-earlier-batches", "rollback-of-earlier-batches"},
     "5x-orderly-loop-manual-commit": {"ApplyConsumeOffset", "commit-of-earlier-batches", "rollback-of-earlier-batches"},
     "5x-orderly-clustering": {"LockAll"},
-    "fidelity-retention": {"RetentionDelete", "FixOffsetIllegal"},  # retention and OFFSET_ILLEGAL
-    "5x-fidelity-retention": {"RetentionDelete", "offset-illegal-at-once"},
-    "fidelity-retention-broadcasting": {"RetentionDelete", "FixOffsetIllegal", "local-file-written"},
-    "5x-fidelity-retention-broadcasting": {"RetentionDelete", "offset-illegal-at-once"},
+    "retention": {"RetentionDelete", "FixOffsetIllegal"},  # retention and OFFSET_ILLEGAL
+    "5x-retention": {"RetentionDelete", "offset-illegal-at-once"},
+    "retention-broadcasting": {"RetentionDelete", "FixOffsetIllegal", "local-file-written"},
+    "5x-retention-broadcasting": {"RetentionDelete", "offset-illegal-at-once"},
     # admin reset
     "admin-reset": {"ClientResetReceive", "ClientResetWake", "reset-by-offset", "reset-by-timestamp"},
     "5x-admin-reset": {
@@ -700,7 +700,7 @@ def test_turning_one_compat_switch_off_makes_the_check_fail(switch: str, tmp_pat
     assert again.failure is None, again.report()
 
 
-# --- fidelity: pull expiry, retention, OFFSET_ILLEGAL (both versions) ---------------------------------
+# --- pull expiry, retention, OFFSET_ILLEGAL (both versions) -----------------------------------------
 
 
 def test_pull_expired_pq_is_recreated_by_the_next_rebalance_in_model_and_reference(tmp_path: Path) -> None:

@@ -192,9 +192,9 @@ def sample_config(
     # retention: one run in three gets commit-log retention (RetentionDelete, hence OFFSET_ILLEGAL).
     # The draw is made for every run, so later draws keep their values for a given seed, but under 4.9.8 it is
     # dropped: there the 10 s OFFSET_ILLEGAL window is a real bug INV-17 reports (S9, apache/rocketmq#7645;
-    # tests/test_fidelity.py reproduces it), and no configuration keeps a rebalance from removing the pq inside
-    # the window: one consumer or BROADCASTING still drops a pull-expired pq (R6.6, R9.4), which the quiescence
-    # at the end of every run reaches. Drawn last.
+    # tests/test_pull_expiry_and_offset_illegal.py reproduces it), and no configuration keeps a rebalance from
+    # removing the pq inside the window: one consumer or BROADCASTING still drops a pull-expired pq (R6.6,
+    # R9.4), which the quiescence at the end of every run reaches. Drawn last.
     if rng.random() < 1 / 3 and config.version == V5_X:
         config = replace(config, retention_deletes=rng.randint(1, 2))
     config = with_faults(rng, config)
