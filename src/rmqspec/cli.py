@@ -1,7 +1,8 @@
 """The ``rmqspec`` command.
 
 ``rmqspec run`` explores the model on a set of configurations and prints a readable summary
-(steps, actions fired, distinct states, invariants checked, violations); ``rmqspec bench`` prints
+(steps, actions fired, distinct states, invariants checked, violations), and draws each shrunk
+counterexample as a timeline (``counterexample.svg``, ``rmqspec.timeline``); ``rmqspec bench`` prints
 throughput figures; ``rmqspec check-trace`` checks an implementation's trace against the model, and
 ``rmqspec check-history`` checks a black-box history of what a group's users saw, and ``rmqspec
 conform`` checks a live implementation through the adapter protocol that ``rmqspec serve-reference``
@@ -38,7 +39,7 @@ from rmqspec.spec.config import (
 from rmqspec.spec_coverage import COVERAGE_EVERY
 
 if TYPE_CHECKING:
-    from rmqspec.properties.explore import ExploreResult
+    from rmqspec.properties.explore import Counterexample, ExploreResult
 
 EXIT_OK, EXIT_VIOLATION, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_NONDETERMINISM, EXIT_SUT_FAILED = 0, 1, 2, 3, 4, 5
 
@@ -127,8 +128,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         "actions": dict(total_actions.most_common()),
     }
     _print_summary(summary)
+    shrunk_failures = []
     for name, c in failures:
         small = shrink(c)
+        shrunk_failures.append((name, small))
         if c.walk_steps is not None and small.walk_steps is not None:  # a liveness failure: its walk is shrunk
             shrunk = f"its walk shrunk from {c.walk_steps} to {small.walk_steps} steps"
         else:
@@ -139,10 +142,28 @@ def _cmd_run(args: argparse.Namespace) -> int:
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "run-summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         (out_dir / "actions.svg").write_text(_bar_chart_svg(total_actions, "Actions fired"), encoding="utf-8")
+        pictures = _write_counterexample_pictures(shrunk_failures, out_dir)
     except OSError as err:
         raise CliError(f"{out_dir}: cannot write results: {err.strerror}") from None
     print(f"\nwrote {out_dir / 'run-summary.json'} and {out_dir / 'actions.svg'}")
+    for path in pictures:
+        print(f"wrote {path} (the counterexample as a timeline picture)")
     return EXIT_OK if not failures else EXIT_VIOLATION
+
+
+def _write_counterexample_pictures(failures: list[tuple[str, Counterexample]], out_dir: Path) -> list[Path]:
+    """Each shrunk counterexample as a timeline (``rmqspec.timeline``): ``<out>/counterexample.svg`` when the
+    run found one, ``<out>/counterexample-<config>.svg`` each when it found several."""
+    from rmqspec.timeline import render_timeline
+
+    paths = []
+    for name, c in failures:
+        path = out_dir / ("counterexample.svg" if len(failures) == 1 else f"counterexample-{name}.svg")
+        title = f"Counterexample in {name} (seed {c.seed})"
+        svg = render_timeline(c.config, c.actions, c.violations, title=title, walk_steps=c.walk_steps)
+        path.write_text(svg, encoding="utf-8")
+        paths.append(path)
+    return paths
 
 
 def _liveness_figures(result: ExploreResult) -> dict[str, object]:
@@ -715,7 +736,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--steps", type=_positive, default=400, help="steps per walk (default 400)")
     run.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
     run.add_argument("--mutation", action="append", help="plant a known bug (repeatable); see spec/config.py")
-    run.add_argument("--out", default="rmqspec-out", help="where to write run-summary.json (default rmqspec-out)")
+    run.add_argument(
+        "--out",
+        default="rmqspec-out",
+        help="where to write run-summary.json and counterexample.svg (default rmqspec-out)",
+    )
     run.add_argument(
         "--no-liveness",
         action="store_true",

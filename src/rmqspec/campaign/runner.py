@@ -619,13 +619,16 @@ def deduplicate(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def save_failures(failures: dict[str, dict[str, Any]], store: Path) -> list[Path]:
-    """Write each failure to ``<store>/<signature>.json`` (the suite replays ``failures/``) and
-    as a trace in the oracle's format, ``<signature>.trace.jsonl``: checked against the correct
-    model, the trace of a planted bug shows its divergence and any run shows its violation."""
+    """Write each failure to ``<store>/<signature>.json`` (the suite replays ``failures/``), as a
+    trace in the oracle's format, ``<signature>.trace.jsonl`` (checked against the correct model, the
+    trace of a planted bug shows its divergence and any run shows its violation), and as a timeline
+    picture, ``<signature>.svg`` (``rmqspec.timeline``)."""
     from dataclasses import replace
 
     from rmqspec.properties.serialize import action_from_json, config_from_json
     from rmqspec.properties.trace import write_trace
+    from rmqspec.spec.property_types import Violation
+    from rmqspec.timeline import render_timeline
 
     store.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -644,6 +647,10 @@ def save_failures(failures: dict[str, dict[str, Any]], store: Path) -> list[Path
             producer=producer,
             observe_with=config if config.mutations else None,
         )
+        violation = Violation(record["id"], record["name"], record["detail"])
+        title = f"Failure {sig}{planted}"
+        svg = render_timeline(config, actions, [violation], title=title, walk_steps=record.get("walk_steps"))
+        _atomic_write(store / f"{stem}.svg", svg)
         paths.append(path)
     return paths
 
