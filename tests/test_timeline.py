@@ -125,6 +125,7 @@ def test_a_liveness_counterexample_marks_its_quiescence_and_leaves_out_the_middl
     c = found[0]
     texts = _texts(_parse(_render(c)))
     assert "quiescence begins" in texts
+    assert "memory | offsets.json" in texts  # BROADCASTING: each consumer's file beside its memory offset
     assert any(t.startswith("broke at the end state: LIV-2") for t in texts)
     if len(c.actions) > MAX_DRAWN_STEPS:
         assert any("not drawn (their state carries over)" in t for t in texts)

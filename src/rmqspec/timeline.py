@@ -134,6 +134,7 @@ class _Replay:
     running: list[tuple[bool, ...]] = field(default_factory=list)
     owners: list[tuple[tuple[int | None, ...], ...]] = field(default_factory=list)  # [step][client][queue] pq uid
     mem: list[tuple[tuple[int | None, ...], ...]] = field(default_factory=list)  # [step][client][queue] OffsetStore
+    file: list[tuple[tuple[int | None, ...], ...]] = field(default_factory=list)  # BROADCASTING: offsets.json
     broker_up: list[bool] = field(default_factory=list)
     table: list[tuple[int | None, ...]] = field(default_factory=list)
     writer: list[tuple[int | None, ...]] = field(default_factory=list)  # client whose commit landed the value
@@ -211,6 +212,7 @@ def _snapshot(r: _Replay, s: State) -> None:
     r.running.append(tuple(c.running for c in s.clients))
     r.owners.append(tuple(tuple(None if pq is None else pq.uid for pq in c.pqs) for c in s.clients))
     r.mem.append(tuple(c.mem for c in s.clients))
+    r.file.append(tuple(c.file for c in s.clients))
     r.broker_up.append(s.broker.up)
     r.table.append(s.broker.offsets)
     r.writer.append(tuple(None if w is None or w < 0 else w % 16 for w in s.ghost.last_writer))
@@ -457,7 +459,7 @@ def render_timeline(
     _draw_header(svg, lay, head_lines, bool(violations))
     for band in range(len(lay.bands)):
         _draw_band(svg, r, lay, band, violations, walk_steps)
-    height = _draw_legend(svg, lay, lay.band_top(len(lay.bands))) + 14
+    height = _draw_legend(svg, lay, lay.band_top(len(lay.bands)), config.mode == BROADCASTING) + 14
     doc_title = _esc(title or "counterexample timeline")
     return (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
@@ -646,11 +648,13 @@ def _draw_lane_events(
 def _draw_client_rows(svg: _Svg, r: _Replay, lay: _Layout, lane: str, top: float, first: int, last: int) -> None:
     i = int(lane[1:])
     hue = _CLIENT_HUES[i % len(_CLIENT_HUES)]
+    local = r.config.mode == BROADCASTING  # LocalFileOffsetStore: its offsets.json beside the memory offset
     for row, q in enumerate(lay.queues):
         y = top + row * _CLIENT_ROW
         mid = y + 13
         svg.text(_LEFT - 8, mid + 4, _queue_name(r.config, q), size=10.5, fill="#444", anchor="end")
-        svg.text(_LEFT - 8, y + _CLIENT_ROW - 6, "memory offset", size=8.5, fill="#777", anchor="end")
+        beneath = "memory | offsets.json" if local else "memory offset"
+        svg.text(_LEFT - 8, y + _CLIENT_ROW - 6, beneath, size=8.5, fill="#777", anchor="end")
         uids = [owners[i][q] if q < len(owners[i]) else None for owners in r.owners]
         for start, end, uid in _segments(list(uids), first, last):
             if uid is None:
@@ -663,19 +667,24 @@ def _draw_client_rows(svg: _Svg, r: _Replay, lay: _Layout, lane: str, top: float
             )
         _draw_cells(svg, r, lay, lane, q, mid, first, last)
         mem = [m[i][q] if q < len(m[i]) else None for m in r.mem]
-        for start, end, value in _segments(list(mem), first, last):
-            if value is None:
+        file = [f[i][q] if local and q < len(f[i]) else None for f in r.file]
+        for start, end, (value, stored) in _segments(list(zip(mem, file, strict=True)), first, last):
+            if value is None and stored is None:
                 continue
             before = mem[start - 1] if start >= 1 else None
-            fell = isinstance(before, int) and isinstance(value, int) and value < before
+            fell = before is not None and value is not None and value < before
             x0 = lay.x(start) + 3
+            what = f"memory offset of {_queue_name(r.config, q)} = {value}"
+            label = "-" if value is None else str(value)
+            if local:
+                what += f", offsets.json holds {stored}"
+                label += f"|{'-' if stored is None else stored}"
             svg.add(
                 f'<line x1="{x0:.1f}" y1="{y + _CLIENT_ROW - 4:.1f}" x2="{lay.x(end) + lay.col - 3:.1f}" '
                 f'y2="{y + _CLIENT_ROW - 4:.1f}" stroke="{_FALL if fell else _TABLE_TEXT}" stroke-width="1">'
-                f"<title>{_esc(f'memory offset of {_queue_name(r.config, q)} = {value}, steps {start}-{end}')}</title>"
-                "</line>"
+                f"<title>{_esc(f'{what}, steps {start}-{end}')}</title></line>"
             )
-            svg.text(x0, y + _CLIENT_ROW - 6, str(value), size=9, fill=_FALL if fell else _TABLE_TEXT, weight="bold")
+            svg.text(x0, y + _CLIENT_ROW - 6, label, size=9, fill=_FALL if fell else _TABLE_TEXT, weight="bold")
 
 
 def _draw_cells(svg: _Svg, r: _Replay, lay: _Layout, lane: str, q: int, mid: float, first: int, last: int) -> None:
@@ -872,7 +881,7 @@ def _swatch(wide: float, fill: str, stroke: str, rx: float = 0, width: float = 1
     )
 
 
-def _draw_legend(svg: _Svg, lay: _Layout, top: float) -> float:
+def _draw_legend(svg: _Svg, lay: _Layout, top: float, local: bool) -> float:
     """The legend from ``top``, wrapped to the picture's width; returns its bottom."""
     svg.add(f'<line x1="10" y1="{top - 10:.1f}" x2="{lay.width - 10:.1f}" y2="{top - 10:.1f}" stroke="#ddd"/>')
     hue = _CLIENT_HUES[0]
@@ -884,7 +893,7 @@ def _draw_legend(svg: _Svg, lay: _Layout, top: float) -> float:
         (
             f'<line x1="0" y1="4" x2="26" y2="4" stroke="{_TABLE_TEXT}"/><text x="2" y="2" font-size="9" '
             f'font-weight="bold" fill="{_TABLE_TEXT}">3</text>',
-            "consumer's memory offset",
+            "consumer's memory offset | its offsets.json" if local else "consumer's memory offset",
         ),
         (_swatch(18, _COMMIT, _COMMIT, rx=3), "commit sent (cause)"),
         (_swatch(18, "#fff", _COMMIT, rx=3, width=1.6), "commit on a pull"),
