@@ -49,7 +49,8 @@ ALLOWED_ANOMALIES: dict[str, dict[str, str]] = {
 # CLUSTERING, per allocation strategy: what the strategy itself leaves unpartitioned, so that INV-13a
 # and INV-13b tolerate it even once the views agree. Each entry covers exactly the queues it names;
 # every other overlap or gap is still reported. AVG, AVG_BY_CIRCLE, CONSISTENT_HASH with at least one
-# virtual node, and MACHINE_ROOM_NEARBY around one of them (R11.6) partition every queue list: none.
+# virtual node, and MACHINE_ROOM_NEARBY around one of them (MACHINE_ROOM_NEARBY, allocation.allocate_queues) partition
+# every queue list: none.
 ALLOCATION_ANOMALIES: dict[str, dict[str, str]] = {
     CONFIG: {
         "double-ownership-by-configuration": "AllocateMessageQueueByConfig returns each consumer's own "

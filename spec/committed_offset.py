@@ -1,14 +1,13 @@
 """The committed offset: the position every restart and every new owner resumes from, and why it may fall.
 
 A committed offset is the broker's table entry in CLUSTERING (the master's, and the slave's while the master
-is down; ``ConsumerOffsetManager``, R3.2, R2.4) or a consumer's ``offsets.json`` entry in BROADCASTING
-(R1.12). Its properties: every offset below it was handled or is a declared skip (INV-9, the no-silent-loss
-guarantee), it lies in ``[0, maxOffset]`` (INV-16), and the broker's falls only with a cause the run shows
-(INV-8: never by the pq that wrote it; INV-8r: only by a cause of ``DECLARED_DECREASE_CAUSES``, each a
-``DecreaseCause``: failover, admin reset, a stale owner's commit, the OFFSET_ILLEGAL correction, a request
-the broker's pools overtook, an orderly overwrite). The slave's table has its own property, INV-8s
-(``slave.py``), which reads the same attribution (``_landed_commit``).
-"""
+is down; ``ConsumerOffsetManager``, last writer wins (BrokerMixin._land_commit), the slave routing (SlaveMixin)) or a
+consumer's ``offsets.json`` entry in BROADCASTING (persistAll, ConsumerProcessMixin._persist_all). Its properties: every
+offset below it was handled or is a declared skip (INV-9, the no-silent-loss guarantee), it lies in ``[0, maxOffset]``
+(INV-16), and the broker's falls only with a cause the run shows (INV-8: never by the pq that wrote it; INV-8r: only by
+a cause of ``DECLARED_DECREASE_CAUSES``, each a ``DecreaseCause``: failover, admin reset, a stale owner's commit, the
+OFFSET_ILLEGAL correction, a request the broker's pools overtook, an orderly overwrite). The slave's table has its own
+property, INV-8s (``slave.py``), which reads the same attribution (``_landed_commit``)."""
 
 from __future__ import annotations
 
@@ -107,7 +106,8 @@ def _landed_commit(s: State, a: Action, q: int) -> tuple[int, str, int] | None:
 
 def _by_failover(m: Model, s: State, a: Action, t: State, q: int) -> bool:
     """The restart's table is exactly what the broker's files hold: the last flush (a crash loses the
-    window since, R3.6), or the flush before it when the main file is unreadable (R3.7)."""
+    window since, the broker's flush (BrokerMixin._broker_flush)), or the flush before it when the main file is
+    unreadable (the broker's load, BrokerMixin._broker_restart)."""
     if isinstance(a, BrokerCrash):
         return t.broker.offsets[q] == s.broker.flushed[q]
     if isinstance(a, CorruptOffsetFile):
@@ -124,12 +124,12 @@ def _by_admin_reset(m: Model, s: State, a: Action, t: State, q: int) -> bool:
 
 
 def _by_stale_owner(m: Model, s: State, a: Action, t: State, q: int) -> bool:
-    """The race of last-writer-wins (R3.2, S5): the landing commit comes from a pq other than the one that
-    wrote the current value, and that pq did not read the current value as its start (Ghost.readers): the
-    value it undercuts landed after its read, or it read another broker (a replica). The two owners
-    overlapped, or the commit was computed while its pq still owned the queue and lands after ownership
-    moved. A pq that read the value and then commits below it shows no race: its memory went below what
-    it read (``stale_owner_race`` names the race for the report)."""
+    """The race of last-writer-wins (last writer wins (BrokerMixin._land_commit), S5): the landing commit comes from a
+    pq other than the one that wrote the current value, and that pq did not read the current value as its start
+    (Ghost.readers): the value it undercuts landed after its read, or it read another broker (a replica). The two owners
+    overlapped, or the commit was computed while its pq still owned the queue and lands after ownership moved. A pq that
+    read the value and then commits below it shows no race: its memory went below what it read (``stale_owner_race``
+    names the race for the report)."""
     return stale_owner_race(m, s, a, q) is not None
 
 
@@ -176,7 +176,7 @@ def _by_offset_illegal_fix(m: Model, s: State, a: Action, t: State, q: int) -> b
 
 
 # The declared causes of a falling committed (master) offset, semantics INV-8 and known-bugs I3. The slave's
-# table has its own property, INV-8s, whose extra cause is SlaveSync (R3.8).
+# table has its own property, INV-8s, whose extra cause is SlaveSync (SlaveMixin._slave_sync).
 DECLARED_DECREASE_CAUSES: tuple[DecreaseCause, ...] = (
     DecreaseCause(
         "failover",
@@ -239,9 +239,11 @@ def _broker_decrease_attributed(m: Model, s: State, a: Action, t: State) -> str 
         if _by_admin_reset(m, s, a, t, q):
             continue  # an admin reset is a declared cause (DECLARED_DECREASE_CAUSES)
         if _by_offset_illegal_fix(m, s, a, t, q):
-            continue  # the OFFSET_ILLEGAL correction overwrites either way (R5.7, S5)
+            continue  # the OFFSET_ILLEGAL correction overwrites either way (the pull-status handling
+            # (PullMixin._receive_pull), S5)
         if _by_orderly_overwrite(m, s, a, t, q):
-            continue  # orderly consume loop: increaseOnly=false over a correctTagsOffset value (R8.6, R6.7)
+            continue  # orderly consume loop: increaseOnly=false over a correctTagsOffset value (the orderly commit
+            # (OrderlyConsumeMixin._orderly_finish), what drops a pq (PullMixin))
         if _by_pool_reorder(m, s, a, t, q):
             continue  # the broker's request pools ran a later request of the connection first (§18)
         if t.ghost.last_writer[q] == s.ghost.last_writer[q]:
