@@ -8,9 +8,9 @@ action property on every step. The configuration itself is drawn in the
 ``initialize`` rule, so one test explores consumers, queues, modes, strategies, positioning and
 fault budgets together, as swarm testing does; a subclass can pin it (``config_strategy``). At the
 teardown of every example that passed its steps, the end state is quiesced and the liveness
-properties checked (``liveness.check_liveness``, docs/spec.md §13): a failed check that a dead task
-explains is recorded as that task's harm (a Hypothesis event), any other fails the example. A
-subclass sets ``liveness = False`` to skip it.
+properties checked (``liveness.check_liveness``, docs/spec.md, "Liveness at quiescence"): a failed check that a dead
+task explains is recorded as that task's harm (a Hypothesis event), any other fails the example. A subclass sets
+``liveness = False`` to skip it.
 
 ``LockstepMachine`` drives the model and the reference implementation with the same actions and
 checks after every step that the reference, seen through its abstraction, equals the model state:
@@ -213,7 +213,7 @@ class SpecMachine(RuleBasedStateMachine):
     """The model under Hypothesis: every action family is a rule, every property is checked."""
 
     config_strategy: ClassVar[st.SearchStrategy[Config]] = configs()
-    liveness: ClassVar[bool] = True  # quiesce and check liveness at teardown (docs/spec.md §13)
+    liveness: ClassVar[bool] = True  # quiesce and check liveness at teardown (docs/spec.md, "Liveness at quiescence")
 
     def __init__(self) -> None:
         super().__init__()

@@ -24,7 +24,7 @@ How each action maps:
   ``BrokerRestart``: ``BrokerHost.crash`` / ``start`` (load from the real ``consumerOffset.json``).
   ``ExpireChannel``: ``ConsumerManager.do_channel_close_event``. ``BrokerReceive``: the broker reads
   the oldest request on that client's connection (``overtakes`` 1: the one behind it, which its request
-  pools run first; docs/spec.md §18).
+  pools run first; docs/spec.md, "Thread boundaries").
 - ``Start``: a new ``MQClientInstance`` + ``DefaultMQPushConsumerImpl``, ``start()``. ``Shutdown``:
   ``shutdown()``. ``Crash``: the process objects are dropped; its local offset file, its id sequence
   and its connection (with requests already sent) stay.
@@ -570,7 +570,7 @@ class ReferenceSystem:
         """The broker at the other end reads the oldest request client ``a.client`` sent (slaves: the
         oldest across its connections to the master and to the slave). With ``overtakes`` the broker runs the
         request that many places behind the oldest, on the same connection, first: its request pools
-        (``BrokerController.process_next_request``, docs/spec.md §18)."""
+        (``BrokerController.process_next_request``, docs/spec.md, "Thread boundaries")."""
         connection = self._oldest_on_wire(a.client)
         if connection is None:
             raise ReferenceActionError(f"nothing on client {a.client}'s wire")
@@ -669,7 +669,7 @@ class ReferenceSystem:
 
     def _persist_offsets(self, a: act.PersistOffsets) -> None:
         """The persist timer's task. ``lagging`` 1: the BROADCASTING store's persistAll reads and merges now and
-        writes at ``OffsetFileWriteLands`` (docs/spec.md §18.3)."""
+        writes at ``OffsetFileWriteLands`` (docs/spec.md, "What is real, ranked")."""
         process = self._process(a.client)
         self.current_cause = "persist-timer"
         store = process.consumer.offset_store

@@ -85,9 +85,9 @@ class ClientResetWake:
 
     ``late_reply`` (a pq uid, -1 for none): the reply of that held pq's pull, NO_NEW_MSG or NO_MATCHED_MSG,
     runs its callback on another thread between the reset's ``updateOffset`` of the pq's queue and its
-    ``persist`` (``MQClientInstance#resetOffset`` 1094-1095; docs/spec.md §18.3): ``correctTagsOffset``
-    raises memory above the target, and the persist sends the raised value: a lost reset, and a skip of
-    what the cleared pq held unconsumed."""
+    ``persist`` (``MQClientInstance#resetOffset`` 1094-1095; docs/spec.md, "What is real, ranked"):
+    ``correctTagsOffset`` raises memory above the target, and the persist sends the raised value: a lost reset, and a
+    skip of what the cleared pq held unconsumed."""
 
     client: int
     late_reply: int = -1
@@ -102,7 +102,7 @@ class AdminResetMixin:
     def _reset_init(self: Model) -> None:
         self.reset_on = self.config.admin_resets > 0 and self.clustering
         # INV-18's declared event "a commit from a pq older than the reset lands after it". Tests set it
-        # false to show what it covers: in 5.x that includes R3.10b's window (docs/spec.md §12).
+        # false to show what it covers: in 5.x that includes R3.10b's window (docs/spec.md, section admin_reset).
         self.reset_declare_stale = True
         self._steps[AdminReset] = self._admin_reset
         self._steps[ClientResetReceive] = self._client_reset_receive

@@ -100,7 +100,8 @@ SLAVE_ANOMALIES: dict[str, str] = {
 }
 
 
-# orderly consume loop: what INV-12 tolerates, for orderly CLUSTERING consumers only (docs/spec.md §18.3).
+# orderly consume loop: what INV-12 tolerates, for orderly CLUSTERING consumers only (docs/spec.md, "What is real,
+# ranked").
 ORDERLY_SHUTDOWN_OVERLAP = (
     "ConsumeMessageOrderlyService#shutdown runs shutdownNow, which only interrupts the consume threads, then "
     "unlockAll releases the consumer's queues at the broker (R4.4 step 1, R8.9). A listener that ignores the "

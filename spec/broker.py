@@ -9,7 +9,8 @@ triggers a rebalance (RebalanceMixin)), ``ConsumerManageProcessor`` (UPDATE_CONS
 ``broker_rules.py``), ``ScheduleMessageService`` delivering retries to ``%RETRY%`` (the broker's send-back
 (ConcurrentConsumeMixin._goes_to_dlq), the retry topic subscription (ConcurrentConsumeMixin)), and the page cache of a
 young queue's head (the offset query's answer, broker_rules.query_consumer_offset). The broker's request pools, in which
-one request may overtake another on a connection, are docs/spec.md §18. The master's slave is ``slave.py``.
+one request may overtake another on a connection, are docs/spec.md, "Thread boundaries". The master's slave is
+``slave.py``.
 
 Its actions, before the class: ``Produce``, ``CoolQueueHead``, ``BrokerFlush``, ``DeliverScheduled``,
 ``BrokerCrash``, ``BrokerRestart``, ``ExpireChannel``, ``BrokerReceive``.
@@ -98,7 +99,7 @@ class ExpireChannel:
 @dataclass(frozen=True, slots=True)
 class BrokerReceive:
     """The broker runs a request from the client's connection: the oldest (``overtakes`` 0), or the one
-    ``overtakes`` places behind it, which then overtakes the older (docs/spec.md §18: 4.9.8 hands each
+    ``overtakes`` places behind it, which then overtakes the older (docs/spec.md, "Thread boundaries": 4.9.8 hands each
     request to a thread pool per request code, NettyRemotingAbstract#processRequestCommand, so requests
     read in order from one connection run in any order).
 
@@ -341,7 +342,7 @@ class BrokerMixin:
         wins (R3.2, R3.4). PULL_MESSAGE first applies its piggy-backed commit when the flag is set
         (the broker is a master; R5.4) and then holds the request until its reply is taken.
         With ``overtakes`` 1 the broker runs the second request first, which overtakes the oldest
-        (docs/spec.md §18: a thread pool per request code); enabled only where that order can change an
+        (docs/spec.md, "Thread boundaries": a thread pool per request code); enabled only where that order can change an
         offset (``may_overtake``). The ghost records the overtaken request (``Ghost.overtaken``)."""
         item, rest, victim = self._take_request(s, a)
         s = s._replace(clients=_put(s.clients, a.client, s.clients[a.client]._replace(channel=rest)))
@@ -379,10 +380,10 @@ class BrokerMixin:
     def may_overtake(self: Model, cl: Client) -> bool:
         """BrokerReceive(client, overtakes=1) is enabled: the two oldest requests on the connection both
         carry a commit of one queue (an UPDATE_CONSUMER_OFFSET, or a PULL_MESSAGE with the commit flag) and
-        both go to the master. An abstraction (docs/spec.md §18): 4.9.8 runs any request on its pool in any
-        order, but requests of different queues, or a pull with no commit, commute for every offset the
-        properties watch (a pull's result does not read the committed offset), so only these orders are
-        offered; the slave's connection stays FIFO (its table has its own property, INV-8s)."""
+        both go to the master. An abstraction (docs/spec.md, "Thread boundaries"): 4.9.8 runs any request on its pool in
+        any order, but requests of different queues, or a pull with no commit, commute for every offset the properties
+        watch (a pull's result does not read the committed offset), so only these orders are offered; the slave's
+        connection stays FIFO (its table has its own property, INV-8s)."""
         if len(cl.channel) < 2:
             return False
         older, newer = cl.channel[0], cl.channel[1]

@@ -159,7 +159,8 @@ class ClientLocksMixin:
         ``queue`` is due. Effect: ``unlock(mq, oneway=true)`` (R8.2, the orderly removal,
         OrderlyConsumeMixin._remove_orderly), whatever the table holds for mq now: if the client re-created a pq for the
         queue within those 20 s, its fresh broker lock is released and another consumer can lock the queue while this
-        one still believes it holds it (a 4.9.8 bug, docs/spec.md §14; the ghost notes it for INV-12a/INV-12)."""
+        one still believes it holds it (a 4.9.8 bug, docs/spec.md, section orderly_consume; the ghost notes it for
+        INV-12a/INV-12)."""
         i = a.client
         cl = s.clients[i]
         k = next((k for k, (q, due) in enumerate(cl.unlocks) if q == a.queue and due <= s.now), None)
@@ -294,6 +295,6 @@ FIRST_LOCKED_PULL_POSITIONS_VALIDLY = ActionProperty(
     "(>= 0), or waits when the read fails.",
     "R5.1 step 6, R2.3, R10.1",
     "4.9.8 takes a failed read's -1 as nextOffset: the pull gets OFFSET_ILLEGAL and the committed offset "
-    "is reset to minOffset, replaying the retained queue (docs/spec.md, orderly section).",
+    "is reset to minOffset, replaying the retained queue (docs/spec.md, section client_locks).",
     _first_locked_pull_valid,
 )

@@ -154,8 +154,8 @@ def stale_owner_race(m: Model, s: State, a: Action, q: int) -> str | None:
 
 
 def _by_pool_reorder(m: Model, s: State, a: Action, t: State, q: int) -> bool:
-    """The broker's request pools (docs/spec.md §18): the landing request is the one that the request which
-    landed the current value overtook on the same connection (Ghost.overtaken, set by BrokerReceive with
+    """The broker's request pools (docs/spec.md, "Thread boundaries"): the landing request is the one that the request
+    which landed the current value overtook on the same connection (Ghost.overtaken, set by BrokerReceive with
     overtakes=1 and cleared by every other change of the value). In send order it would have landed first."""
     if not isinstance(a, BrokerReceive) or not s.ghost.overtaken or _landed_commit(s, a, q) is None:
         return False
@@ -214,8 +214,9 @@ DECLARED_DECREASE_CAUSES: tuple[DecreaseCause, ...] = (
         "4.9.8's broker runs each request on the thread pool of its code (NettyRemotingAbstract#processRequestCommand; "
         "BrokerController: PULL_MESSAGE on pullMessageExecutor, UPDATE_CONSUMER_OFFSET on consumerManageExecutor), "
         "and PullMessageProcessor commits a pull's piggy-back when the pull runs: a later commit of the queue from "
-        "the same connection can land first, and the overtaken one then lands below it (docs/spec.md §18). Only "
-        "the request that the current value's writer overtook (Ghost.overtaken), not any decrease by the same pq.",
+        "the same connection can land first, and the overtaken one then lands below it (docs/spec.md, "
+        "'Thread boundaries'). Only the request that the current value's writer overtook (Ghost.overtaken), not any "
+        "decrease by the same pq.",
         _by_pool_reorder,
     ),
     DecreaseCause(
@@ -255,7 +256,7 @@ BROKER_DECREASE_ATTRIBUTED = ActionProperty(
     "INV-8",
     "broker_decrease_attributed",
     "A broker offset falls only through failover, a commit from a different pq than wrote it, or a request "
-    "that the current value's writer overtook in the broker's request pools (docs/spec.md §18).",
+    "that the current value's writer overtook in the broker's request pools (docs/spec.md, 'Thread boundaries').",
     "R3.2, R3.7",
     "Last-writer-wins makes stale-owner decreases legal; a pq undercutting itself is a client bug.",
     _broker_decrease_attributed,

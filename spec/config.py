@@ -86,7 +86,8 @@ MUTATIONS: Final[dict[str, str]] = {
     "overlap (R8.5)",
     "pull_request_requeued": "the pull thread re-queues the PullRequest it sends (a double "
     "executePullRequestImmediately): two pull loops for one pq (R5.1)",
-    # the causal allow-list (docs/spec.md §4.3): each refuted only by a property that demands a cause
+    # the causal allow-list (docs/spec.md, "Allowed anomalies, each with its cause"): each refuted only by a property
+    # that demands a cause
     "empty_group_loses_offsets": "the broker drops a group's offsets when its last consumer leaves: a restart "
     "then positions by consumeFromWhere over what the group had committed (R3.1, R10.4)",
     "resume_memory_one_behind": "computePullFromWhere seeds the memory offset one below the stored offset it "
@@ -95,11 +96,13 @@ MUTATIONS: Final[dict[str, str]] = {
     "message is pulled again once consumed (R5.7)",
     "update_offset_stores_one_less": "the broker's updateConsumerOffset stores commitOffset - 1: a pq's persist "
     "lands below what its own pull's piggy-back landed, with every request applied in order (R3.2, R5.4); "
-    "'the same pq wrote it' would tolerate it, the request-pool-reorder cause does not (docs/spec.md §18)",
+    "'the same pq wrote it' would tolerate it, the request-pool-reorder cause does not "
+    "(docs/spec.md, 'Thread boundaries')",
     # cleanExpiredMsg (ConcurrentConsumeMixin._clean_expired_msg)
     "expired_removed_without_send_back": "cleanExpiredMsg removes an expired message from the pq without sending "
     "it back: the watermark passes a message nobody handled (R6.8)",
-    # liveness at quiescence (docs/spec.md §13): background tasks that stop; only LIV checks see them
+    # liveness at quiescence (docs/spec.md, "Liveness at quiescence"): background tasks that stop; only LIV checks see
+    # them
     "persist_timer_stops": "persistAllConsumerOffset runs once and is never rescheduled (R4.1)",
     "rebalance_timer_stops": "RebalanceService is not re-armed after a run: only rebalanceImmediately wakes it (R4.2)",
 }
@@ -192,7 +195,8 @@ class Config:
     # a BROADCASTING consumer's offsets.json has unlocked writers (LocalFileOffsetStore#persistAll on the timer
     # thread, #persist on the rebalance, OFFSET_ILLEGAL and reset threads: read, merge, string2File): this many
     # persistAll runs may read and merge now and write later, over what other writers wrote meanwhile
-    # (PersistOffsets(client, lagging=1), OffsetFileWriteLands; docs/spec.md §18.3). BROADCASTING only.
+    # (PersistOffsets(client, lagging=1), OffsetFileWriteLands; docs/spec.md, "What is real, ranked"). BROADCASTING
+    # only.
     lagging_file_writes: int = 0
     # slaves: a slave (brokerId 1) of the broker name. While the master is down, pulls, offset queries,
     # commits and consumer lists go to it (the slave routing (SlaveMixin), updateConsumeOffsetToBroker
@@ -212,11 +216,11 @@ class Config:
     # the period of the concurrent consume service's cleanExpireMsg timer (scheduleAtFixedRate: first run one period
     # after start, then every period counted from the planned run, whatever the run found) and the age a started
     # listener's message must exceed to be sent back and removed. RocketMQ: 15 min. Scaled down like pull_batch_size
-    # (docs/spec.md §5), minutes read as seconds: campaign walks (300 steps, src/rmqspec/campaign) end at a median of
-    # about 90 s of logical time (p90 180 s), so 15 min never fires; their listeners run 0 s at the median, about 5 s at
-    # p90 and under 20 s at p99. At 15 s only that tail outlives the timeout, as only a stuck listener outlives
-    # RocketMQ's: over 1,000 campaign seeds the timer fires about 9,400 times and removes messages in 19 runs (10 s: 41
-    # runs, but a p90 listener then nearly expires; 20 s: 13).
+    # (docs/spec.md, "What is abstracted away, and why"), minutes read as seconds: campaign walks (300 steps,
+    # src/rmqspec/campaign) end at a median of about 90 s of logical time (p90 180 s), so 15 min never fires; their
+    # listeners run 0 s at the median, about 5 s at p90 and under 20 s at p99. At 15 s only that tail outlives the
+    # timeout, as only a stuck listener outlives RocketMQ's: over 1,000 campaign seeds the timer fires about 9,400 times
+    # and removes messages in 19 runs (10 s: 41 runs, but a p90 listener then nearly expires; 20 s: 13).
     consume_timeout: int = 15_000
 
     def __post_init__(self) -> None:
@@ -299,7 +303,7 @@ class Config:
         if self.admin_resets and (self.orderly or self.client_stalls):
             raise ConfigError(
                 "admin_resets: got a budget with orderly or client_stalls; accepted: 0 (the admin reset is not "
-                "modelled together with the orderly consume loop or stalls yet, docs/spec.md §14)"
+                "modelled together with the orderly consume loop or stalls yet, docs/spec.md, section orderly_consume)"
             )
         if self.admin_resets and self.mode != CLUSTERING:
             raise ConfigError(
@@ -319,7 +323,7 @@ class Config:
             raise ConfigError(
                 "slave: got true with orderly, admin_resets, client_stalls or task_deaths; accepted: false (the slave "
                 "is not modelled together with broker locks, the admin reset or the idle-channel scan yet, "
-                "docs/spec.md §16)"
+                "docs/spec.md, section slave)"
             )
         unknown = sorted(set(self.mutations) - set(MUTATIONS))
         if unknown:

@@ -7,7 +7,7 @@ RocketMQ classes: ``DefaultMQPushConsumerImpl#start`` and ``#shutdown`` (R4.4), 
 ``.bak`` by ``MixAll.string2File``; R1.9, R1.12-R1.15). The client timers (R4.1) fire through ``clock.py``;
 ``string2File`` (R1.15) also writes the broker's ``consumerOffset.json`` (``BrokerMixin._broker_flush``) and is what
 the corrupt-file faults break (``faults.py``). The unserialised writers of ``offsets.json`` (a lagging ``persistAll``)
-are docs/spec.md §18.3.
+are docs/spec.md, "What is real, ranked".
 
 Its actions, before the class: ``Start``, ``Shutdown``, ``OrphanReturns``, ``Crash``, ``Heartbeat``,
 ``PersistOffsets``, ``OffsetFileWriteLands``.
@@ -58,8 +58,8 @@ class Shutdown:
 @dataclass(frozen=True, slots=True)
 class OrphanReturns:
     """An orderly listener that outlived its consumer's ``Shutdown`` returns (R4.4 step 1, orderly BROADCASTING's locks
-    (ClientLocksMixin); docs/spec.md §18.3). ``shutdownNow`` only interrupts the consume thread, and a listener that
-    ignores the interrupt runs on after ``unlockAll`` released the broker locks; when it returns,
+    (ClientLocksMixin); docs/spec.md, "What is real, ranked"). ``shutdownNow`` only interrupts the consume thread, and a
+    listener that ignores the interrupt runs on after ``unlockAll`` released the broker locks; when it returns,
     ``processConsumeResult`` finds its pq dropped by ``destroy()`` and updates nothing, and the loop ends. Enabled while
     the listener ``rid`` of ``client`` is in ``Client.orphaned``."""
 
@@ -81,7 +81,8 @@ class Heartbeat:
 class PersistOffsets:
     """The persistAllConsumerOffset timer. ``lagging`` 1 (BROADCASTING, budgeted ``Config.lagging_file_writes``):
     persistAll reads and merges offsets.json now and its string2File lands later (``OffsetFileWriteLands``), over
-    whatever the other writers of the file wrote meanwhile (no lock between them; docs/spec.md §18.3)."""
+    whatever the other writers of the file wrote meanwhile (no lock between them; docs/spec.md, "What is real,
+    ranked")."""
 
     client: int
     lagging: int = 0
@@ -90,7 +91,8 @@ class PersistOffsets:
 @dataclass(frozen=True, slots=True)
 class OffsetFileWriteLands:
     """The lagging persistAll's ``MixAll.string2File`` of offsets.json runs: it writes the table it merged from
-    the file it read, undoing any entry another writer changed since (a lost update; docs/spec.md §18.3)."""
+    the file it read, undoing any entry another writer changed since (a lost update; docs/spec.md, "What is real,
+    ranked")."""
 
     client: int
 
@@ -234,8 +236,9 @@ class ConsumerProcessMixin:
         Nothing locks the file against the other writers, ``persist(mq)`` on the rebalance thread (a
         pull-expired removal, the rebalance's pq table update (RebalanceMixin._update_process_queue_table)), the
         OFFSET_ILLEGAL task (the pull-status handling, PullMixin._receive_pull) and the 4.9.8 reset (the 4.9.8 reset,
-        AdminResetMixin), so what they write meanwhile is overwritten (docs/spec.md §18.3). Enabled when a pq is owned,
-        the file is readable and no reset sleeps (those persistAlls take the other paths of ``_persist_all``)."""
+        AdminResetMixin), so what they write meanwhile is overwritten (docs/spec.md, "What is real, ranked"). Enabled
+        when a pq is owned, the file is readable and no reset sleeps (those persistAlls take the other paths of
+        ``_persist_all``)."""
         cl = s.clients[a.client]
         if not cl.running or cl.next_persist is None or cl.next_persist > s.now or cl.file_write_pending is not None:
             raise ActionNotEnabled(a, "persist timer not due, or its last persistAll has not written yet")
@@ -395,7 +398,7 @@ PERSIST_ALL_PRUNES_MEMORY = ActionProperty(
 def file_write_race(s: State, a: Action, i: int) -> frozenset[int]:
     """The queues whose offsets.json entry the step ``a`` undoes as a lost update of client ``i``'s file: ``a``
     is a lagging persistAll's write (OffsetFileWriteLands) and another writer changed the entry between that
-    persistAll's read and this write (docs/spec.md §18.3). The declared cause ``file-write-race``."""
+    persistAll's read and this write (docs/spec.md, "What is real, ranked"). The declared cause ``file-write-race``."""
     if not isinstance(a, OffsetFileWriteLands) or a.client != i:
         return frozenset()
     cl = s.clients[i]
@@ -473,7 +476,7 @@ LOCAL_OFFSET_FILE_FALLS_WITH_A_CAUSE = ActionProperty(
     "INV-6c",
     "local_offset_file_falls_with_a_cause",
     "A BROADCASTING offsets.json entry falls only by a lost update of its unlocked writers, a reset or an "
-    "OFFSET_ILLEGAL correction (docs/spec.md §18.3).",
+    "OFFSET_ILLEGAL correction (docs/spec.md, 'What is real, ranked').",
     "R1.12, R1.13, R3.10a, R5.7",
     "The file is where a restarted broadcast consumer resumes: a fall replays what it had consumed.",
     _local_file_falls_caused,

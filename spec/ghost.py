@@ -1,4 +1,5 @@
-"""Ghost bookkeeping: the facts the causal allow-list points to (docs/spec.md §4.3).
+"""Ghost bookkeeping: the facts the causal allow-list points to (docs/spec.md, "Allowed anomalies, each with its
+cause").
 
 No RocketMQ class: what the run did, kept for the properties (defined with each concern, registered by
 ``invariants.py``) and never read by a transition's enabling condition: which commits landed and from whom,

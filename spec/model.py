@@ -4,20 +4,19 @@ This is the executable specification of RocketMQ 4.9.8 consumer offset managemen
 consumer group on one topic served by one broker (with ``Config.slave``, its master and slave), in
 CLUSTERING or BROADCASTING mode with concurrent or (``Config.orderly``) orderly consumption.
 ``Config.version = "5.x"`` switches the 5.x differences it models (the derived properties of
-``Config``; docs/spec.md §9). It has no I/O, no clock and no randomness: time is the ``Tick``
-action and every choice (which consumer pulls, how a listener answers, which fault strikes) is an
-action parameter.
+``Config``; docs/spec.md, "What the version switch changes"). It has no I/O, no clock and no randomness: time is the
+``Tick`` action and every choice (which consumer pulls, how a listener answers, which fault strikes) is an action
+parameter.
 
 ``Model`` is assembled from one mixin class per RocketMQ concern, each in its own module (the map is
-docs/spec.md, "Where each concern is modelled"): ``clock`` (``Tick`` and the timers), ``broker`` (commit log,
-offset table, flush, channels), ``slave``, ``consumer_process`` (start, shutdown, crash, heartbeat, persist,
-the offset stores), ``rebalance`` (with ``computePullFromWhere``), ``ghost`` (the facts the properties read),
-``pull`` (with pull expiry, retention and OFFSET_ILLEGAL), ``concurrent_consume`` (with send-back, the DLQ and
-cleanExpiredMsg), ``client_locks`` (the client side of the broker locks), ``orderly_consume`` (the orderly
-loop), ``faults`` and ``admin_reset``. This module keeps what ties them together: the constructor,
-``initial``, ``step`` (the dispatch of an action to its transition ``_<name>``) and ``enabled``. Each
-transition documents its enabling condition (checked first; a disabled action raises
-:class:`ActionNotEnabled`), its effect, and the rules it models.
+docs/spec.md, "Map: RocketMQ concern, module, actions, properties, planted bugs"): ``clock`` (``Tick`` and the timers),
+``broker`` (commit log, offset table, flush, channels), ``slave``, ``consumer_process`` (start, shutdown, crash,
+heartbeat, persist, the offset stores), ``rebalance`` (with ``computePullFromWhere``), ``ghost`` (the facts the
+properties read), ``pull`` (with pull expiry, retention and OFFSET_ILLEGAL), ``concurrent_consume`` (with send-back, the
+DLQ and cleanExpiredMsg), ``client_locks`` (the client side of the broker locks), ``orderly_consume`` (the orderly
+loop), ``faults`` and ``admin_reset``. This module keeps what ties them together: the constructor, ``initial``, ``step``
+(the dispatch of an action to its transition ``_<name>``) and ``enabled``. Each transition documents its enabling
+condition (checked first; a disabled action raises :class:`ActionNotEnabled`), its effect, and the rules it models.
 
 The correct model holds no planted bug: ``Model(config)`` with ``config.mutations`` is an instance of the
 named variants of ``spec/variants`` (each overriding one helper of this model) in front of ``Model``.
@@ -162,10 +161,10 @@ class Model(
         self.skips_cleaned = c.send_back_skips_cleaned  # 5.x: no second send-back of a cleaned message
         # (processConsumeResult, ConcurrentConsumeMixin._finish_consume)
         # What INV-12a and INV-12 tolerate by default, each switched off by a test to show what it hides
-        # (docs/spec.md §14): overlaps after an unlock released a lock still relied on (4.9.8's late
-        # unlockDelay, 5.x's forced removal: bugs; ghost stale_unlocks), overlaps after a timing margin broke
-        # (broker crash, the overlapping client's stall: outside INV-12's claim, RMQ-10), and the one lock
-        # two sharers of a clientId hold (RMQ-11).
+        # (docs/spec.md, section orderly_consume): overlaps after an unlock released a lock still relied on (4.9.8's
+        # late unlockDelay, 5.x's forced removal: bugs; ghost stale_unlocks), overlaps after a timing margin broke
+        # (broker crash, the overlapping client's stall: outside INV-12's claim, RMQ-10), and the one lock two sharers
+        # of a clientId hold (RMQ-11).
         self.tolerate_stale_unlock = True
         self.tolerate_broken_margins = True
         self.tolerate_shared_client_id = True

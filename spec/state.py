@@ -310,8 +310,8 @@ class Ghost(NamedTuple):
     bak_writer: tuple[int | None, ...] = ()  # CorruptOffsetFile: flushed_writer as of the .bak's flush
     # per queue, () meaning none: when an unlock released a lock that a live belief or a running listener
     # of the same clientId still relied on (4.9.8's late unlockDelay, 5.x's forced removal, a sharer of a
-    # clientId; docs/spec.md §14). INV-12a and INV-12 tolerate what follows unless Model.tolerate_stale_unlock
-    # is off.
+    # clientId; docs/spec.md, section orderly_consume). INV-12a and INV-12 tolerate what follows unless
+    # Model.tolerate_stale_unlock is off.
     stale_unlocks: tuple[int, ...] = ()
     # orderly consume loop: pq keys whose memory offset was set by something other than their own commits:
     # correctTagsOffset raising it (what drops a pq, PullMixin), or the first locked pull's re-read (step 6 of
@@ -321,17 +321,17 @@ class Ghost(NamedTuple):
     # slaves: per queue, () meaning no slave: the pq key of the commit that landed last on the slave, or
     # SLAVE_SYNC_WRITER (-2) when SlaveSync wrote it, for INV-8s's stale-owner cause on the slave's table
     slave_last_writer: tuple[int | None, ...] = ()
-    # The causal allow-list (docs/spec.md §4.3): the facts a tolerated anomaly must point to.
-    # committed: bitmask over ledger indices (ledger * queue_count + queue): a commit of that ledger's offset
-    # ever landed (on the master or the slave, an admin write, or a BROADCASTING consumer's offset file). A
-    # group positioned by consumeFromWhere on such a queue is not on its first start (INV-9a).
+    # The causal allow-list (docs/spec.md, "Allowed anomalies, each with its cause"): the facts a tolerated anomaly must
+    # point to. committed: bitmask over ledger indices (ledger * queue_count + queue): a commit of that ledger's offset
+    # ever landed (on the master or the slave, an admin write, or a BROADCASTING consumer's offset file). A group
+    # positioned by consumeFromWhere on such a queue is not on its first start (INV-9a).
     committed: int = 0
     # offset_lost: per ledger index, "" for none (() when nothing was ever lost): the fault that removed a
     # stored offset since the last commit of it landed ("broker-crash": landed but never flushed, the broker's flush
     # (BrokerMixin._broker_flush); "corrupt-offset-file": the .bak lacks it, the broker's load
     # (BrokerMixin._broker_restart); "corrupt-local-offset-file", a corrupt offset file's aftermath (FaultsMixin);
     # "file-write-race": a lagging persistAll wrote over the entry another writer had added to offsets.json,
-    # docs/spec.md §18.3).
+    # docs/spec.md, "What is real, ranked").
     offset_lost: tuple[str, ...] = ()
     # starts: (pq key, start offset, how) of every pq positioned, in creation order; "how" is the source of
     # the position: "stored-offset", "stored-offset-on-slave", "young-queue-zero" (the offset query's answer,
@@ -360,9 +360,9 @@ class Ghost(NamedTuple):
     skips: tuple[tuple[int, str, int], ...] = ()
     # overtaken: per queue, () meaning all None: (client, request) when the master's current value of the queue
     # was landed by a request that overtook ``request``, still the oldest on that client's connection
-    # (BrokerReceive with overtakes=1: the broker's request pools, docs/spec.md §18). Cleared by every other
-    # change of the value and when that request is lost (LoseCommit, ExpireChannel). When ``request`` then
-    # lands below it, INV-8r's cause is "request-pool-reorder".
+    # (BrokerReceive with overtakes=1: the broker's request pools, docs/spec.md, "Thread boundaries"). Cleared by every
+    # other change of the value and when that request is lost (LoseCommit, ExpireChannel). When ``request`` then lands
+    # below it, INV-8r's cause is "request-pool-reorder".
     overtaken: tuple[tuple[int, Commit | PullRequestMsg] | None, ...] = ()
 
 

@@ -227,7 +227,7 @@ def test_broker_commits_are_last_writer_wins_and_crash_restores_the_flushed_file
     assert s.broker.offsets[0] == 1 and s.broker.next_flush == s.now + 10_000
 
 
-# --- the broker's request pools (docs/spec.md §18) ----------------------------------------------
+# --- the broker's request pools (docs/spec.md, "Thread boundaries") ----------------------------------------------
 def test_a_commit_that_overtakes_a_pull_lets_the_pulls_older_piggyback_lower_the_broker_offset() -> None:
     """§18.3 item 1: the broker runs PULL_MESSAGE and UPDATE_CONSUMER_OFFSET on different pools
     (NettyRemotingAbstract#processRequestCommand), and PullMessageProcessor commits a pull's piggy-back when
