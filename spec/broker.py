@@ -305,9 +305,8 @@ class BrokerMixin:
         return offset
 
     def _query_consumer_offset(self: Model, b: Broker, q: int) -> int | None:
-        """``b``'s answer to QUERY_CONSUMER_OFFSET for queue ``q`` (the offset query's answer
-        (broker_rules.query_consumer_offset), ``broker_rules.query_consumer_offset``); the rebalance asks it and INV-7
-        checks it."""
+        """``b``'s answer to QUERY_CONSUMER_OFFSET for queue ``q`` (``broker_rules.query_consumer_offset``); the
+        rebalance asks it and INV-7 checks it."""
         return br.query_consumer_offset(b.offsets[q], b.queues[q], self.config.young_queue_needs_head_in_memory)
 
     def _list_source(self: Model, s: State) -> Broker | None:

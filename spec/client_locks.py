@@ -126,7 +126,7 @@ class ClientLocksMixin:
         return s
 
     def _orderly_pull_gate(self: Model, s: State, i: int, q: int, pq: ProcessQueue) -> tuple[State, ProcessQueue, bool]:
-        """step 6 of pullMessage (PullMixin._send_pull) of an orderly consumer's pullMessage, for ``pq`` as steps 1-5
+        """Step 6 of an orderly consumer's pullMessage (``PullMixin._send_pull``), for ``pq`` as steps 1-5
         left it: a pq not locked waits 3 s; the first pull of a locked pq re-reads the offset
         (computePullFromWhereWithException, computePullFromWhere (RebalanceMixin._compute_pull_from_where): CLUSTERING
         asks the broker, so a handover resumes at the previous owner's last landed commit) and marks the request
@@ -238,9 +238,9 @@ BROKER_LOCK_EXCLUSIVE = ActionProperty(
 
 def _lock_belief_exclusive(m: Model, s: State) -> str | None:
     """INV-12a: two running clients never both see a queue as theirs to consume orderly, i.e. a pq
-    with ``locked`` and not ``isLockExpired()`` (the test step 1 of the orderly loop
-    (OrderlyConsumeMixin._orderly_iterate) makes before each run), except where one belief predates a broker crash that
-    emptied the lock table (allowed anomaly)."""
+    with ``locked`` and not ``isLockExpired()`` (the test that step 1 of the orderly loop,
+    ``OrderlyConsumeMixin._orderly_iterate``, makes before each run), except where one belief predates a broker
+    crash that emptied the lock table (allowed anomaly)."""
     if not m.lock_renewal:
         return None
     stale = m._per_q_int(s.ghost.stale_unlocks)
