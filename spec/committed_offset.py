@@ -124,7 +124,7 @@ def _by_admin_reset(m: Model, s: State, a: Action, t: State, q: int) -> bool:
 
 
 def _by_stale_owner(m: Model, s: State, a: Action, t: State, q: int) -> bool:
-    """The race of last-writer-wins (last writer wins (BrokerMixin._land_commit), S5): the landing commit comes from a
+    """The race of last-writer-wins (``BrokerMixin._land_commit``, S5): the landing commit comes from a
     pq other than the one that wrote the current value, and that pq did not read the current value as its start
     (Ghost.readers): the value it undercuts landed after its read, or it read another broker (a replica). The two owners
     overlapped, or the commit was computed while its pq still owned the queue and lands after ownership moved. A pq that

@@ -297,8 +297,8 @@ class RebalanceMixin:
         """
         cl = s.clients[i]
         b = s.broker
-        asked = b if b.up else s.slave  # slaves: the slave routing (SlaveMixin)'s lookup falls back to the slave while
-        # the master is down
+        asked = b if b.up else s.slave  # slaves: the lookup falls back to the slave while the master is down
+        # (the slave routing, SlaveMixin)
         stored: int | None
         if self.clustering:
             if asked is None:
@@ -393,7 +393,7 @@ def _views_agree(m: Model, s: State) -> tuple[int, ...] | None:
 
 
 def _listed(m: Model, client: int, q: int) -> bool:
-    """CONFIG: does ``client``'s configured list name queue ``q`` (CONFIG, allocation.allocate_queues)?"""
+    """CONFIG: does ``client``'s configured list name queue ``q`` (``allocation.allocate_queues``)?"""
     lists = m.config.allocate_config_queues
     return lists is not None and q in lists[client]
 
