@@ -99,8 +99,8 @@ def horizon(model: Model, state: State) -> int:
 
 
 def step_bound(model: Model, state: State, until: int) -> int:
-    """A step bound that the horizon is reached well within for a correct model (figures in docs/spec.md
-    §13): per logical second, every (client, queue) pair may run one idle pull round (3 steps) and
+    """A step bound that the horizon is reached well within for a correct model (figures in docs/spec.md,
+    "Liveness at quiescence"): per logical second, every (client, queue) pair may run one idle pull round (3 steps) and
     each client and the broker a few timers; then every message, including each retry copy still to
     come, once through pull, consume and offset update, eight steps each, for every ledger."""
     c = model.config
@@ -118,7 +118,8 @@ def allowed(action: Action, restart_clients: bool) -> bool:
         return False
     if isinstance(action, act.Start):
         return restart_clients
-    if isinstance(action, act.PersistOffsets) and action.lagging:  # budgeted: offsets.json's writers race (§18.3)
+    if isinstance(action, act.PersistOffsets) and action.lagging:  # budgeted: offsets.json's writers race
+        # (docs/spec.md, "What is real, ranked")
         return False
     if isinstance(action, act.FinishConsume):
         if action.status in (act.ORDERLY_SUCCESS, act.ORDERLY_COMMIT):  # the orderly listener succeeds (R8.6)

@@ -181,7 +181,7 @@ FAMILIES: dict[str, tuple[type, ...]] = {
     "client_timer": (
         act.Heartbeat,
         act.PersistOffsets,
-        act.OffsetFileWriteLands,  # a lagging persistAll's write of offsets.json (§18.3)
+        act.OffsetFileWriteLands,  # a lagging persistAll's write of offsets.json (docs/spec.md, "What is real, ranked")
         act.LockAll,
         act.TryLockLater,
         act.DelayedUnlock,
@@ -198,7 +198,8 @@ FAMILIES: dict[str, tuple[type, ...]] = {
     ),
     "rebalance": (act.Rebalance, act.RebalanceQueryError),
     "pull": (act.SendPull, act.ReceivePull),
-    # OrphanReturns: an orderly listener that outlived its consumer's Shutdown returns (§18.3)
+    # OrphanReturns: an orderly listener that outlived its consumer's Shutdown returns (docs/spec.md, "What is real,
+    # ranked")
     "consume": (act.StartConsume, act.FinishConsume, act.ApplyConsumeOffset, act.OrphanReturns),
     # admin reset: drawn only when a config sets admin_resets (tests/test_admin_reset.py)
     "admin_reset": (act.AdminReset, act.ClientResetReceive, act.ClientResetWake),

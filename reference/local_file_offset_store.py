@@ -166,7 +166,8 @@ class LocalFileOffsetStore(OffsetStore):
 
     def write_pending(self) -> None:
         """The lagging persistAll's ``string2File`` runs: the table it merged replaces the file, undoing what
-        ``persist`` (or another persistAll) wrote since its read; nothing locks the file (§18.3)."""
+        ``persist`` (or another persistAll) wrote since its read; nothing locks the file (docs/spec.md, "What is real,
+        ranked")."""
         if self.pending_write is None:
             raise RuntimeError("no persistAll waits to write")
         _, merged = self.pending_write

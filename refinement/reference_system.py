@@ -343,11 +343,13 @@ class ReferenceSystem:
         self.admin_connection = self.host.connect(ADMIN_ADDR)  # admin reset
         self.ids = [IdSequence() for _ in range(c.consumers)]
         self.processes: list[ClientProcess | None] = [None] * c.consumers
-        # per client: orderly listeners that outlived its shutdown, with the pool that still runs them (§18.3)
+        # per client: orderly listeners that outlived its shutdown, with the pool that still runs them (docs/spec.md,
+        # "What is real, ranked")
         self.orphans: list[list[tuple[OrderlyConsumeExecutor, OrderlyConsumeRequest]]] = [
             [] for _ in range(c.consumers)
         ]
-        # per client: the BROADCASTING store whose lagging persistAll has merged and not yet written (§18.3)
+        # per client: the BROADCASTING store whose lagging persistAll has merged and not yet written (docs/spec.md,
+        # "What is real, ranked")
         self.lagging_writes: list[LocalFileOffsetStore | None] = [None] * c.consumers
         self.current_cause: str | None = None
         self._handlers: dict[type, Callable[[act.Action], None]] = {
@@ -637,7 +639,8 @@ class ReferenceSystem:
         self.current_cause = "shutdown"
         process.consumer.shutdown()
         service = process.consumer.consume_message_service
-        if isinstance(service, ConsumeMessageOrderlyService):  # its listeners run on (R4.4 step 1, §18.3)
+        if isinstance(service, ConsumeMessageOrderlyService):  # its listeners run on (R4.4 step 1, docs/spec.md, "What
+            # is real, ranked")
             executor = service.consume_executor
             self.orphans[a.client].extend((executor, r) for r in executor.orphans)
         self.processes[a.client] = None
@@ -1192,8 +1195,8 @@ class ReferenceSystem:
         if a.late_reply == -1:
             instance.scheduled_executor_service.run_due(task.name)
             return
-        # §18.3: the pull callback thread takes the reply of pq ``late_reply`` between the reset's
-        # updateConsumeOffset of that pq's queue and its removeUnnecessaryMessageQueue (persist)
+        # docs/spec.md, "What is real, ranked": the pull callback thread takes the reply of pq ``late_reply`` between
+        # the reset's updateConsumeOffset of that pq's queue and its removeUnnecessaryMessageQueue (persist)
         consumer = self._process(a.client).consumer
         table = consumer.rebalance_impl.process_queue_table
         late = next((mq for mq, pq in table.items() if pq.uid == a.late_reply), None)

@@ -149,7 +149,8 @@ class AdminResetMixin:
                 out.append(ClientResetReceive(i))
             if cl.reset_wake is not None and cl.reset_wake <= s.now:
                 out.append(ClientResetWake(i))
-                out.extend(ClientResetWake(i, uid) for uid in self._late_replies(s, i))  # §18.3
+                out.extend(ClientResetWake(i, uid) for uid in self._late_replies(s, i))  # docs/spec.md, "What is real,
+                # ranked"
         return out
 
     def _late_replies(self: Model, s: State, i: int) -> list[int]:
@@ -300,9 +301,10 @@ class AdminResetMixin:
         landed: the race of RMQ-26. The reset completes here for each queue the client held.
 
         ``late_reply`` names a held pq whose answered NO_NEW_MSG / NO_MATCHED_MSG pull is taken between that
-        queue's updateOffset and its persist (the callback thread, §18.3): ``correctTagsOffset`` (msgCount 0
-        after the clear) raises memory with increaseOnly, and the persist sends the raised value instead of
-        the target: the reset is lost (INV-18), and what the cleared pq held unconsumed is skipped (INV-9)."""
+        queue's updateOffset and its persist (the callback thread, docs/spec.md, "What is real, ranked"):
+        ``correctTagsOffset`` (msgCount 0 after the clear) raises memory with increaseOnly, and the persist sends the
+        raised value instead of the target: the reset is lost (INV-18), and what the cleared pq held unconsumed is
+        skipped (INV-9)."""
         i = a.client
         cl = s.clients[i]
         if not self.reset_on or not cl.running or cl.reset_wake is None or cl.reset_wake > s.now:
@@ -316,7 +318,8 @@ class AdminResetMixin:
             if uid is None:
                 continue  # not in processQueueTable: this client does nothing for q
             s = self._reset_update_offset(s, i, q, self._reset_value(offset))
-            if uid == a.late_reply:  # §18.3: the pull callback runs between updateOffset and persist
+            if uid == a.late_reply:  # docs/spec.md, "What is real, ranked": the pull callback runs between updateOffset
+                # and persist
                 s = self._receive_pull(s, ReceivePull(i, uid))
             s = self._persist_one(s, i, q, uid, "admin-reset-client")
             s = s._replace(clients=_put(s.clients, i, self._remove_offset(s.clients[i], q)))
@@ -344,7 +347,8 @@ class AdminResetMixin:
         item = cl.channel[a.overtakes] if 0 <= a.overtakes < len(cl.channel) else None
         if item is None or pending[item.queue] is None:
             return self._reset_note_stale(s, self._reset_wrapped[BrokerReceive](s, a), a.client, item)
-        item, rest, victim = self._take_request(s, a)  # the request pools (§18): maybe the second request
+        item, rest, victim = self._take_request(s, a)  # the request pools (docs/spec.md, "Thread boundaries"): maybe
+        # the second request
         q = item.queue
         if isinstance(item, Commit):
             cl = cl._replace(channel=rest)

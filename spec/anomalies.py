@@ -2,13 +2,12 @@
 
 ``ALLOWED_ANOMALIES`` lists, per consumption mode, what at-least-once delivery tolerates and why, in the
 spirit of Jepsen's allowed error types; each is tolerated only with the cause the ghost shows in the run (a
-fault, or the specific race a RocketMQ design choice allows), never by its category alone (docs/spec.md
-§4.3; redeliveries are counted per cause in ``Ghost.redelivery_causes``). ``ALLOCATION_ANOMALIES`` adds,
-per allocation strategy, the ownership gaps and overlaps that the strategy itself produces (INV-13a,
-INV-13b), ``DUPLICATE_CLIENT_ID_ANOMALIES`` what two consumers sharing one clientId make of them, and
-``SLAVE_ANOMALIES`` and the orderly ones what a slave and orderly consumption add;
-``allowed_anomalies(config)`` is the whole list for one configuration. Imports nothing of the model, so
-that every concern module's properties may read it.
+fault, or the specific race a RocketMQ design choice allows), never by its category alone (docs/spec.md,
+"Allowed anomalies, each with its cause"; redeliveries are counted per cause in ``Ghost.redelivery_causes``).
+``ALLOCATION_ANOMALIES`` adds, per allocation strategy, the ownership gaps and overlaps that the strategy itself
+produces (INV-13a, INV-13b), ``DUPLICATE_CLIENT_ID_ANOMALIES`` what two consumers sharing one clientId make of them, and
+``SLAVE_ANOMALIES`` and the orderly ones what a slave and orderly consumption add; ``allowed_anomalies(config)`` is the
+whole list for one configuration. Imports nothing of the model, so that every concern module's properties may read it.
 """
 
 from __future__ import annotations

@@ -94,7 +94,8 @@ def _landed_commit(s: State, a: Action, q: int) -> tuple[int, str, int] | None:
     """(pq key, cause, value) of the commit of ``queue`` that BrokerReceive ``a`` lands, if any."""
     if not isinstance(a, BrokerReceive) or not 0 <= a.overtakes < len(s.clients[a.client].channel):
         return None
-    item = s.clients[a.client].channel[a.overtakes]  # the request pools may run the second first (§18)
+    item = s.clients[a.client].channel[a.overtakes]  # the request pools may run the second first (docs/spec.md, "Thread
+    # boundaries")
     if item.queue != q:
         return None
     if isinstance(item, Commit):
@@ -246,7 +247,8 @@ def _broker_decrease_attributed(m: Model, s: State, a: Action, t: State) -> str 
             continue  # orderly consume loop: increaseOnly=false over a correctTagsOffset value (the orderly commit
             # (OrderlyConsumeMixin._orderly_finish), what drops a pq (PullMixin))
         if _by_pool_reorder(m, s, a, t, q):
-            continue  # the broker's request pools ran a later request of the connection first (§18)
+            continue  # the broker's request pools ran a later request of the connection first (docs/spec.md, "Thread
+            # boundaries")
         if t.ghost.last_writer[q] == s.ghost.last_writer[q]:
             return f"queue {q}: broker offset fell {old} -> {new}, written by the same pq"
     return None

@@ -139,8 +139,9 @@ class ConcurrentConsumeMixin:
         causes = dict(g.redelivery_causes)
         hist = s.history
         ledger = self._ledger(i)
-        orphaned = {  # §18.3: a listener that outlived a Shutdown holds these, never to be committed (the shutdown
-            # order, ConsumerProcessMixin._shutdown)
+        # A listener that outlived a Shutdown holds these, never to be committed (the shutdown order,
+        # ConsumerProcessMixin._shutdown; docs/spec.md, "What is real, ranked").
+        orphaned = {
             o
             for j, other in enumerate(s.clients)
             if self._ledger(j) == ledger

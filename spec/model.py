@@ -341,13 +341,16 @@ class Model(
             if self._channel_expirable(state, i):
                 out.append(ExpireChannel(i))
             if cl.orphaned and not self._stalled(state, cl):
-                out.extend(OrphanReturns(i, r.rid) for r in cl.orphaned)  # §18.3: listeners past a Shutdown
+                out.extend(OrphanReturns(i, r.rid) for r in cl.orphaned)  # docs/spec.md, "What is real, ranked":
+                # listeners past a Shutdown
             if cl.file_write_pending is not None and not self._stalled(state, cl):
-                out.append(OffsetFileWriteLands(i))  # §18.3: also after a Shutdown, which does not wait for it
+                out.append(OffsetFileWriteLands(i))  # docs/spec.md, "What is real, ranked": also after a Shutdown,
+                # which does not wait for it
             if cl.channel:
                 out.append(BrokerReceive(i))
                 if self.may_overtake(cl):
-                    out.append(BrokerReceive(i, OVERTAKE_WINDOW))  # the broker's request pools (§18)
+                    out.append(BrokerReceive(i, OVERTAKE_WINDOW))  # the broker's request pools (docs/spec.md, "Thread
+                    # boundaries")
                 if state.budget.commit_losses > 0 and isinstance(cl.channel[0], Commit):
                     out.append(LoseCommit(i))  # faults: the oneway commit is lost on the way
             if not cl.running:
@@ -373,7 +376,8 @@ class Model(
             if cl.next_persist is not None and cl.next_persist <= state.now and cl.file_write_pending is None:
                 out.append(PersistOffsets(i))
                 if self._may_lag_write(state, cl):
-                    out.append(PersistOffsets(i, 1))  # §18.3: offsets.json's writers are not serialised
+                    out.append(PersistOffsets(i, 1))  # docs/spec.md, "What is real, ranked": offsets.json's writers are
+                    # not serialised
             if cl.next_clean is not None and cl.next_clean <= state.now:
                 out.append(CleanExpiredMsg(i))
             if cl.next_lock_all is not None and cl.next_lock_all <= state.now:

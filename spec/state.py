@@ -280,8 +280,9 @@ class Client(NamedTuple):
     # (ConsumerProcessMixin._shutdown), orderly BROADCASTING's locks (ClientLocksMixin)). They end at OrphanReturns or
     # with the JVM (Crash); a later Start is a new consumer beside them.
     orphaned: tuple[ConsumeRequest, ...] = ()
-    # BROADCASTING: a persistAll of the timer thread between its merge and its string2File (§18.3): the file it
-    # read and the table it will write. Other writers may write offsets.json meanwhile; OffsetFileWriteLands.
+    # BROADCASTING: a persistAll of the timer thread between its merge and its string2File (docs/spec.md, "What is real,
+    # ranked"): the file it read and the table it will write. Other writers may write offsets.json meanwhile;
+    # OffsetFileWriteLands.
     file_write_pending: tuple[tuple[int | None, ...], tuple[int | None, ...]] | None = None
 
 
@@ -383,7 +384,8 @@ class Budget(NamedTuple):
     task_deaths: int = 0  # faults: TaskDies
     offset_file_corruptions: int = 0  # faults: CorruptOffsetFile
     local_offset_file_corruptions: int = 0  # faults: CorruptLocalOffsetFile
-    lagging_file_writes: int = 0  # PersistOffsets(client, lagging=1): offsets.json's unlocked writers (§18.3)
+    lagging_file_writes: int = 0  # PersistOffsets(client, lagging=1): offsets.json's unlocked writers (docs/spec.md,
+    # "What is real, ranked")
 
 
 class Event(NamedTuple):
