@@ -172,11 +172,11 @@ def explore(
 ) -> ExploreResult:
     """Run ``walks`` seeded walks of ``config``; optionally count distinct states. With ``liveness``,
     every walk that ends without a violation is then quiesced and its end state checked against the
-    liveness properties (``liveness.check_liveness``, docs/spec.md §13): a failed check that the walk's
-    still-dead tasks explain is counted as their harm (``harm_walks``, ``harm_checks``), any other is a
-    counterexample whose actions are the walk's followed by the quiescence steps. ``fault_rate``:
-    fault-sparing walks (``walk``). ``model``: a model of ``config`` to use instead of a fresh one (a
-    test switching one of its tolerances off)."""
+    liveness properties (``liveness.check_liveness``, docs/spec.md, "Liveness at quiescence"): a failed check that the
+    walk's still-dead tasks explain is counted as their harm (``harm_walks``, ``harm_checks``), any other is a
+    counterexample whose actions are the walk's followed by the quiescence steps. ``fault_rate``: fault-sparing walks
+    (``walk``). ``model``: a model of ``config`` to use instead of a fresh one (a test switching one of its tolerances
+    off)."""
     model = Model(config) if model is None else model
     result = ExploreResult()
     seen: set[State] = set()

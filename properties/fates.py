@@ -47,7 +47,8 @@ FAULT_CAUSES = frozenset(
         "query-error",
         "failover-to-a-replica-lacking-the-offset",
         "slave-only-commit",
-        "file-write-race",  # not injected: RocketMQ's unlocked offsets.json writers (docs/spec.md §18.3)
+        "file-write-race",  # not injected: RocketMQ's unlocked offsets.json writers (docs/spec.md, "What is real,
+        # ranked")
     }
 )
 

@@ -1,5 +1,5 @@
-"""Scripted schedules of a BROADCASTING consumer's offsets.json writers (docs/spec.md §18.3), shared by the
-tests of the file's unlocked writers and the campaign's directed starts (``scenario_starts``)."""
+"""Scripted schedules of a BROADCASTING consumer's offsets.json writers (docs/spec.md, "What is real, ranked"), shared
+by the tests of the file's unlocked writers and the campaign's directed starts (``scenario_starts``)."""
 
 from __future__ import annotations
 

@@ -40,8 +40,8 @@ RocketMQ (docs/oracle.md, "History checking"; docs/history.schema.json):
 ``allowed_anomalies`` says, per mode (CLUSTERING or BROADCASTING x concurrent or orderly x 4.9.8 or
 5.x), which classes at-least-once delivery tolerates and why, like Jepsen's ``allowed-error-types``; the
 report lists every anomaly, counts them per class, and says which were tolerated and why. It is
-``valid`` when none is left untolerated. As in the model (docs/spec.md §4.3) the tolerance is causal:
-a redelivery or a positioning skip with no cause the history shows is a violation.
+``valid`` when none is left untolerated. As in the model (docs/spec.md, "Allowed anomalies, each with its cause") the
+tolerance is causal: a redelivery or a positioning skip with no cause the history shows is a violation.
 
 The report also gives every produced message exactly one *fate* per ledger, in the model's vocabulary
 (``properties.fates``: consumed-and-committed, consumed-not-yet-committed, skipped: <cause>,
@@ -98,7 +98,7 @@ CONSUMPTIONS: Final = ("concurrent", "orderly")
 ROCKETMQ_VERSIONS: Final = ("4.9.8", "5.x")
 EVENT_TYPES: Final = ("produce", "deliver", "commit", "skip", "join", "leave", "view", "own")
 # request_pool_reorder: a commit the broker's request pools ran after a later one of the same consumer
-# (docs/spec.md §18): only a harness that sees the broker's order can declare it
+# (docs/spec.md, "Thread boundaries"): only a harness that sees the broker's order can declare it
 COMMIT_CAUSES: Final = ("reset", "offset_illegal", "orderly", "slave_sync", "failover", "request_pool_reorder")
 SKIP_CAUSES: Final = (
     "consume_from_last",
@@ -244,7 +244,7 @@ def allowed_anomalies(mode: str, consumption: str, rocketmq: str, strategy: str 
         "Offsets can go backwards for a named cause (S5, INV-8): an admin reset (R3.10a), the OFFSET_ILLEGAL "
         "correction (R5.7), orderly commits with increaseOnly=false (R8.6), slave sync (R3.8), failover to "
         "the last flushed file (R3.6, R3.7), and a commit the broker's request pools ran after a later one of the "
-        "same consumer (request_pool_reorder, docs/spec.md §18)."
+        "same consumer (request_pool_reorder, docs/spec.md, 'Thread boundaries')."
     )
     if clustering:
         out["commit_decreased:stale_incarnation"] = (

@@ -6,7 +6,7 @@ This module checks them *as checks at quiescence*. From any reachable
 state, :func:`quiesce` stops every perturbation and runs only healing and progress actions, fairly and
 deterministically, for a logical-time horizon derived from the configuration; :func:`check_quiescent`
 then checks the state it ends in. Pure: no I/O, clock or randomness; the same state always quiesces to
-the same state with the same steps (docs/spec.md §13).
+the same state with the same steps (docs/spec.md, "Liveness at quiescence").
 
 What "faults stop" means here:
 
@@ -47,13 +47,13 @@ from rmqspec.spec.pull import OFFSET_ILLEGAL_FIX_DELAY, PULL_MAX_IDLE_TIME
 from rmqspec.spec.rebalance import REBALANCE_WAIT, _dealt, _nobody_is_dealt, _views_agree
 from rmqspec.spec.state import PULL_DROPPED, State
 
-# Logical time every quiescence runs past the latest scheduled retry (docs/spec.md §13 "The bound"):
-# a pq stalled just before quiescence expires after 120 s and is re-created at the rebalance after that
-# (LIV-3, <= 20 s); a restarted consumer heartbeats within 30 s and every member then needs one more
-# rebalance (<= 20 s) after the last notification; a 4.9.8 OFFSET_ILLEGAL correction or admin-reset
-# sleep adds 10 s and then waits for a periodic rebalance (<= 20 s); the pulls that follow consume
-# without time passing, and the last offset is then persisted (first run 10 s after a start, then every
-# 5 s) and flushed by the broker (first run 10 s after a restart, then every 5 s). Everything is doubled.
+# Logical time every quiescence runs past the latest scheduled retry (docs/spec.md, "The quiescence procedure", "The
+# bound"): a pq stalled just before quiescence expires after 120 s and is re-created at the rebalance after that (LIV-3,
+# <= 20 s); a restarted consumer heartbeats within 30 s and every member then needs one more rebalance (<= 20 s) after
+# the last notification; a 4.9.8 OFFSET_ILLEGAL correction or admin-reset sleep adds 10 s and then waits for a periodic
+# rebalance (<= 20 s); the pulls that follow consume without time passing, and the last offset is then persisted (first
+# run 10 s after a start, then every 5 s) and flushed by the broker (first run 10 s after a restart, then every 5 s).
+# Everything is doubled.
 HORIZON_MS = 2 * (
     PULL_MAX_IDLE_TIME
     + HEARTBEAT_INTERVAL
@@ -99,8 +99,8 @@ def horizon(model: Model, state: State) -> int:
 
 
 def step_bound(model: Model, state: State, until: int) -> int:
-    """A step bound that the horizon is reached well within for a correct model (figures in docs/spec.md
-    §13): per logical second, every (client, queue) pair may run one idle pull round (3 steps) and
+    """A step bound that the horizon is reached well within for a correct model (figures in docs/spec.md,
+    "Liveness at quiescence"): per logical second, every (client, queue) pair may run one idle pull round (3 steps) and
     each client and the broker a few timers; then every message, including each retry copy still to
     come, once through pull, consume and offset update, eight steps each, for every ledger."""
     c = model.config
@@ -118,7 +118,8 @@ def allowed(action: Action, restart_clients: bool) -> bool:
         return False
     if isinstance(action, act.Start):
         return restart_clients
-    if isinstance(action, act.PersistOffsets) and action.lagging:  # budgeted: offsets.json's writers race (§18.3)
+    if isinstance(action, act.PersistOffsets) and action.lagging:  # budgeted: offsets.json's writers race
+        # (docs/spec.md, "What is real, ranked")
         return False
     if isinstance(action, act.FinishConsume):
         if action.status in (act.ORDERLY_SUCCESS, act.ORDERLY_COMMIT):  # the orderly listener succeeds (R8.6)
@@ -359,14 +360,15 @@ def shortfalls(model: Model, s: State, restart_clients: bool = True) -> list[Sho
 
 
 def check_quiescent(model: Model, q: Quiescence, restart_clients: bool = True) -> list[LivenessViolation]:
-    """The liveness checks on the state a quiescence ended in (docs/spec.md §13)."""
+    """The liveness checks on the state a quiescence ended in (docs/spec.md, "Liveness at quiescence")."""
     if not q.reached:
         detail = f"horizon {q.horizon} not reached within {q.bound} steps (now {q.state.now})"
         return [LivenessViolation("LIV-bound", detail)]
     return _failures(model, q.state, restart_clients)
 
 
-# --- what explains a shortfall: a dead task, or a listener's choice (docs/spec.md §13.6) -------------
+# --- what explains a shortfall: a dead task, or a listener's choice -----------------------------------------------
+# (docs/spec.md, "Liveness in every run, and what a shown cause may explain")
 @dataclass(frozen=True)
 class DeadTask:
     """A ``TaskDies`` fault of the walk: which task of which client, at which step of the walk (1-based)
@@ -456,9 +458,9 @@ def _shared(model: Model, s: State, q: int | None) -> bool:
 
 def explains(model: Model, cause: Cause, shortfall: Shortfall, s: State) -> bool:
     """Whether ``cause`` (a task still dead, or a listener holding messages, in the final state ``s``)
-    explains ``shortfall`` (docs/spec.md §13.6): only the shortfalls its absence, or the listener's choice,
-    can leave. The group shortfalls no client's task can leave (no consumer running, the broker's flush
-    lagging) are never explained, nor is the step bound or a safety violation."""
+    explains ``shortfall`` (docs/spec.md, "Liveness in every run, and what a shown cause may explain"): only the
+    shortfalls its absence, or the listener's choice, can leave. The group shortfalls no client's task can leave (no
+    consumer running, the broker's flush lagging) are never explained, nor is the step bound or a safety violation."""
     here, q = shortfall.client, shortfall.queue
     if shortfall.kind == "unflushed":
         # The holder's commits stay at its last COMMIT (R8.6) while a second owner of the queue (a shared
@@ -569,8 +571,8 @@ def check_liveness(
     check_safety: bool = True,
 ) -> LivenessOutcome:
     """Quiesce ``state`` and check it, telling the harm of the walk's dead tasks (``deaths``) from
-    violations: what every run does at its end (docs/spec.md §13). ``check_safety``: check every safety
-    property on the quiescence steps too (the shrinker leaves it off while it looks for a liveness failure)."""
+    violations: what every run does at its end (docs/spec.md, "Liveness at quiescence"). ``check_safety``: check every
+    safety property on the quiescence steps too (the shrinker leaves it off while it looks for a liveness failure)."""
     q = quiesce(model, state, restart_clients, check_safety)
     violations = [LivenessViolation(vid, f"safety during quiescence: {d}") for vid, d in q.safety]
     if not q.reached:

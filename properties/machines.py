@@ -8,9 +8,9 @@ action property on every step. The configuration itself is drawn in the
 ``initialize`` rule, so one test explores consumers, queues, modes, strategies, positioning and
 fault budgets together, as swarm testing does; a subclass can pin it (``config_strategy``). At the
 teardown of every example that passed its steps, the end state is quiesced and the liveness
-properties checked (``liveness.check_liveness``, docs/spec.md §13): a failed check that a dead task
-explains is recorded as that task's harm (a Hypothesis event), any other fails the example. A
-subclass sets ``liveness = False`` to skip it.
+properties checked (``liveness.check_liveness``, docs/spec.md, "Liveness at quiescence"): a failed check that a dead
+task explains is recorded as that task's harm (a Hypothesis event), any other fails the example. A subclass sets
+``liveness = False`` to skip it.
 
 ``LockstepMachine`` drives the model and the reference implementation with the same actions and
 checks after every step that the reference, seen through its abstraction, equals the model state:
@@ -181,7 +181,7 @@ FAMILIES: dict[str, tuple[type, ...]] = {
     "client_timer": (
         act.Heartbeat,
         act.PersistOffsets,
-        act.OffsetFileWriteLands,  # a lagging persistAll's write of offsets.json (§18.3)
+        act.OffsetFileWriteLands,  # a lagging persistAll's write of offsets.json (docs/spec.md, "What is real, ranked")
         act.LockAll,
         act.TryLockLater,
         act.DelayedUnlock,
@@ -198,7 +198,8 @@ FAMILIES: dict[str, tuple[type, ...]] = {
     ),
     "rebalance": (act.Rebalance, act.RebalanceQueryError),
     "pull": (act.SendPull, act.ReceivePull),
-    # OrphanReturns: an orderly listener that outlived its consumer's Shutdown returns (§18.3)
+    # OrphanReturns: an orderly listener that outlived its consumer's Shutdown returns (docs/spec.md, "What is real,
+    # ranked")
     "consume": (act.StartConsume, act.FinishConsume, act.ApplyConsumeOffset, act.OrphanReturns),
     # admin reset: drawn only when a config sets admin_resets (tests/test_admin_reset.py)
     "admin_reset": (act.AdminReset, act.ClientResetReceive, act.ClientResetWake),
@@ -213,7 +214,7 @@ class SpecMachine(RuleBasedStateMachine):
     """The model under Hypothesis: every action family is a rule, every property is checked."""
 
     config_strategy: ClassVar[st.SearchStrategy[Config]] = configs()
-    liveness: ClassVar[bool] = True  # quiesce and check liveness at teardown (docs/spec.md §13)
+    liveness: ClassVar[bool] = True  # quiesce and check liveness at teardown (docs/spec.md, "Liveness at quiescence")
 
     def __init__(self) -> None:
         super().__init__()

@@ -9,7 +9,7 @@ tests: schedules that random walks reach too rarely, each with every property ch
 - ``lock_expiry_regression``: RMQ-10 itself, a stall past the broker's lock expiry and channel expiry.
 - ``stale_delayed_unlock``: 4.9.8's unlockDelay releasing a lock its consumer took again meanwhile.
 - ``listener_outlives_shutdown``: a consumer shuts down while its listener runs; the listener runs on after
-  ``unlockAll``, and the next owner consumes the same batch beside it (docs/spec.md §18.3).
+  ``unlockAll``, and the next owner consumes the same batch beside it (docs/spec.md, "What is real, ranked").
 
 Each returns a :class:`OrderlyRun`: the violations seen (property ids, first occurrence order), whether the
 schedule ran to its end (a correct model may block a step a bug enables), and the broker offsets of queue 0

@@ -635,7 +635,7 @@ STARTS: tuple[Start, ...] = (
     Start(
         "lagging-offset-file-write",
         V4_9_8,
-        "a lagging persistAll undoing a removal's persist(mq) of offsets.json (docs/spec.md §18.3)",
+        "a lagging persistAll undoing a removal's persist(mq) of offsets.json (docs/spec.md, 'What is real, ranked')",
         _lagging_write,
     ),
     Start(

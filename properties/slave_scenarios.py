@@ -1,4 +1,4 @@
-"""Scripted slave scenarios (docs/spec.md §16; R2.4, R2.5, R3.4, R3.8, R5.3-R5.5), shared by the model's
+"""Scripted slave scenarios (docs/spec.md, section slave; R2.4, R2.5, R3.4, R3.8, R5.3-R5.5), shared by the model's
 slave tests and the lockstep ones: one consumer of one queue whose broker has a slave, driven through a master
 outage with every property checked at every step (``reset_scenarios.Driver``).
 

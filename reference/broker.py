@@ -1238,7 +1238,7 @@ class BrokerController:
         ``position`` places behind it. NettyRemotingAbstract#processRequestCommand hands each request to the
         executor registered for its code (BrokerController#registerProcessor: PULL_MESSAGE on
         pullMessageExecutor, UPDATE_CONSUMER_OFFSET on consumerManageExecutor), so a later request of one
-        connection can run before an earlier one (docs/spec.md §18)."""
+        connection can run before an earlier one (docs/spec.md, "Thread boundaries")."""
         request = channel.read_request(position)
         if request.code == RequestCode.UPDATE_CONSUMER_OFFSET:
             self.consumer_manage_processor.update_consumer_offset(channel, request)  # oneway: no reply

@@ -419,7 +419,7 @@ class DefaultMQPushConsumerImpl:
     def resume(self) -> None:
         """R3.10a step 5: ``pause = false`` and a rebalance now. Java calls ``doRebalance()`` in this
         thread; here the rebalance service is woken and the driver runs it as the next ``Rebalance``
-        step, as the model does (docs/spec.md §12: the reset's oneway persist and the rebalance's
+        step, as the model does (docs/spec.md, section admin_reset: the reset's oneway persist and the rebalance's
         QUERY_CONSUMER_OFFSET reach the broker in either order; running it at once is one of those
         interleavings)."""
         self.pause = False

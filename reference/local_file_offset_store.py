@@ -76,8 +76,8 @@ class LocalFileOffsetStore(OffsetStore):
         self.store_path: Path = base / client_id / group_name / OFFSETS_FILE_NAME  # R1.7
         self.offset_table: dict[MessageQueue, int] = {}  # R1.4
         self._lock = threading.Lock()  # stands for the AtomicLong CAS of R1.5
-        # docs/spec.md §18.3: the driver asks the next persist_all to stop before string2File (its thread is
-        # slow to write), and keeps what it read and merged until ``write_pending`` runs
+        # docs/spec.md, "What is real, ranked": the driver asks the next persist_all to stop before string2File (its
+        # thread is slow to write), and keeps what it read and merged until ``write_pending`` runs
         self.lag_next_persist_all = False
         self.pending_write: tuple[dict[MessageQueue, int], dict[MessageQueue, int]] | None = None
 
@@ -166,7 +166,8 @@ class LocalFileOffsetStore(OffsetStore):
 
     def write_pending(self) -> None:
         """The lagging persistAll's ``string2File`` runs: the table it merged replaces the file, undoing what
-        ``persist`` (or another persistAll) wrote since its read; nothing locks the file (§18.3)."""
+        ``persist`` (or another persistAll) wrote since its read; nothing locks the file (docs/spec.md, "What is real,
+        ranked")."""
         if self.pending_write is None:
             raise RuntimeError("no persistAll waits to write")
         _, merged = self.pending_write

@@ -293,7 +293,7 @@ class MQClientAPIImpl:
     def unlock_batch_mq(self, addr: str, request_body: UnlockBatchRequestBody, oneway: bool) -> None:
         """UNLOCK_BATCH_MQ. A oneway one (the orderly removal's ``unlock(mq, true)``, R8.8) reaches the
         broker at once, ahead of whatever waits on the connection, and is lost when the broker is down:
-        the model's connection carries commits and pulls only (docs/spec.md §10), so the reference
+        the model's connection carries commits and pulls only (docs/spec.md, section client_locks), so the reference
         delivers it synchronously and ignores the answer."""
         request = RemotingCommand.create_request_command(RequestCode.UNLOCK_BATCH_MQ, None, request_body)
         if oneway:

@@ -134,7 +134,7 @@ class ClientConnection:
 
     def read_request(self, position: int = 0) -> RemotingCommand:
         """The broker takes the oldest request, or the one ``position`` places behind it, to run it (the
-        broker's request pools run one connection's requests in any order, docs/spec.md §18); raises
+        broker's request pools run one connection's requests in any order, docs/spec.md, "Thread boundaries"); raises
         ``IndexError`` when there is no such request."""
         request = self.outbound[position]
         del self.outbound[position]

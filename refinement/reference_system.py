@@ -24,7 +24,7 @@ How each action maps:
   ``BrokerRestart``: ``BrokerHost.crash`` / ``start`` (load from the real ``consumerOffset.json``).
   ``ExpireChannel``: ``ConsumerManager.do_channel_close_event``. ``BrokerReceive``: the broker reads
   the oldest request on that client's connection (``overtakes`` 1: the one behind it, which its request
-  pools run first; docs/spec.md §18).
+  pools run first; docs/spec.md, "Thread boundaries").
 - ``Start``: a new ``MQClientInstance`` + ``DefaultMQPushConsumerImpl``, ``start()``. ``Shutdown``:
   ``shutdown()``. ``Crash``: the process objects are dropped; its local offset file, its id sequence
   and its connection (with requests already sent) stay.
@@ -343,11 +343,13 @@ class ReferenceSystem:
         self.admin_connection = self.host.connect(ADMIN_ADDR)  # admin reset
         self.ids = [IdSequence() for _ in range(c.consumers)]
         self.processes: list[ClientProcess | None] = [None] * c.consumers
-        # per client: orderly listeners that outlived its shutdown, with the pool that still runs them (§18.3)
+        # per client: orderly listeners that outlived its shutdown, with the pool that still runs them (docs/spec.md,
+        # "What is real, ranked")
         self.orphans: list[list[tuple[OrderlyConsumeExecutor, OrderlyConsumeRequest]]] = [
             [] for _ in range(c.consumers)
         ]
-        # per client: the BROADCASTING store whose lagging persistAll has merged and not yet written (§18.3)
+        # per client: the BROADCASTING store whose lagging persistAll has merged and not yet written (docs/spec.md,
+        # "What is real, ranked")
         self.lagging_writes: list[LocalFileOffsetStore | None] = [None] * c.consumers
         self.current_cause: str | None = None
         self._handlers: dict[type, Callable[[act.Action], None]] = {
@@ -570,7 +572,7 @@ class ReferenceSystem:
         """The broker at the other end reads the oldest request client ``a.client`` sent (slaves: the
         oldest across its connections to the master and to the slave). With ``overtakes`` the broker runs the
         request that many places behind the oldest, on the same connection, first: its request pools
-        (``BrokerController.process_next_request``, docs/spec.md §18)."""
+        (``BrokerController.process_next_request``, docs/spec.md, "Thread boundaries")."""
         connection = self._oldest_on_wire(a.client)
         if connection is None:
             raise ReferenceActionError(f"nothing on client {a.client}'s wire")
@@ -637,7 +639,8 @@ class ReferenceSystem:
         self.current_cause = "shutdown"
         process.consumer.shutdown()
         service = process.consumer.consume_message_service
-        if isinstance(service, ConsumeMessageOrderlyService):  # its listeners run on (R4.4 step 1, §18.3)
+        if isinstance(service, ConsumeMessageOrderlyService):  # its listeners run on (R4.4 step 1, docs/spec.md, "What
+            # is real, ranked")
             executor = service.consume_executor
             self.orphans[a.client].extend((executor, r) for r in executor.orphans)
         self.processes[a.client] = None
@@ -669,7 +672,7 @@ class ReferenceSystem:
 
     def _persist_offsets(self, a: act.PersistOffsets) -> None:
         """The persist timer's task. ``lagging`` 1: the BROADCASTING store's persistAll reads and merges now and
-        writes at ``OffsetFileWriteLands`` (docs/spec.md §18.3)."""
+        writes at ``OffsetFileWriteLands`` (docs/spec.md, "What is real, ranked")."""
         process = self._process(a.client)
         self.current_cause = "persist-timer"
         store = process.consumer.offset_store
@@ -1192,8 +1195,8 @@ class ReferenceSystem:
         if a.late_reply == -1:
             instance.scheduled_executor_service.run_due(task.name)
             return
-        # §18.3: the pull callback thread takes the reply of pq ``late_reply`` between the reset's
-        # updateConsumeOffset of that pq's queue and its removeUnnecessaryMessageQueue (persist)
+        # docs/spec.md, "What is real, ranked": the pull callback thread takes the reply of pq ``late_reply`` between
+        # the reset's updateConsumeOffset of that pq's queue and its removeUnnecessaryMessageQueue (persist)
         consumer = self._process(a.client).consumer
         table = consumer.rebalance_impl.process_queue_table
         late = next((mq for mq, pq in table.items() if pq.uid == a.late_reply), None)

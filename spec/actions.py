@@ -169,7 +169,8 @@ Action = (
 )
 
 # Time passing with nothing but the clock and the scheduled tasks: a schedule made only of these holds every
-# pull, listener and network delivery back (the adversarial "wait two minutes" of a stalled pull, R6.6).
+# pull, listener and network delivery back (the adversarial "wait two minutes" of a stalled pull, the expiry predicates,
+# PullMixin.pull_expired).
 TIME_ONLY = (Tick, BrokerFlush, PersistOffsets, Heartbeat, Rebalance, DeliverScheduled, CleanExpiredMsg)
 
 # Perturbing actions draw on Budget; everything else heals or makes progress and is free.

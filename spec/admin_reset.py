@@ -3,14 +3,17 @@
 RocketMQ classes: ``ResetOffsetByTimeCommand`` / ``Broker2Client#resetOffset`` (the broker side, by offset
 or by timestamp), ``ClientRemotingProcessor#resetOffset`` and ``MQClientInstance#resetOffset`` (4.9.8: the
 consumer pauses, drops its pqs, sleeps 10 s, writes the new offsets through its offset store and resumes;
-R3.10a, R2.7, R4.1), 5.x's ``ConsumerOffsetManager`` reset table read by the next pull (R3.10b, R5.4, R5.7,
-R10.3). The reset changes shared transitions (the broker's receive and crash, the pull, the rebalance, the
-pull reply, persistAll); those wrappers are installed only when ``Config.admin_resets > 0``.
+R3.10a, persistAll (ConsumerProcessMixin._persist_all), the client timers (ConsumerProcessMixin)), 5.x's
+``ConsumerOffsetManager`` reset table read by the next pull (R3.10b, the broker's pull handler
+(BrokerMixin._broker_receive), the pull-status handling (PullMixin._receive_pull), searchOffset
+(broker_rules.search_offset)). The reset changes shared transitions (the broker's receive and crash, the pull, the
+rebalance, the pull reply, persistAll); those wrappers are installed only when ``Config.admin_resets > 0``.
 
 Its actions, before the class: ``AdminReset``, ``ClientResetReceive``, ``ClientResetWake``.
 
 Its property, after the class: INV-18 (a completed reset takes effect on the next new pq of the queue). A
-reset is also a declared cause of a falling broker offset (``committed_offset.py``, INV-8r).
+reset is also a declared cause of a falling broker offset (``committed_offset.py``, INV-8r) and of a falling
+local offset file (``consumer_process.py``, INV-6c): those modules apply the reset rules decided here.
 """
 
 from __future__ import annotations
@@ -46,7 +49,8 @@ if TYPE_CHECKING:
 RESET_SLEEP: Final = 10_000  # MQClientInstance.resetOffset's Thread.sleep(10000) (R3.10a)
 PULL_DELAY_WHEN_SUSPEND: Final = 1_000  # PULL_TIME_DELAY_MILLS_WHEN_SUSPEND (R3.10a)
 ADMIN_WRITER: Final = -1  # ghost writer key of the admin's own table writes
-# commit causes that apply a reset (the 4.9.8 client's persist; 5.x adoption via R5.7)
+# commit causes that apply a reset (the 4.9.8 client's persist; 5.x adoption via the pull-status handling,
+# PullMixin._receive_pull)
 RESET_APPLY_CAUSES: Final = ("admin-reset-client", "offset-illegal-fix")
 
 
@@ -81,9 +85,9 @@ class ClientResetWake:
 
     ``late_reply`` (a pq uid, -1 for none): the reply of that held pq's pull, NO_NEW_MSG or NO_MATCHED_MSG,
     runs its callback on another thread between the reset's ``updateOffset`` of the pq's queue and its
-    ``persist`` (``MQClientInstance#resetOffset`` 1094-1095; docs/spec.md §18.3): ``correctTagsOffset``
-    raises memory above the target, and the persist sends the raised value: a lost reset, and a skip of
-    what the cleared pq held unconsumed."""
+    ``persist`` (``MQClientInstance#resetOffset`` 1094-1095; docs/spec.md, "What is real, ranked"):
+    ``correctTagsOffset`` raises memory above the target, and the persist sends the raised value: a lost reset, and a
+    skip of what the cleared pq held unconsumed."""
 
     client: int
     late_reply: int = -1
@@ -98,7 +102,7 @@ class AdminResetMixin:
     def _reset_init(self: Model) -> None:
         self.reset_on = self.config.admin_resets > 0 and self.clustering
         # INV-18's declared event "a commit from a pq older than the reset lands after it". Tests set it
-        # false to show what it covers: in 5.x that includes R3.10b's window (docs/spec.md §12).
+        # false to show what it covers: in 5.x that includes R3.10b's window (docs/spec.md, section admin_reset).
         self.reset_declare_stale = True
         self._steps[AdminReset] = self._admin_reset
         self._steps[ClientResetReceive] = self._client_reset_receive
@@ -145,13 +149,15 @@ class AdminResetMixin:
                 out.append(ClientResetReceive(i))
             if cl.reset_wake is not None and cl.reset_wake <= s.now:
                 out.append(ClientResetWake(i))
-                out.extend(ClientResetWake(i, uid) for uid in self._late_replies(s, i))  # §18.3
+                out.extend(ClientResetWake(i, uid) for uid in self._late_replies(s, i))  # docs/spec.md, "What is real,
+                # ranked"
         return out
 
     def _late_replies(self: Model, s: State, i: int) -> list[int]:
         """The pq uids whose answered pull could land inside client ``i``'s waking reset: a pq the reset holds
         for a queue of its table, with its reply NO_NEW_MSG or NO_MATCHED_MSG (or held, answered on arrival),
-        the replies whose ``correctTagsOffset`` moves memory (R5.7, R6.7)."""
+        the replies whose ``correctTagsOffset`` moves memory (the pull-status handling (PullMixin._receive_pull), what
+        drops a pq (PullMixin))."""
         cl = s.clients[i]
         targets = {q for q, _ in cl.reset_table}
         held = {uid for q, uid in cl.reset_held if q in targets}
@@ -168,7 +174,8 @@ class AdminResetMixin:
         group has an offset for that topic queue (R3.10a step 2 fails the whole reset with SYSTEM_ERROR
         otherwise; the model asks it of 5.x too, so that resets strike mid-run), ``admin_resets`` budget
         is left, and the target is an offset in [minOffset, maxOffset] or the store time of a readable
-        message, which searchOffset turns into an offset (R10.3). Forced, as mqadmin sends it.
+        message, which searchOffset turns into an offset (searchOffset, broker_rules.search_offset). Forced, as mqadmin
+        sends it.
 
         4.9.8 (R3.10a): Broker2Client.resetOffset does not write the broker's table; it pushes
         RESET_CONSUMER_CLIENT_OFFSET oneway to every online channel of the group (lost for a process
@@ -294,9 +301,10 @@ class AdminResetMixin:
         landed: the race of RMQ-26. The reset completes here for each queue the client held.
 
         ``late_reply`` names a held pq whose answered NO_NEW_MSG / NO_MATCHED_MSG pull is taken between that
-        queue's updateOffset and its persist (the callback thread, §18.3): ``correctTagsOffset`` (msgCount 0
-        after the clear) raises memory with increaseOnly, and the persist sends the raised value instead of
-        the target: the reset is lost (INV-18), and what the cleared pq held unconsumed is skipped (INV-9)."""
+        queue's updateOffset and its persist (the callback thread, docs/spec.md, "What is real, ranked"):
+        ``correctTagsOffset`` (msgCount 0 after the clear) raises memory with increaseOnly, and the persist sends the
+        raised value instead of the target: the reset is lost (INV-18), and what the cleared pq held unconsumed is
+        skipped (INV-9)."""
         i = a.client
         cl = s.clients[i]
         if not self.reset_on or not cl.running or cl.reset_wake is None or cl.reset_wake > s.now:
@@ -310,7 +318,8 @@ class AdminResetMixin:
             if uid is None:
                 continue  # not in processQueueTable: this client does nothing for q
             s = self._reset_update_offset(s, i, q, self._reset_value(offset))
-            if uid == a.late_reply:  # §18.3: the pull callback runs between updateOffset and persist
+            if uid == a.late_reply:  # docs/spec.md, "What is real, ranked": the pull callback runs between updateOffset
+                # and persist
                 s = self._receive_pull(s, ReceivePull(i, uid))
             s = self._persist_one(s, i, q, uid, "admin-reset-client")
             s = s._replace(clients=_put(s.clients, i, self._remove_offset(s.clients[i], q)))
@@ -328,17 +337,18 @@ class AdminResetMixin:
     def _reset_broker_receive(self: Model, s: State, a: BrokerReceive) -> State:
         """BrokerReceive with a pending server-side reset of the request's queue (5.x, R3.10b):
         UPDATE_CONSUMER_OFFSET is ignored (answered SUCCESS, "Offset has been previously reset",
-        R3.4); PULL_MESSAGE takes the pending entry (queryThenEraseResetOffset) and is answered
-        OFFSET_RESET, i.e. PULL_OFFSET_MOVED with nextBeginOffset = the reset offset, which the
-        client's OFFSET_ILLEGAL path adopts (R5.7); tryCommitOffset runs after the erase
-        (DefaultPullMessageResultHandler.handle), so a flagged piggy-back lands over the reset: the
-        window of R3.10b. Everything else is BrokerReceive as before."""
+        the UPDATE_CONSUMER_OFFSET handler (BrokerMixin._broker_receive)); PULL_MESSAGE takes the pending entry
+        (queryThenEraseResetOffset) and is answered OFFSET_RESET, i.e. PULL_OFFSET_MOVED with nextBeginOffset = the
+        reset offset, which the client's OFFSET_ILLEGAL path adopts (the pull-status handling, PullMixin._receive_pull);
+        tryCommitOffset runs after the erase (DefaultPullMessageResultHandler.handle), so a flagged piggy-back lands
+        over the reset: the window of R3.10b. Everything else is BrokerReceive as before."""
         cl = s.clients[a.client]
         pending = self._per_q(s.broker.reset_pending)
         item = cl.channel[a.overtakes] if 0 <= a.overtakes < len(cl.channel) else None
         if item is None or pending[item.queue] is None:
             return self._reset_note_stale(s, self._reset_wrapped[BrokerReceive](s, a), a.client, item)
-        item, rest, victim = self._take_request(s, a)  # the request pools (§18): maybe the second request
+        item, rest, victim = self._take_request(s, a)  # the request pools (docs/spec.md, "Thread boundaries"): maybe
+        # the second request
         q = item.queue
         if isinstance(item, Commit):
             cl = cl._replace(channel=rest)
@@ -434,10 +444,11 @@ class AdminResetMixin:
         return s._replace(clients=_put(s.clients, i, cl._replace(mem=_put(cl.mem, q, value))))
 
     def _reset_persist_all(self: Model, s: State, i: int, cause: str) -> State:
-        """persistAll(keys(processQueueTable)) while a reset sleeps (R2.7, R4.1, R3.10a): the pqs the reset
-        dropped are still keys of processQueueTable, so the key set is the owned pqs and the held ones,
-        in one pass in queue order: their memory values are sent, every other entry is removed from
-        memory (the set is never empty here). Called by ``_persist_all`` (the persist timer, shutdown)."""
+        """persistAll(keys(processQueueTable)) while a reset sleeps (persistAll (ConsumerProcessMixin._persist_all), the
+        client timers (ConsumerProcessMixin), R3.10a): the pqs the reset dropped are still keys of processQueueTable, so
+        the key set is the owned pqs and the held ones, in one pass in queue order: their memory values are sent, every
+        other entry is removed from memory (the set is never empty here). Called by ``_persist_all`` (the persist timer,
+        shutdown)."""
         cl = s.clients[i]
         keys = {q: pq.uid for q, pq in enumerate(cl.pqs) if pq is not None} | dict(cl.reset_held)
         unowned = []
@@ -460,7 +471,8 @@ class AdminResetMixin:
         A held pull (long polling) woken while a 5.x reset of its queue is pending takes the pending
         entry too: ``executeRequestWhenWakeup`` runs ``processRequest`` again, which calls
         ``queryThenEraseResetOffset`` before reading the store (R3.10b step 6), and answers OFFSET_RESET;
-        no second commit (brokerAllowSuspend is false on wakeup, R5.4). Found by the lockstep check."""
+        no second commit (brokerAllowSuspend is false on wakeup, the broker's pull handler,
+        BrokerMixin._broker_receive). Found by the lockstep check."""
         s = self._reset_wake_held_pull(s, a)
         t = self._reset_wrapped[ReceivePull](s, a)
         expect = self._per_q(t.ghost.reset_expect)
@@ -476,7 +488,8 @@ class AdminResetMixin:
     def _reset_wake_held_pull(self: Model, s: State, a: ReceivePull) -> State:
         """The wakeup of a held pull under a pending reset of its queue (see ``_reset_receive_pull``):
         the pending entry is erased and the pull's answer becomes OFFSET_ILLEGAL at the target. A group
-        nobody registers is refused before the reset lookup (SUBSCRIPTION_NOT_EXIST, R5.4)."""
+        nobody registers is refused before the reset lookup (SUBSCRIPTION_NOT_EXIST, the broker's pull handler,
+        BrokerMixin._broker_receive)."""
         b = s.broker
         cl = s.clients[a.client]
         pull = next((p for p in cl.pulls if p.pq_uid == a.pq_uid and p.epoch != -1), None)

@@ -1,9 +1,9 @@
 """Queue allocation as pure functions of (strategy, my id, sorted queues, sorted consumer ids).
 
-Each consumer runs the same function on its own view of the consumer list (R9.3), so whether the
-group's queues are partitioned depends on whether the views agree (INV-13) and on the strategy:
-AVG, AVG_BY_CIRCLE and CONSISTENT_HASH (with at least one virtual node) partition any queue list;
-CONFIG, MACHINE_ROOM and CONSISTENT_HASH with no virtual node need not (``ALLOCATION_ANOMALIES`` in
+Each consumer runs the same function on its own view of the consumer list (the CLUSTERING allocation,
+RebalanceMixin._rebalance_topic), so whether the group's queues are partitioned depends on whether the views agree
+(INV-13) and on the strategy: AVG, AVG_BY_CIRCLE and CONSISTENT_HASH (with at least one virtual node) partition any
+queue list; CONFIG, MACHINE_ROOM and CONSISTENT_HASH with no virtual node need not (``ALLOCATION_ANOMALIES`` in
 ``spec.anomalies``). The functions are memoised: a model run asks the same question often.
 
 Two entry points:
@@ -64,7 +64,8 @@ class MessageQueue(NamedTuple):
 
 class AllocationError(Exception):
     """An exception RocketMQ's allocation throws; ``str()`` is RocketMQ's message. The rebalance
-    catches it, logs it and leaves the topic as it is for that round (R9.3 step 5, R11.7)."""
+    catches it, logs it and leaves the topic as it is for that round (step 5 of the CLUSTERING allocation and an
+    allocation failure in the rebalance, RebalanceMixin._rebalance_topic)."""
 
     java_class: ClassVar[str] = "java.lang.RuntimeException"
 
@@ -172,7 +173,7 @@ def allocate(
 ) -> tuple[int, ...]:
     """Indices into ``mq_all`` that ``current`` takes, for AVG, AVG_BY_CIRCLE and CONSISTENT_HASH.
     ``mq_all`` holds the queues' text forms in MessageQueue order and ``cid_all`` is sorted, as
-    RebalanceImpl passes them (R9.3 step 4).
+    RebalanceImpl passes them (step 4 of the CLUSTERING allocation, RebalanceMixin._rebalance_topic).
 
     Empty arguments raise :class:`IllegalArgumentError` and a consumer missing from ``cid_all``
     gets nothing (R11.0).
@@ -249,11 +250,12 @@ def allocate_queues(
 ) -> tuple[MessageQueue, ...]:
     """``strategy.allocate(group, currentCID, mqAll, cidAll)`` (R11.0-R11.6): the queues ``current``
     takes, in RocketMQ's result order. ``mq_all`` and ``cid_all`` are sorted, as RebalanceImpl
-    passes them (R9.3 step 4); an empty string or tuple stands for Java's null as well (R11.0 gives
-    both the same message). Raises :class:`AllocationError` where RocketMQ throws.
+    passes them (step 4 of the CLUSTERING allocation, RebalanceMixin._rebalance_topic); an empty string or tuple stands
+    for Java's null as well (R11.0 gives both the same message). Raises :class:`AllocationError` where RocketMQ throws.
     """
     name = strategy.name
-    if name == CONFIG:  # R11.4: never calls check(); a null list is an empty allocation (R11.7)
+    if name == CONFIG:  # R11.4: never calls check(); a null list is an empty allocation (an allocation failure in the
+        # rebalance, RebalanceMixin._rebalance_topic)
         return strategy.message_queue_list or ()
     if name in (AVG, AVG_BY_CIRCLE, CONSISTENT_HASH):
         texts = tuple(str(mq) for mq in mq_all)

@@ -2,13 +2,12 @@
 
 ``ALLOWED_ANOMALIES`` lists, per consumption mode, what at-least-once delivery tolerates and why, in the
 spirit of Jepsen's allowed error types; each is tolerated only with the cause the ghost shows in the run (a
-fault, or the specific race a RocketMQ design choice allows), never by its category alone (docs/spec.md
-§4.3; redeliveries are counted per cause in ``Ghost.redelivery_causes``). ``ALLOCATION_ANOMALIES`` adds,
-per allocation strategy, the ownership gaps and overlaps that the strategy itself produces (INV-13a,
-INV-13b), ``DUPLICATE_CLIENT_ID_ANOMALIES`` what two consumers sharing one clientId make of them, and
-``SLAVE_ANOMALIES`` and the orderly ones what a slave and orderly consumption add;
-``allowed_anomalies(config)`` is the whole list for one configuration. Imports nothing of the model, so
-that every concern module's properties may read it.
+fault, or the specific race a RocketMQ design choice allows), never by its category alone (docs/spec.md,
+"Allowed anomalies, each with its cause"; redeliveries are counted per cause in ``Ghost.redelivery_causes``).
+``ALLOCATION_ANOMALIES`` adds, per allocation strategy, the ownership gaps and overlaps that the strategy itself
+produces (INV-13a, INV-13b), ``DUPLICATE_CLIENT_ID_ANOMALIES`` what two consumers sharing one clientId make of them, and
+``SLAVE_ANOMALIES`` and the orderly ones what a slave and orderly consumption add; ``allowed_anomalies(config)`` is the
+whole list for one configuration. Imports nothing of the model, so that every concern module's properties may read it.
 """
 
 from __future__ import annotations
@@ -49,7 +48,8 @@ ALLOWED_ANOMALIES: dict[str, dict[str, str]] = {
 # CLUSTERING, per allocation strategy: what the strategy itself leaves unpartitioned, so that INV-13a
 # and INV-13b tolerate it even once the views agree. Each entry covers exactly the queues it names;
 # every other overlap or gap is still reported. AVG, AVG_BY_CIRCLE, CONSISTENT_HASH with at least one
-# virtual node, and MACHINE_ROOM_NEARBY around one of them (R11.6) partition every queue list: none.
+# virtual node, and MACHINE_ROOM_NEARBY around one of them (MACHINE_ROOM_NEARBY, allocation.allocate_queues) partition
+# every queue list: none.
 ALLOCATION_ANOMALIES: dict[str, dict[str, str]] = {
     CONFIG: {
         "double-ownership-by-configuration": "AllocateMessageQueueByConfig returns each consumer's own "
@@ -99,7 +99,8 @@ SLAVE_ANOMALIES: dict[str, str] = {
 }
 
 
-# orderly consume loop: what INV-12 tolerates, for orderly CLUSTERING consumers only (docs/spec.md §18.3).
+# orderly consume loop: what INV-12 tolerates, for orderly CLUSTERING consumers only (docs/spec.md, "What is real,
+# ranked").
 ORDERLY_SHUTDOWN_OVERLAP = (
     "ConsumeMessageOrderlyService#shutdown runs shutdownNow, which only interrupts the consume threads, then "
     "unlockAll releases the consumer's queues at the broker (R4.4 step 1, R8.9). A listener that ignores the "

@@ -1,16 +1,23 @@
 """The broker: the topic's commit log, ``ConsumerOffsetManager``, its flush, restart and channels.
 
 RocketMQ classes: ``ConsumerOffsetManager`` (the in-memory offset table, last writer wins, R3.2, R3.4;
-``consumerOffset.json`` and its ``.bak``, R3.6, R3.7, R1.15), ``BrokerController``'s flush timer (R3.6),
-``ConsumerManager`` and ``ClientHousekeepingService`` (registration by heartbeat, the idle-channel scan,
-NOTIFY_CONSUMER_IDS_CHANGED; R4.1, R4.3, R9.7), ``ConsumerManageProcessor`` (UPDATE_CONSUMER_OFFSET, R3.4),
+``consumerOffset.json`` and its ``.bak``, R3.6, R3.7, string2File (ConsumerProcessMixin._write_file)),
+``BrokerController``'s flush timer (R3.6), ``ConsumerManager`` and ``ClientHousekeepingService`` (registration by
+heartbeat, the idle-channel scan, NOTIFY_CONSUMER_IDS_CHANGED; the client timers (ConsumerProcessMixin), R4.3, what
+triggers a rebalance (RebalanceMixin)), ``ConsumerManageProcessor`` (UPDATE_CONSUMER_OFFSET, R3.4),
 ``PullMessageProcessor`` (the piggy-backed commit and long polling, R5.4; the answers themselves are
-``broker_rules.py``), ``ScheduleMessageService`` delivering retries to ``%RETRY%`` (R7.5, R7.8), and the
-page cache of a young queue's head (R3.5). The broker's request pools, in which one request may overtake
-another on a connection, are docs/spec.md §18. The master's slave is ``slave.py``.
+``broker_rules.py``), ``ScheduleMessageService`` delivering retries to ``%RETRY%`` (the broker's send-back
+(ConcurrentConsumeMixin._goes_to_dlq), the retry topic subscription (ConcurrentConsumeMixin)), and the page cache of a
+young queue's head (the offset query's answer, broker_rules.query_consumer_offset). The broker's request pools, in which
+one request may overtake another on a connection, are docs/spec.md, "Thread boundaries". The master's slave is
+``slave.py``.
 
 Its actions, before the class: ``Produce``, ``CoolQueueHead``, ``BrokerFlush``, ``DeliverScheduled``,
 ``BrokerCrash``, ``BrokerRestart``, ``ExpireChannel``, ``BrokerReceive``.
+
+Last writer wins (R3.2) and the broker's load (R3.7) are decided here; the properties that check their
+consequences are ``committed_offset.py`` (INV-8, INV-8r) and, on the slave's table, ``slave.py`` (INV-8s), which
+also applies the UPDATE_CONSUMER_OFFSET handler (R3.4) and the pull handler (R5.4) to the slave's copy.
 
 Its property, after the class: INV-7 (QUERY_CONSUMER_OFFSET never answers a negative SUCCESS). What the
 committed offset must cover and why it may fall (INV-9, INV-16, INV-8, INV-8r) is ``committed_offset.py``.
@@ -92,7 +99,7 @@ class ExpireChannel:
 @dataclass(frozen=True, slots=True)
 class BrokerReceive:
     """The broker runs a request from the client's connection: the oldest (``overtakes`` 0), or the one
-    ``overtakes`` places behind it, which then overtakes the older (docs/spec.md §18: 4.9.8 hands each
+    ``overtakes`` places behind it, which then overtakes the older (docs/spec.md, "Thread boundaries": 4.9.8 hands each
     request to a thread pool per request code, NettyRemotingAbstract#processRequestCommand, so requests
     read in order from one connection run in any order).
 
@@ -108,11 +115,12 @@ class BrokerReceive:
 class BrokerMixin:
     """``Model``'s transitions and helpers for the broker and its messages; see the module docstring."""
 
-    # --- the topic's messages: produce, page cache (R3.5) -----------------------------------------
+    # --- the topic's messages: produce, page cache (read by broker_rules.query_consumer_offset) ----------------
     def _produce(self: Model, s: State, a: Produce) -> State:
         """Produce(queue, tag). Enabled: the broker is up, the queue's produce budget remains and
         the tag is one of config.tags. Effect: a message is appended at maxOffset, stored at ``now``;
-        message 0 of an empty queue starts hot (R3.5). An unsubscribed tag is owed to nobody."""
+        message 0 of an empty queue starts hot (the offset query's answer, broker_rules.query_consumer_offset). An
+        unsubscribed tag is owed to nobody."""
         q = a.queue
         if not (0 <= q < self.config.queues) or a.tag not in self.config.tags:
             raise ActionNotEnabled(a, "no such queue or tag")
@@ -138,7 +146,8 @@ class BrokerMixin:
 
     def _cool_queue_head(self: Model, s: State, a: CoolQueueHead) -> State:
         """CoolQueueHead(queue). Enabled: message 0 of the queue is still hot. Effect: it leaves the
-        page cache, so a group with no offset is now told QUERY_NOT_FOUND instead of 0 (R3.5)."""
+        page cache, so a group with no offset is now told QUERY_NOT_FOUND instead of 0 (the offset query's answer,
+        broker_rules.query_consumer_offset)."""
         queue = s.broker.queues[a.queue] if 0 <= a.queue < self.config.queues else None
         if queue is None or not queue.head_hot or queue.max_offset == 0:
             raise ActionNotEnabled(a, "queue head is not hot")
@@ -154,7 +163,8 @@ class BrokerMixin:
         if not b.up or b.next_flush is None or b.next_flush > s.now:
             raise ActionNotEnabled(a, "flush timer not due")
         due = b.next_flush
-        if self.track_bak:  # string2File copies the readable previous main to .bak (R1.15, R3.6)
+        if self.track_bak:  # string2File copies the readable previous main to .bak (string2File
+            # (ConsumerProcessMixin._write_file), R3.6)
             b = b._replace(bak=None if b.main_unreadable else b.flushed, main_unreadable=False)
             s = s._replace(ghost=s.ghost._replace(bak_writer=s.ghost.flushed_writer))
         return s._replace(
@@ -164,9 +174,10 @@ class BrokerMixin:
 
     def _deliver_scheduled(self: Model, s: State, a: DeliverScheduled) -> State:
         """DeliverScheduled. Enabled: broker up and the earliest scheduled message is due. Effect:
-        the message lands in %RETRY%<group> (R7.5 step 8, R7.8). BROADCASTING has no retry queue in the
-        model (nobody subscribes to it, R7.8): the copy a BROADCASTING cleanExpiredMsg sent (R6.8) only
-        leaves the schedule."""
+        the message lands in %RETRY%<group> (step 8 of the broker's send-back (ConcurrentConsumeMixin._goes_to_dlq), the
+        retry topic subscription (ConcurrentConsumeMixin)). BROADCASTING has no retry queue in the model (nobody
+        subscribes to it, the retry topic subscription, ConcurrentConsumeMixin): the copy a BROADCASTING cleanExpiredMsg
+        sent (cleanExpiredMsg, ConcurrentConsumeMixin._clean_expired_msg) only leaves the schedule."""
         b = s.broker
         if not b.up or not b.scheduled or b.scheduled[0].due > s.now:
             raise ActionNotEnabled(a, "no scheduled message due")
@@ -203,7 +214,8 @@ class BrokerMixin:
                 registered=frozenset(),
                 heartbeat_at=(0,) * len(b.heartbeat_at),  # Stall: the channel table is broker memory
                 epoch=b.epoch + 1,
-                locks=(None,) * len(b.locks),  # orderly: the lock table is memory only (R8.1)
+                locks=(None,) * len(b.locks),  # orderly: the lock table is memory only (the broker lock table,
+                # orderly.try_lock_batch)
             ),
             clients=tuple(clients),
             budget=s.budget._replace(broker_crashes=s.budget.broker_crashes - 1),
@@ -229,9 +241,9 @@ class BrokerMixin:
         lists a consumer whose process is gone, or the master lists one that is stalled with its last
         heartbeat more than 120 s ago.
         Effect: for a process that is gone, the channel closes (TCP close or 120 s idle expiry) and
-        the other members are told to rebalance (R4.3, R9.7). For a stalled one the broker's
-        idle-channel scan removes and closes the channel without telling anyone (R4.3): requests on
-        the wire are lost and its pulls fail."""
+        the other members are told to rebalance (R4.3, what triggers a rebalance, RebalanceMixin). For a stalled one the
+        broker's idle-channel scan removes and closes the channel without telling anyone (R4.3): requests on the wire
+        are lost and its pulls fail."""
         i = a.client
         cl = s.clients[i]
         if not self._channel_expirable(s, i):
@@ -261,7 +273,7 @@ class BrokerMixin:
 
     def _notify(self: Model, s: State, slave: bool = False) -> State:
         """NOTIFY_CONSUMER_IDS_CHANGED to every live channel of the group on the master (or the slave:
-        its ConsumerManager notifies alike, R9.7)."""
+        its ConsumerManager notifies alike, what triggers a rebalance (RebalanceMixin))."""
         members = s.slave.registered if slave and s.slave is not None else s.broker.registered
         clients = tuple(
             cl._replace(rebalance_requested=True) if cl.running and i in members else cl
@@ -271,9 +283,9 @@ class BrokerMixin:
 
     def _leave(self: Model, s: State, i: int, closed: bool) -> State:
         """Consumer ``i``'s channel goes from every broker that is up (an unregister at shutdown, a closed
-        connection): each tells its remaining channels (R9.7). ``closed``: the connection closed, which
-        a broker acts on only if it lists the channel; otherwise UNREGISTER_CLIENT, on which a broker that
-        knows the group notifies."""
+        connection): each tells its remaining channels (what triggers a rebalance, RebalanceMixin). ``closed``: the
+        connection closed, which a broker acts on only if it lists the channel; otherwise UNREGISTER_CLIENT, on which a
+        broker that knows the group notifies."""
         b, sl = s.broker, s.slave
         if b.up and (i in b.registered if closed else b.registered):
             s = self._notify(s._replace(broker=self._unregister(b, i)))
@@ -285,7 +297,7 @@ class BrokerMixin:
 
     def _last_consumer_left(self: Model, s: State) -> State:
         """The master after a group's last consumer left: ConsumerOffsetManager keeps the group's offsets, so a
-        restart resumes from them (R3.1, R10.4)."""
+        restart resumes from them (R3.1, the start without an offset, RebalanceMixin._compute_pull_from_where)."""
         return s
 
     def _stored_commit_offset(self: Model, offset: int) -> int:
@@ -293,13 +305,14 @@ class BrokerMixin:
         return offset
 
     def _query_consumer_offset(self: Model, b: Broker, q: int) -> int | None:
-        """``b``'s answer to QUERY_CONSUMER_OFFSET for queue ``q`` (R3.5, ``broker_rules.query_consumer_offset``);
-        the rebalance asks it and INV-7 checks it."""
+        """``b``'s answer to QUERY_CONSUMER_OFFSET for queue ``q`` (``broker_rules.query_consumer_offset``); the
+        rebalance asks it and INV-7 checks it."""
         return br.query_consumer_offset(b.offsets[q], b.queues[q], self.config.young_queue_needs_head_in_memory)
 
     def _list_source(self: Model, s: State) -> Broker | None:
         """The broker a GET_CONSUMER_LIST_BY_GROUP goes to: the master while it is up, else its slave
-        (findBrokerAddrByTopic: the master's address when the route has it, else any, R9.3)."""
+        (findBrokerAddrByTopic: the master's address when the route has it, else any, the CLUSTERING allocation,
+        RebalanceMixin._rebalance_topic)."""
         return s.broker if s.broker.up else s.slave
 
     def _unregister(self: Model, b: Broker, i: int) -> Broker:
@@ -309,8 +322,8 @@ class BrokerMixin:
         return b._replace(registered=b.registered - {i})
 
     def _register(self: Model, s: State, i: int) -> State:
-        """A heartbeat registers the consumer with every broker of the route, the slave too (R4.1); a
-        new channel makes that broker notify (R9.7)."""
+        """A heartbeat registers the consumer with every broker of the route, the slave too (the client timers,
+        ConsumerProcessMixin); a new channel makes that broker notify (what triggers a rebalance, RebalanceMixin)."""
         sl = s.slave
         if sl is not None and i not in sl.registered:  # slaves
             s = self._notify(s._replace(slave=sl._replace(registered=sl.registered | {i})), slave=True)
@@ -328,7 +341,7 @@ class BrokerMixin:
         wins (R3.2, R3.4). PULL_MESSAGE first applies its piggy-backed commit when the flag is set
         (the broker is a master; R5.4) and then holds the request until its reply is taken.
         With ``overtakes`` 1 the broker runs the second request first, which overtakes the oldest
-        (docs/spec.md §18: a thread pool per request code); enabled only where that order can change an
+        (docs/spec.md, "Thread boundaries": a thread pool per request code); enabled only where that order can change an
         offset (``may_overtake``). The ghost records the overtaken request (``Ghost.overtaken``)."""
         item, rest, victim = self._take_request(s, a)
         s = s._replace(clients=_put(s.clients, a.client, s.clients[a.client]._replace(channel=rest)))
@@ -358,17 +371,18 @@ class BrokerMixin:
     def _pull_result(self: Model, s: State, q: int, offset: int, from_slave: bool = False) -> PullResult:
         sub = None if q == self.retry_queue else self.config.subscription
         batch = min(self.config.pull_batch_size, br.MAX_TRANSFER_COUNT_ON_MESSAGE_IN_MEMORY)
-        if from_slave and s.slave is not None:  # slaves: its own copy and bounds (R5.5)
+        if from_slave and s.slave is not None:  # slaves: its own copy and bounds (the pull statuses,
+            # broker_rules.pull_result)
             return br.slave_pull_result(s.slave.queues[q], offset, batch, sub, self.config.offset_check_in_slave)
         return br.pull_result(s.broker.queues[q], offset, batch, sub)
 
     def may_overtake(self: Model, cl: Client) -> bool:
         """BrokerReceive(client, overtakes=1) is enabled: the two oldest requests on the connection both
         carry a commit of one queue (an UPDATE_CONSUMER_OFFSET, or a PULL_MESSAGE with the commit flag) and
-        both go to the master. An abstraction (docs/spec.md §18): 4.9.8 runs any request on its pool in any
-        order, but requests of different queues, or a pull with no commit, commute for every offset the
-        properties watch (a pull's result does not read the committed offset), so only these orders are
-        offered; the slave's connection stays FIFO (its table has its own property, INV-8s)."""
+        both go to the master. An abstraction (docs/spec.md, "Thread boundaries"): 4.9.8 runs any request on its pool in
+        any order, but requests of different queues, or a pull with no commit, commute for every offset the properties
+        watch (a pull's result does not read the committed offset), so only these orders are offered; the slave's
+        connection stays FIFO (its table has its own property, INV-8s)."""
         if len(cl.channel) < 2:
             return False
         older, newer = cl.channel[0], cl.channel[1]

@@ -3,6 +3,12 @@
 Kept apart from ``model.py`` so that an invariant can ask "what would the broker answer now?"
 without running a transition: the QUERY_CONSUMER_OFFSET answer (R3.5), the pull result table
 (R5.5), the timestamp search (R10.3) and the retry delay table (R7.7).
+
+These rules are decided here and applied elsewhere: the offset query's answer by ``BrokerMixin`` (``broker.py``)
+and ``RebalanceMixin._compute_pull_from_where`` (``rebalance.py``); the pull statuses by ``BrokerMixin._pull_result``,
+``PullMixin._receive_pull`` (``pull.py``) and the slave (``slave.py``); the timestamp search by
+``computePullFromWhere`` and the reset by time (``admin_reset.py``); the delay table by the send-back
+(``concurrent_consume.py``).
 """
 
 from __future__ import annotations
@@ -31,13 +37,15 @@ PULL_ERROR: Final = "ERROR"  # an error response code (e.g. SUBSCRIPTION_NOT_EXI
 
 def retry_delay_ms(reconsume_times: int) -> int:
     """Delay before a message that has failed ``reconsume_times`` times before is retried: level
-    3 + reconsumeTimes, clamped to the table's 18 levels (R7.5 steps 6 and 8, R7.7)."""
+    3 + reconsumeTimes, clamped to the table's 18 levels (the broker's send-back (ConcurrentConsumeMixin._goes_to_dlq)
+    steps 6 and 8, R7.7)."""
     level = min(3 + reconsume_times, len(DELAY_LEVELS_MS))
     return DELAY_LEVELS_MS[level - 1]
 
 
 def delay_level_ms(level: int) -> int:
-    """Delay of an explicit delay level (1-based), clamped to the table's 18 levels (R7.5 step 8)."""
+    """Delay of an explicit delay level (1-based), clamped to the table's 18 levels (step 8 of the broker's send-back,
+    ConcurrentConsumeMixin._goes_to_dlq)."""
     return DELAY_LEVELS_MS[min(level, len(DELAY_LEVELS_MS)) - 1]
 
 
@@ -66,7 +74,8 @@ def query_consumer_offset(offset: int | None, queue: BrokerQueue, head_in_memory
 
 
 def pull_result(queue: BrokerQueue, offset: int, batch: int, subscription: tuple[str, ...] | None) -> PullResult:
-    """DefaultMessageStore#getMessage on a master, as the client sees it (R5.5, R5.7).
+    """DefaultMessageStore#getMessage on a master, as the client sees it (R5.5, the pull-status handling,
+    PullMixin._receive_pull).
 
     Messages whose tag is not subscribed are scanned past; when none of the scanned units match,
     the result is NO_MATCHED_MSG with nextBeginOffset after them.

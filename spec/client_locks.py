@@ -1,10 +1,16 @@
 """The client side of the broker locks of orderly consumption.
 
 RocketMQ classes: ``RebalanceImpl#lock``, ``#lockAll`` (the lockMQPeriodically timer), ``#unlock``,
-``#unlockAll`` (R8.2-R8.4, R8.9), the pull gate of a locked pq (``DefaultMQPushConsumerImpl#pullMessage`` step
-6: the first locked pull re-reads the offset, R5.1, R10.1) and 4.9.8's ``unlockDelay`` task (R8.8). The
-broker's ``RebalanceLockManager`` itself is ``orderly.py`` (R8.1); the consume loop that relies on these locks
-is ``orderly_consume.py`` (R8.5-R8.8).
+``#unlockAll`` (R8.2, R8.3, R8.9), the pull gate of a locked pq (``DefaultMQPushConsumerImpl#pullMessage``
+step 6: the first locked pull re-reads the offset; the gate is ``PullMixin._send_pull``, the re-read
+``RebalanceMixin._compute_pull_from_where``) and 4.9.8's ``unlockDelay`` task (scheduled by the orderly removal,
+``OrderlyConsumeMixin._remove_orderly``). The lock a rebalance takes before it adds an orderly queue is
+``RebalanceMixin._locks_before_add``. The broker's ``RebalanceLockManager`` itself is ``orderly.py``
+(``orderly.try_lock_batch``); the consume loop that relies on these locks is ``orderly_consume.py``
+(``OrderlyConsumeMixin``).
+
+Orderly BROADCASTING's locks (R8.9) are decided here and applied by the rebalance (``rebalance.py``) and
+shutdown (``consumer_process.py``); the lockAll timer (R8.3) is what a ``Stall`` (``faults.py``) delays.
 
 Its actions, before the class: ``LockAll``, ``DelayedUnlock``.
 
@@ -41,7 +47,8 @@ class LockAll:
 @dataclass(frozen=True, slots=True)
 class DelayedUnlock:
     """orderly consume loop, 4.9.8: unlockDelay's task, 20 s after an orderly removal that left
-    messages in the pq: a oneway UNLOCK_BATCH_MQ for ``queue`` (R8.8)."""
+    messages in the pq: a oneway UNLOCK_BATCH_MQ for ``queue`` (the orderly removal,
+    OrderlyConsumeMixin._remove_orderly)."""
 
     client: int
     queue: int
@@ -52,8 +59,8 @@ class ClientLocksMixin:
 
     def _lock(self: Model, s: State, i: int, queues: tuple[int, ...], lock_all: bool) -> tuple[State, frozenset[int]]:
         """LOCK_BATCH_MQ, synchronous (R8.2): ``lock(mq)`` for one queue or ``lockAll`` for every queue
-        in the pq table. The broker runs tryLockBatch (R8.1). Every granted queue with a pq gets
-        ``locked := true, lastLockTimestamp := now``; ``lockAll`` also sets ``locked := false`` on
+        in the pq table. The broker runs tryLockBatch (the broker lock table, orderly.try_lock_batch). Every granted
+        queue with a pq gets ``locked := true, lastLockTimestamp := now``; ``lockAll`` also sets ``locked := false`` on
         the denied ones. A down broker is an exception: nothing granted, nothing changed."""
         b = s.broker
         if not b.up:
@@ -76,7 +83,8 @@ class ClientLocksMixin:
     def _try_lock_batch(
         self: Model, table: lk.LockTable, queues: tuple[int, ...], client: int, now: int
     ) -> tuple[lk.LockTable, frozenset[int]]:
-        """The broker's RebalanceLockManager.tryLockBatch (R8.1, ``orderly.try_lock_batch``)."""
+        """The broker's RebalanceLockManager.tryLockBatch (the broker lock table (orderly.try_lock_batch),
+        ``orderly.try_lock_batch``)."""
         return lk.try_lock_batch(table, queues, client, now)
 
     def _unlock_all(self: Model, s: State, i: int) -> State:
@@ -118,17 +126,18 @@ class ClientLocksMixin:
         return s
 
     def _orderly_pull_gate(self: Model, s: State, i: int, q: int, pq: ProcessQueue) -> tuple[State, ProcessQueue, bool]:
-        """R5.1 step 6 of an orderly consumer's pullMessage, for ``pq`` as steps 1-5 left it: a pq
-        not locked waits 3 s; the first pull of a locked pq re-reads the offset
-        (computePullFromWhereWithException, R10.1: CLUSTERING asks the broker, so a handover resumes
-        at the previous owner's last landed commit) and marks the request previouslyLocked; a
-        failed read waits 3 s. Returns the state, the pq, and whether the pull goes on (when it
-        does not, the state already holds the delayed pq).
+        """Step 6 of an orderly consumer's pullMessage (``PullMixin._send_pull``), for ``pq`` as steps 1-5
+        left it: a pq not locked waits 3 s; the first pull of a locked pq re-reads the offset
+        (computePullFromWhereWithException, computePullFromWhere (RebalanceMixin._compute_pull_from_where): CLUSTERING
+        asks the broker, so a handover resumes at the previous owner's last landed commit) and marks the request
+        previouslyLocked; a failed read waits 3 s. Returns the state, the pq, and whether the pull goes on (when it does
+        not, the state already holds the delayed pq).
 
-        An unreachable broker is a failed read (readOffset gives -2, R2.3). 5.x throws on it and
-        waits 3 s; 4.9.8's computePullFromWhereWithException returns -1 (R10.1), which pullMessage
-        takes as the next offset without a check, marking the request previouslyLocked: the pull
-        at -1 then gets OFFSET_ILLEGAL and the offset is reset to minOffset (INV-19)."""
+        An unreachable broker is a failed read (readOffset gives -2, readOffset,
+        RebalanceMixin._compute_pull_from_where). 5.x throws on it and waits 3 s; 4.9.8's
+        computePullFromWhereWithException returns -1 (computePullFromWhere, RebalanceMixin._compute_pull_from_where),
+        which pullMessage takes as the next offset without a check, marking the request previouslyLocked: the pull at -1
+        then gets OFFSET_ILLEGAL and the offset is reset to minOffset (INV-19)."""
         if pq.locked and pq.previously_locked:
             return s, pq, True
         start: int | None = None
@@ -147,10 +156,11 @@ class ClientLocksMixin:
 
     def _delayed_unlock(self: Model, s: State, a: DelayedUnlock) -> State:
         """DelayedUnlock(client, queue) (a timer, 4.9.8). Enabled: running and an unlockDelay task of
-        ``queue`` is due. Effect: ``unlock(mq, oneway=true)`` (R8.2, R8.8), whatever the table holds
-        for mq now: if the client re-created a pq for the queue within those 20 s, its fresh broker lock
-        is released and another consumer can lock the queue while this one still believes it holds it
-        (a 4.9.8 bug, docs/spec.md §14; the ghost notes it for INV-12a/INV-12)."""
+        ``queue`` is due. Effect: ``unlock(mq, oneway=true)`` (R8.2, the orderly removal,
+        OrderlyConsumeMixin._remove_orderly), whatever the table holds for mq now: if the client re-created a pq for the
+        queue within those 20 s, its fresh broker lock is released and another consumer can lock the queue while this
+        one still believes it holds it (a 4.9.8 bug, docs/spec.md, section orderly_consume; the ghost notes it for
+        INV-12a/INV-12)."""
         i = a.client
         cl = s.clients[i]
         k = next((k for k, (q, due) in enumerate(cl.unlocks) if q == a.queue and due <= s.now), None)
@@ -228,8 +238,9 @@ BROKER_LOCK_EXCLUSIVE = ActionProperty(
 
 def _lock_belief_exclusive(m: Model, s: State) -> str | None:
     """INV-12a: two running clients never both see a queue as theirs to consume orderly, i.e. a pq
-    with ``locked`` and not ``isLockExpired()`` (the test R8.5 step 1 makes before each run), except
-    where one belief predates a broker crash that emptied the lock table (allowed anomaly)."""
+    with ``locked`` and not ``isLockExpired()`` (the test that step 1 of the orderly loop,
+    ``OrderlyConsumeMixin._orderly_iterate``, makes before each run), except where one belief predates a broker
+    crash that emptied the lock table (allowed anomaly)."""
     if not m.lock_renewal:
         return None
     stale = m._per_q_int(s.ghost.stale_unlocks)
@@ -265,8 +276,8 @@ LOCK_BELIEF_EXCLUSIVE = Invariant(
 
 
 def _first_locked_pull_valid(m: Model, s: State, a: Action, t: State) -> str | None:
-    """INV-19: the offset re-read of an orderly consumer's first locked pull (R5.1 step 6) is a real
-    position, never the -1 of a failed read."""
+    """INV-19: the offset re-read of an orderly consumer's first locked pull (step 6 of pullMessage,
+    PullMixin._send_pull) is a real position, never the -1 of a failed read."""
     if not isinstance(a, SendPull) or not m.orderly:
         return None
     before, after = s.clients[a.client].pqs[a.queue], t.clients[a.client].pqs[a.queue]
@@ -284,6 +295,6 @@ FIRST_LOCKED_PULL_POSITIONS_VALIDLY = ActionProperty(
     "(>= 0), or waits when the read fails.",
     "R5.1 step 6, R2.3, R10.1",
     "4.9.8 takes a failed read's -1 as nextOffset: the pull gets OFFSET_ILLEGAL and the committed offset "
-    "is reset to minOffset, replaying the retained queue (docs/spec.md, orderly section).",
+    "is reset to minOffset, replaying the retained queue (docs/spec.md, section client_locks).",
     _first_locked_pull_valid,
 )

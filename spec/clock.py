@@ -1,11 +1,13 @@
 """Time: the ``Tick`` action and the timers it may not pass.
 
 RocketMQ runs its periodic work on ``ScheduledExecutorService`` tasks: the client's persist, heartbeat and
-rebalance timers (``MQClientInstance#startScheduledTask``, ``RebalanceService``; R4.1, R4.2), orderly
-``lockMQPeriodically`` (R8.3), ``cleanExpireMsg`` (R6.8), the broker's consumer-offset flush (R3.6) and the
-scheduled-message delivery (R7.5). The model has no clock of its own: ``Tick`` jumps to the earliest
-future deadline and is not enabled while a timer is due, so every timer fires on time relative to the
-clock while interleaving freely with everything else (semantics §4, §14).
+rebalance timers (``MQClientInstance#startScheduledTask``, ``RebalanceService``; the client timers
+(ConsumerProcessMixin), RebalanceService (RebalanceMixin._rebalance)), orderly ``lockMQPeriodically`` (the lockAll
+timer, ClientLocksMixin._lock_all), ``cleanExpireMsg`` (cleanExpiredMsg, ConcurrentConsumeMixin._clean_expired_msg), the
+broker's consumer-offset flush (the broker's flush, BrokerMixin._broker_flush) and the scheduled-message delivery (the
+broker's send-back, ConcurrentConsumeMixin._goes_to_dlq). The model has no clock of its own: ``Tick`` jumps to the
+earliest future deadline and is not enabled while a timer is due, so every timer fires on time relative to the clock
+while interleaving freely with everything else (semantics §4, §14).
 
 Its actions, before the class: ``Tick``.
 """
@@ -50,7 +52,8 @@ class ClockMixin:
                     or (cl.next_rebalance is not None and cl.next_rebalance <= now)
                     or (cl.next_heartbeat is not None and cl.next_heartbeat <= now)
                     or (cl.next_lock_all is not None and cl.next_lock_all <= now)
-                    or any(f.due <= now for f in cl.offset_fixes)  # the OFFSET_ILLEGAL fix (R5.7)
+                    or any(f.due <= now for f in cl.offset_fixes)  # the OFFSET_ILLEGAL fix (the pull-status handling,
+                    # PullMixin._receive_pull)
                     or (cl.reset_wake is not None and cl.reset_wake <= now)  # admin reset
                 )
             ):
@@ -80,7 +83,8 @@ class ClockMixin:
                     times.append(t)
             times.extend(r.ready_at for r in cl.requests)
             times.extend(pq.pull_ready_at for pq in cl.pqs if pq is not None and pq.pull_state == PULL_READY)
-            times.extend(f.due for f in cl.offset_fixes)  # the OFFSET_ILLEGAL fix (R5.7)
+            times.extend(f.due for f in cl.offset_fixes)  # the OFFSET_ILLEGAL fix (the pull-status handling,
+            # PullMixin._receive_pull)
             if cl.reset_wake is not None:  # admin reset
                 times.append(cl.reset_wake)
             if cl.rebalance_requested and self.paced:  # 5.x: a woken rebalance waits minInterval

@@ -1,14 +1,13 @@
 """The committed offset: the position every restart and every new owner resumes from, and why it may fall.
 
 A committed offset is the broker's table entry in CLUSTERING (the master's, and the slave's while the master
-is down; ``ConsumerOffsetManager``, R3.2, R2.4) or a consumer's ``offsets.json`` entry in BROADCASTING
-(R1.12). Its properties: every offset below it was handled or is a declared skip (INV-9, the no-silent-loss
-guarantee), it lies in ``[0, maxOffset]`` (INV-16), and the broker's falls only with a cause the run shows
-(INV-8: never by the pq that wrote it; INV-8r: only by a cause of ``DECLARED_DECREASE_CAUSES``, each a
-``DecreaseCause``: failover, admin reset, a stale owner's commit, the OFFSET_ILLEGAL correction, a request
-the broker's pools overtook, an orderly overwrite). The slave's table has its own property, INV-8s
-(``slave.py``), which reads the same attribution (``_landed_commit``).
-"""
+is down; ``ConsumerOffsetManager``, last writer wins (BrokerMixin._land_commit), the slave routing (SlaveMixin)) or a
+consumer's ``offsets.json`` entry in BROADCASTING (persistAll, ConsumerProcessMixin._persist_all). Its properties: every
+offset below it was handled or is a declared skip (INV-9, the no-silent-loss guarantee), it lies in ``[0, maxOffset]``
+(INV-16), and the broker's falls only with a cause the run shows (INV-8: never by the pq that wrote it; INV-8r: only by
+a cause of ``DECLARED_DECREASE_CAUSES``, each a ``DecreaseCause``: failover, admin reset, a stale owner's commit, the
+OFFSET_ILLEGAL correction, a request the broker's pools overtook, an orderly overwrite). The slave's table has its own
+property, INV-8s (``slave.py``), which reads the same attribution (``_landed_commit``)."""
 
 from __future__ import annotations
 
@@ -95,7 +94,8 @@ def _landed_commit(s: State, a: Action, q: int) -> tuple[int, str, int] | None:
     """(pq key, cause, value) of the commit of ``queue`` that BrokerReceive ``a`` lands, if any."""
     if not isinstance(a, BrokerReceive) or not 0 <= a.overtakes < len(s.clients[a.client].channel):
         return None
-    item = s.clients[a.client].channel[a.overtakes]  # the request pools may run the second first (§18)
+    item = s.clients[a.client].channel[a.overtakes]  # the request pools may run the second first (docs/spec.md, "Thread
+    # boundaries")
     if item.queue != q:
         return None
     if isinstance(item, Commit):
@@ -107,7 +107,8 @@ def _landed_commit(s: State, a: Action, q: int) -> tuple[int, str, int] | None:
 
 def _by_failover(m: Model, s: State, a: Action, t: State, q: int) -> bool:
     """The restart's table is exactly what the broker's files hold: the last flush (a crash loses the
-    window since, R3.6), or the flush before it when the main file is unreadable (R3.7)."""
+    window since, the broker's flush (BrokerMixin._broker_flush)), or the flush before it when the main file is
+    unreadable (the broker's load, BrokerMixin._broker_restart)."""
     if isinstance(a, BrokerCrash):
         return t.broker.offsets[q] == s.broker.flushed[q]
     if isinstance(a, CorruptOffsetFile):
@@ -124,12 +125,12 @@ def _by_admin_reset(m: Model, s: State, a: Action, t: State, q: int) -> bool:
 
 
 def _by_stale_owner(m: Model, s: State, a: Action, t: State, q: int) -> bool:
-    """The race of last-writer-wins (R3.2, S5): the landing commit comes from a pq other than the one that
-    wrote the current value, and that pq did not read the current value as its start (Ghost.readers): the
-    value it undercuts landed after its read, or it read another broker (a replica). The two owners
-    overlapped, or the commit was computed while its pq still owned the queue and lands after ownership
-    moved. A pq that read the value and then commits below it shows no race: its memory went below what
-    it read (``stale_owner_race`` names the race for the report)."""
+    """The race of last-writer-wins (``BrokerMixin._land_commit``, S5): the landing commit comes from a
+    pq other than the one that wrote the current value, and that pq did not read the current value as its start
+    (Ghost.readers): the value it undercuts landed after its read, or it read another broker (a replica). The two owners
+    overlapped, or the commit was computed while its pq still owned the queue and lands after ownership moved. A pq that
+    read the value and then commits below it shows no race: its memory went below what it read (``stale_owner_race``
+    names the race for the report)."""
     return stale_owner_race(m, s, a, q) is not None
 
 
@@ -154,8 +155,8 @@ def stale_owner_race(m: Model, s: State, a: Action, q: int) -> str | None:
 
 
 def _by_pool_reorder(m: Model, s: State, a: Action, t: State, q: int) -> bool:
-    """The broker's request pools (docs/spec.md §18): the landing request is the one that the request which
-    landed the current value overtook on the same connection (Ghost.overtaken, set by BrokerReceive with
+    """The broker's request pools (docs/spec.md, "Thread boundaries"): the landing request is the one that the request
+    which landed the current value overtook on the same connection (Ghost.overtaken, set by BrokerReceive with
     overtakes=1 and cleared by every other change of the value). In send order it would have landed first."""
     if not isinstance(a, BrokerReceive) or not s.ghost.overtaken or _landed_commit(s, a, q) is None:
         return False
@@ -176,7 +177,7 @@ def _by_offset_illegal_fix(m: Model, s: State, a: Action, t: State, q: int) -> b
 
 
 # The declared causes of a falling committed (master) offset, semantics INV-8 and known-bugs I3. The slave's
-# table has its own property, INV-8s, whose extra cause is SlaveSync (R3.8).
+# table has its own property, INV-8s, whose extra cause is SlaveSync (SlaveMixin._slave_sync).
 DECLARED_DECREASE_CAUSES: tuple[DecreaseCause, ...] = (
     DecreaseCause(
         "failover",
@@ -214,8 +215,9 @@ DECLARED_DECREASE_CAUSES: tuple[DecreaseCause, ...] = (
         "4.9.8's broker runs each request on the thread pool of its code (NettyRemotingAbstract#processRequestCommand; "
         "BrokerController: PULL_MESSAGE on pullMessageExecutor, UPDATE_CONSUMER_OFFSET on consumerManageExecutor), "
         "and PullMessageProcessor commits a pull's piggy-back when the pull runs: a later commit of the queue from "
-        "the same connection can land first, and the overtaken one then lands below it (docs/spec.md §18). Only "
-        "the request that the current value's writer overtook (Ghost.overtaken), not any decrease by the same pq.",
+        "the same connection can land first, and the overtaken one then lands below it (docs/spec.md, "
+        "'Thread boundaries'). Only the request that the current value's writer overtook (Ghost.overtaken), not any "
+        "decrease by the same pq.",
         _by_pool_reorder,
     ),
     DecreaseCause(
@@ -239,11 +241,14 @@ def _broker_decrease_attributed(m: Model, s: State, a: Action, t: State) -> str 
         if _by_admin_reset(m, s, a, t, q):
             continue  # an admin reset is a declared cause (DECLARED_DECREASE_CAUSES)
         if _by_offset_illegal_fix(m, s, a, t, q):
-            continue  # the OFFSET_ILLEGAL correction overwrites either way (R5.7, S5)
+            continue  # the OFFSET_ILLEGAL correction overwrites either way (the pull-status handling
+            # (PullMixin._receive_pull), S5)
         if _by_orderly_overwrite(m, s, a, t, q):
-            continue  # orderly consume loop: increaseOnly=false over a correctTagsOffset value (R8.6, R6.7)
+            continue  # orderly consume loop: increaseOnly=false over a correctTagsOffset value (the orderly commit
+            # (OrderlyConsumeMixin._orderly_finish), what drops a pq (PullMixin))
         if _by_pool_reorder(m, s, a, t, q):
-            continue  # the broker's request pools ran a later request of the connection first (§18)
+            continue  # the broker's request pools ran a later request of the connection first (docs/spec.md, "Thread
+            # boundaries")
         if t.ghost.last_writer[q] == s.ghost.last_writer[q]:
             return f"queue {q}: broker offset fell {old} -> {new}, written by the same pq"
     return None
@@ -253,7 +258,7 @@ BROKER_DECREASE_ATTRIBUTED = ActionProperty(
     "INV-8",
     "broker_decrease_attributed",
     "A broker offset falls only through failover, a commit from a different pq than wrote it, or a request "
-    "that the current value's writer overtook in the broker's request pools (docs/spec.md §18).",
+    "that the current value's writer overtook in the broker's request pools (docs/spec.md, 'Thread boundaries').",
     "R3.2, R3.7",
     "Last-writer-wins makes stale-owner decreases legal; a pq undercutting itself is a client bug.",
     _broker_decrease_attributed,

@@ -1,11 +1,12 @@
 """Consumption: ``ConsumeMessageConcurrentlyService``, send-back, the DLQ and ``cleanExpiredMsg``.
 
 RocketMQ classes: ``ConsumeMessageConcurrentlyService`` (``submitConsumeRequest``, ``ConsumeRequest#run``,
-``processConsumeResult``, ``sendMessageBack`` and the local resubmit after a failed send-back; R7.1-R7.4),
-the broker's ``SendMessageProcessor#consumerSendMsgBack`` (retry schedule or ``%DLQ%``, R7.5, R7.7, R7.8),
-``ProcessQueue#removeMessage`` (R6.3) and ``ProcessQueue#cleanExpiredMsg`` (R6.8). The actions
-``StartConsume``, ``FinishConsume`` and ``ApplyConsumeOffset`` are handled here for both services: an
-orderly consumer's go to ``orderly_consume.py``.
+``processConsumeResult``, ``sendMessageBack`` and the local resubmit after a failed send-back; R7.1-R7.4), the
+broker's ``SendMessageProcessor#consumerSendMsgBack`` (retry schedule or ``%DLQ%``, R7.5, the delay levels
+(broker_rules.retry_delay_ms), R7.8), ``ProcessQueue#removeMessage`` (R6.3) and ``ProcessQueue#cleanExpiredMsg``
+(R6.8). The retry topic's subscription (R7.8) is decided here; the broker's registration of the retry queue and
+``ScheduleMessageService``'s delivery to it apply it (``broker.py``). The actions ``StartConsume``, ``FinishConsume``
+and ``ApplyConsumeOffset`` are handled here for both services: an orderly consumer's go to ``orderly_consume.py``.
 
 Its actions, before the class: ``CleanExpiredMsg``, ``StartConsume``, ``FinishConsume``,
 ``ApplyConsumeOffset``.
@@ -107,7 +108,7 @@ class ConcurrentConsumeMixin:
         r = cl.requests[k]
         cl = cl._replace(requests=cl.requests[:k] + cl.requests[k + 1 :])
         s = s._replace(clients=_put(s.clients, i, cl))
-        if self.orderly:  # orderly consume loop (R8.5)
+        if self.orderly:  # orderly consume loop (the orderly loop, OrderlyConsumeMixin._orderly_iterate)
             return self._orderly_run(s, i, r)
         pq = cl.pqs[r.queue]
         if pq is None or pq.uid != r.pq_uid or pq.pull_state == PULL_DROPPED:
@@ -138,7 +139,9 @@ class ConcurrentConsumeMixin:
         causes = dict(g.redelivery_causes)
         hist = s.history
         ledger = self._ledger(i)
-        orphaned = {  # §18.3: a listener that outlived a Shutdown holds these, never to be committed (R4.4)
+        # A listener that outlived a Shutdown holds these, never to be committed (the shutdown order,
+        # ConsumerProcessMixin._shutdown; docs/spec.md, "What is real, ranked").
+        orphaned = {
             o
             for j, other in enumerate(s.clients)
             if self._ledger(j) == ledger
@@ -304,7 +307,8 @@ class ConcurrentConsumeMixin:
 
     def _offset_update_applies(self: Model, pq: ProcessQueue | None, uid: int) -> bool:
         """Does processConsumeResult's updateOffset run for the pq ``uid``? Only while it is the table's pq and
-        not dropped (R7.3; orderly R8.6, which also reads the pq's dropped flag: ``_orderly_live``)."""
+        not dropped (R7.3; orderly the orderly commit (OrderlyConsumeMixin._orderly_finish), which also reads the pq's
+        dropped flag: ``_orderly_live``)."""
         if self.orderly:
             return self._orderly_live(pq, uid)
         return pq is not None and pq.uid == uid and pq.pull_state != PULL_DROPPED
@@ -331,7 +335,7 @@ class ConcurrentConsumeMixin:
         a failed send-back raised). At reconsumeTimes >= max the message goes to %DLQ%<group>;
         otherwise to SCHEDULE_TOPIC at ``delay_level``, where 0 (processConsumeResult's default) lets the
         broker choose 3 + reconsumeTimes (R7.5 step 6; cleanExpiredMsg asks 3, R6.8), reaching %RETRY%<group>
-        with reconsumeTimes + 1 (R7.7)."""
+        with reconsumeTimes + 1 (the delay levels, broker_rules.retry_delay_ms)."""
         times = original.reconsume_times
         at_max = self._goes_to_dlq(times)
         msg = original._replace(reconsume_times=times + 1, store_time=now, sent_back_at=now)  # R7.5 step 7
@@ -569,7 +573,8 @@ def _retry_accounting(m: Model, s: State, a: Action, t: State) -> str | None:
         if due < expected or (exact and due != expected):
             return f"retry message {msg.origin} (reconsumeTimes={k}) due at {due}, expected {expected}"
     for msg in after.dlq[len(before.dlq) :]:  # routed on the stored count, stored with +1 (R7.5)
-        if m.orderly:  # forwarded at or past the limit, counted once more from 5.2.0 (R8.7)
+        if m.orderly:  # forwarded at or past the limit, counted once more from 5.2.0 (checkReconsumeTimes,
+            # OrderlyConsumeMixin._orderly_finish)
             least = limit + 1 if m.config.orderly_forward_counts_the_send else limit
             if msg.reconsume_times < least:
                 return f"DLQ message {msg.origin} has reconsumeTimes={msg.reconsume_times}, expected >= {least}"

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Final
 
-# Message models and strategies the model explores (semantics R1.3, R11.1-R11.6).
+# Message models and strategies the model explores (semantics R1.3, the allocation strategies,
+# allocation.allocate_queues).
 CLUSTERING: Final = "CLUSTERING"
 BROADCASTING: Final = "BROADCASTING"
 MODES: Final = (CLUSTERING, BROADCASTING)
@@ -29,7 +30,8 @@ STRATEGIES: Final = (AVG, AVG_BY_CIRCLE, CONSISTENT_HASH, CONFIG, MACHINE_ROOM, 
 # What the model's MACHINE_ROOM_NEARBY may wrap: the strategies that partition any queue list.
 NEARBY_INNER_STRATEGIES: Final = (AVG, AVG_BY_CIRCLE, CONSISTENT_HASH)
 
-# ConsumeFromWhere (R10.1). The three deprecated values behave exactly like LAST in 4.9.8.
+# ConsumeFromWhere (computePullFromWhere, RebalanceMixin._compute_pull_from_where). The three deprecated values behave
+# exactly like LAST in 4.9.8.
 FROM_LAST: Final = "CONSUME_FROM_LAST_OFFSET"
 FROM_FIRST: Final = "CONSUME_FROM_FIRST_OFFSET"
 FROM_TIMESTAMP: Final = "CONSUME_FROM_TIMESTAMP"
@@ -70,11 +72,11 @@ MUTATIONS: Final[dict[str, str]] = {
     # pull expiry, retention and OFFSET_ILLEGAL
     "pull_expiry_ignored": "R9.4 Phase A keeps a pq not pulled for more than 120 s (isPullExpired, R6.6)",
     "offset_illegal_fix_deferred": "5.x runs the OFFSET_ILLEGAL correction 10 s later, as 4.9.8 does (R5.7)",
-    # admin reset (R3.10a, R3.10b)
+    # admin reset (the 4.9.8 reset and the 5.x reset, AdminResetMixin)
     "client_reset_off_by_one": "MQClientInstance.resetOffset applies the reset offset minus one (R3.10a)",
     "client_reset_skips_update": "MQClientInstance.resetOffset skips updateOffset(increaseOnly=false) and "
     "persists the old memory offset (R3.10a step 4)",
-    # orderly consume loop (R6.4, R8.5-R8.8)
+    # orderly consume loop (the orderly ProcessQueue helpers and the orderly consume loop, OrderlyConsumeMixin)
     "orderly_commit_returns_last_key": "ProcessQueue.commit returns the largest consumed key, not key + 1 (R6.4)",
     "orderly_suspend_commits": "SUSPEND_CURRENT_QUEUE_A_MOMENT commits the batch it puts back (R8.6)",
     "orderly_removal_ignores_consume_lock": "RMQ-09 (1): orderly removal unlocks the broker lock while the "
@@ -84,7 +86,8 @@ MUTATIONS: Final[dict[str, str]] = {
     "overlap (R8.5)",
     "pull_request_requeued": "the pull thread re-queues the PullRequest it sends (a double "
     "executePullRequestImmediately): two pull loops for one pq (R5.1)",
-    # the causal allow-list (docs/spec.md §4.3): each refuted only by a property that demands a cause
+    # the causal allow-list (docs/spec.md, "Allowed anomalies, each with its cause"): each refuted only by a property
+    # that demands a cause
     "empty_group_loses_offsets": "the broker drops a group's offsets when its last consumer leaves: a restart "
     "then positions by consumeFromWhere over what the group had committed (R3.1, R10.4)",
     "resume_memory_one_behind": "computePullFromWhere seeds the memory offset one below the stored offset it "
@@ -93,11 +96,13 @@ MUTATIONS: Final[dict[str, str]] = {
     "message is pulled again once consumed (R5.7)",
     "update_offset_stores_one_less": "the broker's updateConsumerOffset stores commitOffset - 1: a pq's persist "
     "lands below what its own pull's piggy-back landed, with every request applied in order (R3.2, R5.4); "
-    "'the same pq wrote it' would tolerate it, the request-pool-reorder cause does not (docs/spec.md §18)",
-    # cleanExpiredMsg (R6.8)
+    "'the same pq wrote it' would tolerate it, the request-pool-reorder cause does not "
+    "(docs/spec.md, 'Thread boundaries')",
+    # cleanExpiredMsg (ConcurrentConsumeMixin._clean_expired_msg)
     "expired_removed_without_send_back": "cleanExpiredMsg removes an expired message from the pq without sending "
     "it back: the watermark passes a message nobody handled (R6.8)",
-    # liveness at quiescence (docs/spec.md §13): background tasks that stop; only LIV checks see them
+    # liveness at quiescence (docs/spec.md, "Liveness at quiescence"): background tasks that stop; only LIV checks see
+    # them
     "persist_timer_stops": "persistAllConsumerOffset runs once and is never rescheduled (R4.1)",
     "rebalance_timer_stops": "RebalanceService is not re-armed after a run: only rebalanceImmediately wakes it (R4.2)",
 }
@@ -121,19 +126,25 @@ class Config:
     queues: int = 4
     messages_per_queue: int = 4  # how many Produce actions each queue of the topic accepts
     backlog: int = 0  # messages already in each queue at time 0 (counted in messages_per_queue)
-    backlog_head_hot: bool = True  # is message 0 of a backlog still in page cache (R3.5)?
+    backlog_head_hot: bool = True  # is message 0 of a backlog still in page cache (the offset query's answer,
+    # broker_rules.query_consumer_offset)?
     mode: str = CLUSTERING
     strategy: str = AVG
     consume_from_where: str = FROM_LAST
-    consume_timestamp: int = 0  # logical ms; CONSUME_FROM_TIMESTAMP looks it up (R10.3)
-    pull_batch_size: int = 2  # RocketMQ: 32 (R5.2)
-    consume_batch_size: int = 1  # consumeMessageBatchMaxSize, RocketMQ default 1 (R7.1)
-    pull_threshold_for_queue: int = 4  # RocketMQ: 1000 (R5.1)
-    max_reconsume_times: int = 16  # -1 means 16 for concurrent consumers (R7.4)
+    consume_timestamp: int = 0  # logical ms; CONSUME_FROM_TIMESTAMP looks it up (searchOffset,
+    # broker_rules.search_offset)
+    pull_batch_size: int = 2  # RocketMQ: 32 (the piggy-backed commit, PullMixin._piggyback_offset)
+    consume_batch_size: int = 1  # consumeMessageBatchMaxSize, RocketMQ default 1 (submitConsumeRequest,
+    # ConcurrentConsumeMixin._start_consume)
+    pull_threshold_for_queue: int = 4  # RocketMQ: 1000 (pullMessage, PullMixin._send_pull)
+    max_reconsume_times: int = 16  # -1 means 16 for concurrent consumers (the client's sendMessageBack,
+    # ConcurrentConsumeMixin._send_back)
     tags: tuple[str, ...] = ("A",)  # tags producers attach
     subscription: tuple[str, ...] | None = None  # None is "*"; otherwise the subscribed tags
-    virtual_node_cnt: int = 10  # consistent hash (R11.3); 0 is accepted and allocates nothing
-    # Parameters of CONFIG, MACHINE_ROOM and MACHINE_ROOM_NEARBY (R11.4-R11.6), None for the others.
+    virtual_node_cnt: int = 10  # consistent hash (CONSISTENT_HASH, allocation.allocate_queues); 0 is accepted and
+    # allocates nothing
+    # Parameters of CONFIG, MACHINE_ROOM and MACHINE_ROOM_NEARBY (the allocation strategies,
+    # allocation.allocate_queues), None for the others.
     allocate_config_queues: tuple[tuple[int, ...], ...] | None = None  # CONFIG: queue indices, per consumer
     consumeridcs: tuple[str, ...] | None = None  # MACHINE_ROOM: the rooms dealt; None is Java's unset set
     nearby_inner: str | None = None  # MACHINE_ROOM_NEARBY: the strategy it wraps
@@ -143,64 +154,73 @@ class Config:
     client_shutdowns: int = 1
     broker_crashes: int = 1
     send_back_failures: int = 1
-    query_errors: int = 0  # QUERY_CONSUMER_OFFSET answered with an error code (R2.3); see RebalanceQueryError
+    query_errors: int = 0  # QUERY_CONSUMER_OFFSET answered with an error code (readOffset,
+    # RebalanceMixin._compute_pull_from_where); see RebalanceQueryError
     version: str = V4_9_8
     group: str = "G"
     topic: str = "T"
     broker_name: str = "broker-a"
     mutations: frozenset[str] = field(default_factory=frozenset)
-    # orderly consumption (R8): a ConsumeMessageOrderlyService consumer: its lock protocol (R8.1-R8.4, R8.9, R5.1
-    # step 6), its consume loop (R8.5-R8.7) and its removal at rebalance (R8.8).
+    # orderly consumption: a ConsumeMessageOrderlyService consumer: its lock protocol (ClientLocksMixin, with the
+    # broker's lock table orderly.try_lock_batch and the first locked pull's re-read in PullMixin._send_pull), its
+    # consume loop (OrderlyConsumeMixin) and its removal at rebalance (OrderlyConsumeMixin._remove_orderly).
     orderly: bool = False
-    # retention and OFFSET_ILLEGAL (R5.5, R5.7): commit-log retention raising minOffset (RetentionDelete). Default 0:
-    # without it no pull offset ever falls below minOffset, so existing configurations keep their exact
-    # state space and meaning; runs that want OFFSET_ILLEGAL ask for it.
+    # retention and OFFSET_ILLEGAL (the pull statuses (broker_rules.pull_result), the pull-status handling
+    # (PullMixin._receive_pull)): commit-log retention raising minOffset (RetentionDelete). Default 0: without it no
+    # pull offset ever falls below minOffset, so existing configurations keep their exact state space and meaning; runs
+    # that want OFFSET_ILLEGAL ask for it.
     retention_deletes: int = 0
-    # admin reset (R3.10a, R3.10b): budget of AdminReset. Default 0, so existing runs keep
-    # their exact state space and meaning. CLUSTERING only.
+    # admin reset (the 4.9.8 reset and the 5.x reset, AdminResetMixin): budget of AdminReset. Default 0, so existing
+    # runs keep their exact state space and meaning. CLUSTERING only.
     admin_resets: int = 0
     # orderly consume loop: budget of Stall, a stop-the-world pause of a consumer (default 0: the timing
-    # margins of R8.3 hold)
+    # margins of the lockAll timer (ClientLocksMixin._lock_all) hold)
     client_stalls: int = 0
     # faults (default 0 / off, so that existing runs keep their state space): oneway commits lost on the way
-    # (LoseCommit, R2.5); a rebalance whose consumer list lacks the consumer itself (RebalanceWithoutSelf,
-    # S7); consumer 1 sharing consumer 0's clientId (RMQ-11; CLUSTERING only)
+    # (LoseCommit, updateConsumeOffsetToBroker, ConsumerProcessMixin._send_commit); a rebalance whose consumer list
+    # lacks the consumer itself (RebalanceWithoutSelf, S7); consumer 1 sharing consumer 0's clientId (RMQ-11; CLUSTERING
+    # only)
     commit_losses: int = 0
     view_faults: int = 0
     duplicate_client_id: bool = False
     task_deaths: int = 0  # a background task dies for good (TaskDies)
-    # the broker's consumerOffset.json unreadable at a restart (CorruptOffsetFile; R3.7, RMQ-21). At most 1:
-    # after one, the next flush copies the unreadable main over .bak, and a second would stop the broker
-    # from starting at all (loadBak fails), which the model does not represent.
+    # the broker's consumerOffset.json unreadable at a restart (CorruptOffsetFile; the broker's load
+    # (BrokerMixin._broker_restart), RMQ-21). At most 1: after one, the next flush copies the unreadable main over .bak,
+    # and a second would stop the broker from starting at all (loadBak fails), which the model does not represent.
     offset_file_corruptions: int = 0
-    # a BROADCASTING consumer's offsets.json unreadable at its restart (CorruptLocalOffsetFile; R1.16). At most 1,
-    # for the same reason: a second one would make both files unreadable and the consumer unable to start.
+    # a BROADCASTING consumer's offsets.json unreadable at its restart (CorruptLocalOffsetFile; a corrupt offset file's
+    # aftermath, FaultsMixin). At most 1, for the same reason: a second one would make both files unreadable and the
+    # consumer unable to start.
     local_offset_file_corruptions: int = 0
     # a BROADCASTING consumer's offsets.json has unlocked writers (LocalFileOffsetStore#persistAll on the timer
     # thread, #persist on the rebalance, OFFSET_ILLEGAL and reset threads: read, merge, string2File): this many
     # persistAll runs may read and merge now and write later, over what other writers wrote meanwhile
-    # (PersistOffsets(client, lagging=1), OffsetFileWriteLands; docs/spec.md §18.3). BROADCASTING only.
+    # (PersistOffsets(client, lagging=1), OffsetFileWriteLands; docs/spec.md, "What is real, ranked"). BROADCASTING
+    # only.
     lagging_file_writes: int = 0
     # slaves: a slave (brokerId 1) of the broker name. While the master is down, pulls, offset queries,
-    # commits and consumer lists go to it (R2.4, R2.5, R5.3, R9.3); it copies the commit log (HA) and the
-    # master's offset table every 10 s (SlaveSynchronize, R3.8). Default off: existing runs keep their state space.
+    # commits and consumer lists go to it (the slave routing (SlaveMixin), updateConsumeOffsetToBroker
+    # (ConsumerProcessMixin._send_commit), the pull's sysFlag (PullMixin._send_pull), the CLUSTERING allocation
+    # (RebalanceMixin._rebalance_topic)); it copies the commit log (HA) and the master's offset table every 10 s
+    # (SlaveSynchronize, SlaveSync, SlaveMixin._slave_sync). Default off: existing runs keep their state space.
     slave: bool = False
-    # MessageStoreConfig.offsetCheckInSlave (R5.5): may a slave answer PULL_OFFSET_MOVED from its own bounds?
-    # false (the default) since the RMQ-17 fix; true restores RMQ-17 for a lagging slave.
+    # MessageStoreConfig.offsetCheckInSlave (the pull statuses, broker_rules.pull_result): may a slave answer
+    # PULL_OFFSET_MOVED from its own bounds? false (the default) since the RMQ-17 fix; true restores RMQ-17 for a
+    # lagging slave.
     offset_check_in_slave: bool = False
-    # orderly consume loop: ConsumeOrderlyContext.autoCommit as the listener leaves it (R8.6). true (the default):
-    # SUCCESS commits the batch. false: SUCCESS commits nothing, COMMIT commits everything taken since the last
-    # commit, ROLLBACK puts it all back.
+    # orderly consume loop: ConsumeOrderlyContext.autoCommit as the listener leaves it (the orderly commit,
+    # OrderlyConsumeMixin._orderly_finish). true (the default): SUCCESS commits the batch. false: SUCCESS commits
+    # nothing, COMMIT commits everything taken since the last commit, ROLLBACK puts it all back.
     orderly_auto_commit: bool = True
-    # cleanExpiredMsg (R6.8): consumeTimeout in logical ms, both the period of the concurrent consume service's
-    # cleanExpireMsg timer (scheduleAtFixedRate: first run one period after start, then every period counted
-    # from the planned run, whatever the run found) and the age a started listener's message must exceed to
-    # be sent back and removed. RocketMQ: 15 min. Scaled down like pull_batch_size (docs/spec.md §5), minutes
-    # read as seconds: campaign walks (300 steps, src/rmqspec/campaign) end at a median of about 90 s of
-    # logical time (p90 180 s), so 15 min never fires; their listeners run 0 s at the median, about 5 s at
-    # p90 and under 20 s at p99. At 15 s only that tail outlives the timeout, as only a stuck listener
-    # outlives RocketMQ's: over 1,000 campaign seeds the timer fires about 9,400 times and removes messages in
-    # 19 runs (10 s: 41 runs, but a p90 listener then nearly expires; 20 s: 13).
+    # cleanExpiredMsg (ConcurrentConsumeMixin._clean_expired_msg): consumeTimeout in logical ms, both
+    # the period of the concurrent consume service's cleanExpireMsg timer (scheduleAtFixedRate: first run one period
+    # after start, then every period counted from the planned run, whatever the run found) and the age a started
+    # listener's message must exceed to be sent back and removed. RocketMQ: 15 min. Scaled down like pull_batch_size
+    # (docs/spec.md, "What is abstracted away, and why"), minutes read as seconds: campaign walks (300 steps,
+    # src/rmqspec/campaign) end at a median of about 90 s of logical time (p90 180 s), so 15 min never fires; their
+    # listeners run 0 s at the median, about 5 s at p90 and under 20 s at p99. At 15 s only that tail outlives the
+    # timeout, as only a stuck listener outlives RocketMQ's: over 1,000 campaign seeds the timer fires about 9,400 times
+    # and removes messages in 19 runs (10 s: 41 runs, but a p90 listener then nearly expires; 20 s: 13).
     consume_timeout: int = 15_000
 
     def __post_init__(self) -> None:
@@ -240,12 +260,15 @@ class Config:
             value = getattr(self, name)
             if not value or "@" in value:
                 raise ConfigError(f"{name}: got {value!r}; accepted: a non-empty name without '@'")
-        if not self.broker_name:  # '@' is allowed: MACHINE_ROOM reads "<room>@<name>" (R11.5)
+        if not self.broker_name:  # '@' is allowed: MACHINE_ROOM reads "<room>@<name>" (MACHINE_ROOM,
+            # allocation.allocate_queues)
             raise ConfigError("broker_name: got ''; accepted: a non-empty name ('<room>@<name>' for MACHINE_ROOM)")
         if not isinstance(self.orderly, bool):  # orderly
             raise ConfigError(f"orderly: got {self.orderly!r}; accepted: true or false")
         _check_range("retention_deletes", self.retention_deletes, 0, 100)  # retention
-        _check_range("consume_timeout", self.consume_timeout, 1, 24 * 3_600_000)  # cleanExpiredMsg (R6.8)
+        _check_range(
+            "consume_timeout", self.consume_timeout, 1, 24 * 3_600_000
+        )  # ConcurrentConsumeMixin._clean_expired_msg
         _check_range("admin_resets", self.admin_resets, 0, 100)  # admin reset
         if not isinstance(self.duplicate_client_id, bool):
             raise ConfigError(f"duplicate_client_id: got {self.duplicate_client_id!r}; accepted: true or false")
@@ -280,7 +303,7 @@ class Config:
         if self.admin_resets and (self.orderly or self.client_stalls):
             raise ConfigError(
                 "admin_resets: got a budget with orderly or client_stalls; accepted: 0 (the admin reset is not "
-                "modelled together with the orderly consume loop or stalls yet, docs/spec.md §14)"
+                "modelled together with the orderly consume loop or stalls yet, docs/spec.md, section orderly_consume)"
             )
         if self.admin_resets and self.mode != CLUSTERING:
             raise ConfigError(
@@ -300,7 +323,7 @@ class Config:
             raise ConfigError(
                 "slave: got true with orderly, admin_resets, client_stalls or task_deaths; accepted: false (the slave "
                 "is not modelled together with broker locks, the admin reset or the idle-channel scan yet, "
-                "docs/spec.md §16)"
+                "docs/spec.md, section slave)"
             )
         unknown = sorted(set(self.mutations) - set(MUTATIONS))
         if unknown:
@@ -308,7 +331,8 @@ class Config:
 
     @property
     def effective_max_reconsume_times(self) -> int:
-        """-1 means 16 for a concurrent consumer (R7.4) and Integer.MAX_VALUE for an orderly one (R8.7)."""
+        """-1 means 16 for a concurrent consumer (the client's sendMessageBack, ConcurrentConsumeMixin._send_back) and
+        Integer.MAX_VALUE for an orderly one (checkReconsumeTimes, OrderlyConsumeMixin._orderly_finish)."""
         if self.max_reconsume_times == -1:
             return 2**31 - 1 if self.orderly else 16
         return self.max_reconsume_times
@@ -316,99 +340,103 @@ class Config:
     # --- the version switches (docs/spec.md, "What the version switch changes") ----------------------
     @property
     def broker_error_reads_as_no_offset(self) -> bool:
-        """R2.3: ``readOffset(READ_FROM_STORE)`` maps every broker error code (MQBrokerException) to -1,
-        "no offset", in 4.9.8; from 5.0.0 (commit b6ff649291) only QUERY_NOT_FOUND
+        """readOffset (RebalanceMixin._compute_pull_from_where): ``readOffset(READ_FROM_STORE)`` maps every broker error
+        code (MQBrokerException) to -1, "no offset", in 4.9.8; from 5.0.0 (commit b6ff649291) only QUERY_NOT_FOUND
         (OffsetNotFoundException) gives -1 and any other code gives -2, a failed read [RMQ-14]."""
         return self.version == V4_9_8
 
     @property
     def read_error_throws(self) -> bool:
-        """R10.1: ``computePullFromWhereWithException`` returns -1 on a failed read (-2) in 4.9.8; from
-        5.0.0 it throws MQClientException, which 5.x's rebalance catches in ``computePullFromWhere``
-        (R9.4): either way the queue gets no pq this round."""
+        """computePullFromWhere (RebalanceMixin._compute_pull_from_where): ``computePullFromWhereWithException`` returns
+        -1 on a failed read (-2) in 4.9.8; from 5.0.0 it throws MQClientException, which 5.x's rebalance catches in
+        ``computePullFromWhere`` (the rebalance's pq table update, RebalanceMixin._update_process_queue_table): either
+        way the queue gets no pq this round."""
         return self.version != V4_9_8
 
     @property
     def young_queue_needs_head_in_memory(self) -> bool:
-        """R3.5: a group with no offset is told 0 when the queue is young. 4.9.8 tests
-        ``!checkInDiskByConsumeOffset(0)``, true for an empty queue; 5.1.0+ (commit 3949f6938e) tests
-        ``checkInMemByConsumeOffset(0, 1)``, false for an empty queue, which is then NOT_FOUND. The 5.x
-        client sends no setZeroIfNotFound (5.0.0 sent false; 5.1.0 dropped it, d5e6fb6634) [RMQ-15]."""
+        """the offset query's answer (broker_rules.query_consumer_offset): a group with no offset is told 0 when the
+        queue is young. 4.9.8 tests ``!checkInDiskByConsumeOffset(0)``, true for an empty queue; 5.1.0+ (commit
+        3949f6938e) tests ``checkInMemByConsumeOffset(0, 1)``, false for an empty queue, which is then NOT_FOUND. The
+        5.x client sends no setZeroIfNotFound (5.0.0 sent false; 5.1.0 dropped it, d5e6fb6634) [RMQ-15]."""
         return self.version != V4_9_8
 
     @property
     def orderly_locks_in_broadcasting(self) -> bool:
-        """R8.9: a 4.9.8 orderly BROADCASTING consumer still locks each queue it adds
-        (``isOrder`` is passed through) and skips a queue whose lock fails, but never renews; 5.3.2
-        (commit 2956f6d46b) takes no locks in BROADCASTING."""
+        """orderly BROADCASTING's locks (ClientLocksMixin): a 4.9.8 orderly BROADCASTING consumer still locks each queue
+        it adds (``isOrder`` is passed through) and skips a queue whose lock fails, but never renews; 5.3.2 (commit
+        2956f6d46b) takes no locks in BROADCASTING."""
         return self.version == V4_9_8
 
     @property
     def offset_illegal_fixed_at_once(self) -> bool:
-        """R5.7: 4.9.8 corrects an OFFSET_ILLEGAL queue 10 s later with a plain
-        overwrite (``executeTaskLater``), leaving the queue to the next periodic rebalance; 5.2.0
-        (apache/rocketmq#7645) corrects at once with ``updateAndFreezeOffset`` and calls
-        ``rebalanceImmediately``."""
+        """the pull-status handling (PullMixin._receive_pull): 4.9.8 corrects an OFFSET_ILLEGAL queue 10 s later with a
+        plain overwrite (``executeTaskLater``), leaving the queue to the next periodic rebalance; 5.2.0
+        (apache/rocketmq#7645) corrects at once with ``updateAndFreezeOffset`` and calls ``rebalanceImmediately``."""
         return self.version != V4_9_8
 
     @property
     def server_side_reset(self) -> bool:
-        """R3.10a/R3.10b (admin reset): 4.9.8's broker computes the targets and pushes
-        RESET_CONSUMER_CLIENT_OFFSET to the clients, which apply it after a 10 s sleep; from 5.1.0 a
-        broker with ``useServerSideResetOffset`` (default true from 5.2.0) rewrites its own table,
-        remembers a pending reset, ignores UPDATE_CONSUMER_OFFSET for that queue meanwhile, and
-        answers the next pull with OFFSET_RESET (PULL_OFFSET_MOVED) (RIP-48, commit d663bcf6aa)."""
+        """the 4.9.8 reset (AdminResetMixin)/the 5.x reset (AdminResetMixin) (admin reset): 4.9.8's broker computes the
+        targets and pushes RESET_CONSUMER_CLIENT_OFFSET to the clients, which apply it after a 10 s sleep; from 5.1.0 a
+        broker with ``useServerSideResetOffset`` (default true from 5.2.0) rewrites its own table, remembers a pending
+        reset, ignores UPDATE_CONSUMER_OFFSET for that queue meanwhile, and answers the next pull with OFFSET_RESET
+        (PULL_OFFSET_MOVED) (RIP-48, commit d663bcf6aa)."""
         return self.version != V4_9_8
 
     @property
     def orderly_removal_waits_for_consume_lock(self) -> bool:
-        """R8.8 (orderly consume loop): 4.9.8's removeUnnecessaryMessageQueue persists and removes the
-        offset first, then needs the consume lock (1 s tryLock) to unlock, delaying the unlock 20 s when
-        messages are cached; 5.2.0 (commit 59e8f9b66e, 5.x) persists, then needs the write lock (500 ms)
-        or forces the removal once the pq's lock is 20 s old, and unlocks at once."""
+        """the orderly removal (OrderlyConsumeMixin._remove_orderly) (orderly consume loop): 4.9.8's
+        removeUnnecessaryMessageQueue persists and removes the offset first, then needs the consume lock (1 s tryLock)
+        to unlock, delaying the unlock 20 s when messages are cached; 5.2.0 (commit 59e8f9b66e, 5.x) persists, then
+        needs the write lock (500 ms) or forces the removal once the pq's lock is 20 s old, and unlocks at once."""
         return self.version == V4_9_8
 
     @property
     def lock_all_skips_dropped(self) -> bool:
-        """R8.2 (orderly consume loop): 5.x's lockAll and unlockAll build their batches from the pqs that
-        are not dropped (``buildProcessQueueTableByBrokerName``, every 5.x tag); 4.9.8's take every key of
-        the table, so a pq an orderly removal left dropped keeps its lock renewed."""
+        """the client lock calls (ClientLocksMixin._lock) (orderly consume loop): 5.x's lockAll and unlockAll build
+        their batches from the pqs that are not dropped (``buildProcessQueueTableByBrokerName``, every 5.x tag); 4.9.8's
+        take every key of the table, so a pq an orderly removal left dropped keeps its lock renewed."""
         return self.version != V4_9_8
 
     @property
     def orderly_forward_counts_the_send(self) -> bool:
-        """R8.7 (orderly consume loop): the message an orderly consumer forwards at maxReconsumeTimes
-        carries RECONSUME_TIME = reconsumeTimes in 4.9.8, reconsumeTimes + 1 from 5.1.1 (commit 7cfffe7f48,
-        apache/rocketmq#6163)."""
+        """checkReconsumeTimes (OrderlyConsumeMixin._orderly_finish) (orderly consume loop): the message an orderly
+        consumer forwards at maxReconsumeTimes carries RECONSUME_TIME = reconsumeTimes in 4.9.8, reconsumeTimes + 1 from
+        5.1.1 (commit 7cfffe7f48, apache/rocketmq#6163)."""
         return self.version != V4_9_8
 
     @property
     def slave_serves_pulls(self) -> bool:
-        """R5.4 (slaves): a 4.9.8 slave serves pulls (its PULL_RETRY_IMMEDIATELY for slaveReadEnable = false is
-        overwritten by the status switch); from 5.0.0 ``PullMessageProcessor#rejectRequest`` refuses every pull
-        on a slave with slaveReadEnable = false (SYSTEM_BUSY), which the client takes as an exception (3 s)."""
+        """the broker's pull handler (BrokerMixin._broker_receive) (slaves): a 4.9.8 slave serves pulls (its
+        PULL_RETRY_IMMEDIATELY for slaveReadEnable = false is overwritten by the status switch); from 5.0.0
+        ``PullMessageProcessor#rejectRequest`` refuses every pull on a slave with slaveReadEnable = false (SYSTEM_BUSY),
+        which the client takes as an exception (3 s)."""
         return self.version == V4_9_8
 
     @property
     def slave_sync_times(self) -> tuple[int, int]:
-        """R3.8 (slaves): (first, period) of the slave's offset sync in ms. 4.9.8 schedules syncAll at 3 s, then
-        every 10 s; 5.0.0 runs a 3 s task from 10 s that syncs only when more than 60 s passed since the last sync
-        (or since the controller was built): at 61 s, then every 63 s."""
+        """SlaveSync (SlaveMixin._slave_sync) (slaves): (first, period) of the slave's offset sync in ms. 4.9.8
+        schedules syncAll at 3 s, then every 10 s; 5.0.0 runs a 3 s task from 10 s that syncs only when more than 60 s
+        passed since the last sync (or since the controller was built): at 61 s, then every 63 s."""
         return (3_000, 10_000) if self.version == V4_9_8 else (61_000, 63_000)
 
     @property
     def rebalance_paced(self) -> bool:
-        """R4.2, R9.4: 4.9.8's RebalanceService runs ``doRebalance`` whenever it is woken and waits 20 s after each,
-        and new pqs pull at once. 5.x's waits at least minInterval (1 s) after the last rebalance, counted from its
-        construction, so the first rebalance comes 1 s after start, and waits 20 s after a balanced result but 1 s
-        after an unbalanced one (5.2.0, 59e8f9b66e); new pqs' first pulls are dispatched 500 ms later (5.0.0)."""
+        """RebalanceService (RebalanceMixin._rebalance), the rebalance's pq table update
+        (RebalanceMixin._update_process_queue_table): 4.9.8's RebalanceService runs ``doRebalance`` whenever it is woken
+        and waits 20 s after each, and new pqs pull at once. 5.x's waits at least minInterval (1 s) after the last
+        rebalance, counted from its construction, so the first rebalance comes 1 s after start, and waits 20 s after a
+        balanced result but 1 s after an unbalanced one (5.2.0, 59e8f9b66e); new pqs' first pulls are dispatched 500 ms
+        later (5.0.0)."""
         return self.version != V4_9_8
 
     @property
     def send_back_skips_cleaned(self) -> bool:
-        """R7.3, R6.8: from 5.1.0 (commit c217d8bb80, apache/rocketmq#5481) processConsumeResult skips the
-        send-back of a failed message that is no longer in its pq (``containsMessage``: cleanExpiredMsg already
-        sent it back and removed it); 4.9.8 sends it back a second time."""
+        """processConsumeResult (ConcurrentConsumeMixin._finish_consume), cleanExpiredMsg
+        (ConcurrentConsumeMixin._clean_expired_msg): from 5.1.0 (commit c217d8bb80, apache/rocketmq#5481)
+        processConsumeResult skips the send-back of a failed message that is no longer in its pq (``containsMessage``:
+        cleanExpiredMsg already sent it back and removed it); 4.9.8 sends it back a second time."""
         return self.version != V4_9_8
 
     @property
@@ -421,7 +449,8 @@ class Config:
 
     @property
     def has_retry_queue(self) -> bool:
-        """CLUSTERING push consumers also subscribe to %RETRY%<group> (R7.8)."""
+        """CLUSTERING push consumers also subscribe to %RETRY%<group> (the retry topic subscription,
+        ConcurrentConsumeMixin)."""
         return self.mode == CLUSTERING
 
     @property
@@ -517,8 +546,9 @@ def _check_choice(name: str, value: object, accepted: tuple[str, ...]) -> None:
 
 
 def _check_allocation(c: Config) -> None:
-    """The parameters of CONFIG, MACHINE_ROOM and MACHINE_ROOM_NEARBY (R11.4-R11.6): each must be
-    given for its strategy and None for every other, so that no setting is silently ignored."""
+    """The parameters of CONFIG, MACHINE_ROOM and MACHINE_ROOM_NEARBY (the allocation strategies,
+    allocation.allocate_queues): each must be given for its strategy and None for every other, so that no setting is
+    silently ignored."""
     owners = {
         "allocate_config_queues": CONFIG,
         "consumeridcs": MACHINE_ROOM,

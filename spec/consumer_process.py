@@ -1,11 +1,13 @@
 """The consumer process and its offset store: start, shutdown, crash, heartbeat and the persist timer.
 
-RocketMQ classes: ``DefaultMQPushConsumerImpl#start`` and ``#shutdown`` (R4.4), ``MQClientInstance``'s
-scheduled tasks (persistAllConsumerOffset, heartbeat; R4.1), ``RemoteBrokerOffsetStore`` (CLUSTERING:
-``persistAll``, ``persist``, ``removeOffset``, the oneway UPDATE_CONSUMER_OFFSET; R2.1, R2.2, R2.5-R2.7) and
-``LocalFileOffsetStore`` (BROADCASTING: ``load``, ``persistAll``, ``persist``, ``removeOffset``, the writes of
-``offsets.json`` and its ``.bak`` by ``MixAll.string2File``; R1.9, R1.12-R1.15). The unserialised writers of
-``offsets.json`` (a lagging ``persistAll``) are docs/spec.md §18.3.
+RocketMQ classes: ``DefaultMQPushConsumerImpl#start`` and ``#shutdown`` (R4.4), ``MQClientInstance``'s scheduled tasks
+(persistAllConsumerOffset, heartbeat; R4.1), ``RemoteBrokerOffsetStore`` (CLUSTERING: ``persistAll``, ``persist``,
+``removeOffset``, the oneway UPDATE_CONSUMER_OFFSET; R2.1, R2.2, R2.5-R2.7) and ``LocalFileOffsetStore``
+(BROADCASTING: ``load``, ``persistAll``, ``persist``, ``removeOffset``, the writes of ``offsets.json`` and its
+``.bak`` by ``MixAll.string2File``; R1.9, R1.12-R1.15). The client timers (R4.1) fire through ``clock.py``;
+``string2File`` (R1.15) also writes the broker's ``consumerOffset.json`` (``BrokerMixin._broker_flush``) and is what
+the corrupt-file faults break (``faults.py``). The unserialised writers of ``offsets.json`` (a lagging ``persistAll``)
+are docs/spec.md, "What is real, ranked".
 
 Its actions, before the class: ``Start``, ``Shutdown``, ``OrphanReturns``, ``Crash``, ``Heartbeat``,
 ``PersistOffsets``, ``OffsetFileWriteLands``.
@@ -55,11 +57,11 @@ class Shutdown:
 
 @dataclass(frozen=True, slots=True)
 class OrphanReturns:
-    """An orderly listener that outlived its consumer's ``Shutdown`` returns (R4.4 step 1, R8.9; docs/spec.md
-    §18.3). ``shutdownNow`` only interrupts the consume thread, and a listener that ignores the interrupt runs
-    on after ``unlockAll`` released the broker locks; when it returns, ``processConsumeResult`` finds its pq
-    dropped by ``destroy()`` and updates nothing, and the loop ends. Enabled while the listener ``rid`` of
-    ``client`` is in ``Client.orphaned``."""
+    """An orderly listener that outlived its consumer's ``Shutdown`` returns (R4.4 step 1, orderly BROADCASTING's locks
+    (ClientLocksMixin); docs/spec.md, "What is real, ranked"). ``shutdownNow`` only interrupts the consume thread, and a
+    listener that ignores the interrupt runs on after ``unlockAll`` released the broker locks; when it returns,
+    ``processConsumeResult`` finds its pq dropped by ``destroy()`` and updates nothing, and the loop ends. Enabled while
+    the listener ``rid`` of ``client`` is in ``Client.orphaned``."""
 
     client: int
     rid: int
@@ -79,7 +81,8 @@ class Heartbeat:
 class PersistOffsets:
     """The persistAllConsumerOffset timer. ``lagging`` 1 (BROADCASTING, budgeted ``Config.lagging_file_writes``):
     persistAll reads and merges offsets.json now and its string2File lands later (``OffsetFileWriteLands``), over
-    whatever the other writers of the file wrote meanwhile (no lock between them; docs/spec.md §18.3)."""
+    whatever the other writers of the file wrote meanwhile (no lock between them; docs/spec.md, "What is real,
+    ranked")."""
 
     client: int
     lagging: int = 0
@@ -88,7 +91,8 @@ class PersistOffsets:
 @dataclass(frozen=True, slots=True)
 class OffsetFileWriteLands:
     """The lagging persistAll's ``MixAll.string2File`` of offsets.json runs: it writes the table it merged from
-    the file it read, undoing any entry another writer changed since (a lost update; docs/spec.md §18.3)."""
+    the file it read, undoing any entry another writer changed since (a lost update; docs/spec.md, "What is real,
+    ranked")."""
 
     client: int
 
@@ -100,14 +104,16 @@ class ConsumerProcessMixin:
         """Start(client) (healing: a consumer joins or comes back). Enabled: not running. Effect:
         a fresh process: the offset store loads (BROADCASTING: the local file, R1.9; CLUSTERING:
         nothing, R2.1), the scheduled tasks start (persist after 10 s, heartbeat after 1 s, R4.1),
-        a heartbeat registers it now, and it asks for an immediate rebalance (R9.7)."""
+        a heartbeat registers it now, and it asks for an immediate rebalance (what triggers a rebalance,
+        RebalanceMixin)."""
         i = a.client
         cl = s.clients[i]
         if cl.running:
             raise ActionNotEnabled(a, "already running")
         mem = cl.file if not self.clustering else cl.mem
         cl = cl._replace(
-            # 5.x: RebalanceService's lastRebalanceTimestamp starts at construction (R4.2)
+            # 5.x: RebalanceService's lastRebalanceTimestamp starts at construction (RebalanceService,
+            # RebalanceMixin._rebalance)
             last_rebalance=s.now if self.paced else 0,
             running=True,
             mem=mem,
@@ -116,8 +122,10 @@ class ConsumerProcessMixin:
             next_heartbeat=s.now + HEARTBEAT_FIRST_DELAY,
             rebalance_requested=True,
             view=None,
-            next_lock_all=s.now + lk.LOCK_ALL_FIRST_DELAY if self.lock_renewal else None,  # orderly consumption (R8.3)
-            next_clean=s.now + self.consume_timeout if self.cleans_expired else None,  # R6.8
+            next_lock_all=s.now + lk.LOCK_ALL_FIRST_DELAY if self.lock_renewal else None,  # orderly consumption (the
+            # lockAll timer, ClientLocksMixin._lock_all)
+            next_clean=s.now + self.consume_timeout if self.cleans_expired else None,  # cleanExpiredMsg
+            # (ConcurrentConsumeMixin._clean_expired_msg)
         )
         return self._register(s._replace(clients=_put(s.clients, i, cl)), i)
 
@@ -149,7 +157,8 @@ class ConsumerProcessMixin:
             stalled_until=None,
             dead_tasks=(),  # faults: a restarted process has all its tasks again
             last_rebalance=0,
-            next_clean=None,  # R6.8: shutdown stops cleanExpireMsgExecutors; a crash ends it
+            next_clean=None,  # cleanExpiredMsg (ConcurrentConsumeMixin._clean_expired_msg): shutdown stops
+            # cleanExpireMsgExecutors; a crash ends it
         )
 
     def _shutdown(self: Model, s: State, a: Shutdown) -> State:
@@ -160,11 +169,11 @@ class ConsumerProcessMixin:
 
         An orderly consumer's running listeners are not stopped: ``shutdownNow`` interrupts their threads
         and a listener that does not check the interrupt runs on (``ThreadUtils#shutdownGracefully``), after
-        ``unlockAll`` has released its queues at the broker (R4.4 step 1, R8.9). They become
-        ``Client.orphaned`` until ``OrphanReturns``; meanwhile another consumer may lock the queue and run
-        its listener beside them (INV-12's allowed anomaly ``orderly-listener-outlives-shutdown``). A concurrent
-        listener's late return changes nothing either (its pq is dropped, R7.2) and no property compares
-        concurrent listeners, so those are dropped here."""
+        ``unlockAll`` has released its queues at the broker (R4.4 step 1, orderly BROADCASTING's locks,
+        ClientLocksMixin). They become ``Client.orphaned`` until ``OrphanReturns``; meanwhile another consumer may lock
+        the queue and run its listener beside them (INV-12's allowed anomaly ``orderly-listener-outlives-shutdown``). A
+        concurrent listener's late return changes nothing either (its pq is dropped, ConsumeRequest.run,
+        ConcurrentConsumeMixin._deliver) and no property compares concurrent listeners, so those are dropped here."""
         i = a.client
         if not s.clients[i].running or s.budget.client_shutdowns <= 0:
             raise ActionNotEnabled(a, "not running or shutdown budget used up")
@@ -174,19 +183,22 @@ class ConsumerProcessMixin:
             clients=_put(s.clients, i, cl),
             budget=s.budget._replace(client_shutdowns=s.budget.client_shutdowns - 1),
         )
-        if self.lock_renewal:  # orderly: ConsumeMessageOrderlyService.shutdown's unlockAll(false) (R4.4, R8.9)
+        if self.lock_renewal:  # orderly: ConsumeMessageOrderlyService.shutdown's unlockAll(false) (R4.4, orderly
+            # BROADCASTING's locks, ClientLocksMixin)
             s = self._unlock_all(s, i)
         s = self._persist_all(s, i, "shutdown")
-        s = self._leave(s, i, closed=False)  # the group exists: CHANGE goes out (R9.7)
+        s = self._leave(s, i, closed=False)  # the group exists: CHANGE goes out (what triggers a rebalance,
+        # RebalanceMixin)
         stopped = self._stop_process(s.clients[i])._replace(orphaned=orphaned)
         return s._replace(clients=_put(s.clients, i, stopped))
 
     def _orphan_returns(self: Model, s: State, a: OrphanReturns) -> State:
         """OrphanReturns(client, rid). Enabled: that listener outlived its consumer's Shutdown and the JVM
         is not stalled. Effect: it returns; ``processConsumeResult`` commits its batch into a pq that
-        ``destroy()`` dropped, so ``updateOffset`` is skipped (R8.6), and the loop ends at its dropped check
-        (R8.5). Nothing else changes: its offsets were never persisted, so the next owner delivers them
-        again (a redelivery at the last landed commit)."""
+        ``destroy()`` dropped, so ``updateOffset`` is skipped (the orderly commit, OrderlyConsumeMixin._orderly_finish),
+        and the loop ends at its dropped check (the orderly loop, OrderlyConsumeMixin._orderly_iterate). Nothing else
+        changes: its offsets were never persisted, so the next owner delivers them again (a redelivery at the last
+        landed commit)."""
         cl = s.clients[a.client]
         if self._stalled(s, cl) or all(r.rid != a.rid for r in cl.orphaned):
             raise ActionNotEnabled(a, "no such listener outlived a shutdown, or its JVM is stalled")
@@ -222,9 +234,11 @@ class ConsumerProcessMixin:
         ``lagging`` 1 (BROADCASTING, budgeted): LocalFileOffsetStore#persistAll reads offsets.json and merges
         the owned queues' memory values now, and its ``string2File`` runs later (``OffsetFileWriteLands``).
         Nothing locks the file against the other writers, ``persist(mq)`` on the rebalance thread (a
-        pull-expired removal, R9.4), the OFFSET_ILLEGAL task (R5.7) and the 4.9.8 reset (R3.10a), so what
-        they write meanwhile is overwritten (docs/spec.md §18.3). Enabled when a pq is owned, the file is
-        readable and no reset sleeps (those persistAlls take the other paths of ``_persist_all``)."""
+        pull-expired removal, the rebalance's pq table update (RebalanceMixin._update_process_queue_table)), the
+        OFFSET_ILLEGAL task (the pull-status handling, PullMixin._receive_pull) and the 4.9.8 reset (the 4.9.8 reset,
+        AdminResetMixin), so what they write meanwhile is overwritten (docs/spec.md, "What is real, ranked"). Enabled
+        when a pq is owned, the file is readable and no reset sleeps (those persistAlls take the other paths of
+        ``_persist_all``)."""
         cl = s.clients[a.client]
         if not cl.running or cl.next_persist is None or cl.next_persist > s.now or cl.file_write_pending is not None:
             raise ActionNotEnabled(a, "persist timer not due, or its last persistAll has not written yet")
@@ -384,7 +398,7 @@ PERSIST_ALL_PRUNES_MEMORY = ActionProperty(
 def file_write_race(s: State, a: Action, i: int) -> frozenset[int]:
     """The queues whose offsets.json entry the step ``a`` undoes as a lost update of client ``i``'s file: ``a``
     is a lagging persistAll's write (OffsetFileWriteLands) and another writer changed the entry between that
-    persistAll's read and this write (docs/spec.md §18.3). The declared cause ``file-write-race``."""
+    persistAll's read and this write (docs/spec.md, "What is real, ranked"). The declared cause ``file-write-race``."""
     if not isinstance(a, OffsetFileWriteLands) or a.client != i:
         return frozenset()
     cl = s.clients[i]
@@ -397,7 +411,8 @@ def file_write_race(s: State, a: Action, i: int) -> frozenset[int]:
 def _local_file_grows(m: Model, s: State, a: Action, t: State) -> str | None:
     """INV-6b: no write of offsets.json drops a queue's entry (the 4.9.8 merge keeps what it read), except an
     entry a lagging persistAll never read because another writer added it meanwhile (``file_write_race``)."""
-    if m.clustering or isinstance(a, CorruptLocalOffsetFile):  # an unreadable main falls back to .bak (R1.16)
+    if m.clustering or isinstance(a, CorruptLocalOffsetFile):  # an unreadable main falls back to .bak (a corrupt offset
+        # file's aftermath, FaultsMixin)
         return None
     for i, (old, new) in enumerate(zip(s.clients, t.clients, strict=True)):
         raced = file_write_race(s, a, i)
@@ -419,9 +434,9 @@ LOCAL_OFFSET_FILE_ONLY_GROWS = ActionProperty(
 
 def local_file_lowering(s: State, a: Action, i: int, q: int) -> bool:
     """Whether step ``a`` writes client ``i``'s offsets.json entry of queue ``q`` with increaseOnly false by design
-    (INV-6c): the 4.9.8 client reset's wake for a queue of its table (the admin's target, R3.10a), or the
-    OFFSET_ILLEGAL correction of that queue (nextBeginOffset, R5.7): the 4.9.8 task, or 5.x at once in the
-    callback of a pull answered OFFSET_ILLEGAL."""
+    (INV-6c): the 4.9.8 client reset's wake for a queue of its table (the admin's target, the 4.9.8 reset,
+    AdminResetMixin), or the OFFSET_ILLEGAL correction of that queue (nextBeginOffset, the pull-status handling,
+    PullMixin._receive_pull): the 4.9.8 task, or 5.x at once in the callback of a pull answered OFFSET_ILLEGAL."""
     if getattr(a, "client", None) != i:
         return False
     cl = s.clients[i]
@@ -440,7 +455,8 @@ def local_file_lowering(s: State, a: Action, i: int, q: int) -> bool:
 def _local_file_falls_caused(m: Model, s: State, a: Action, t: State) -> str | None:
     """INV-6c: a BROADCASTING consumer's offsets.json entry falls only where the step shows why: a lost update
     of its unlocked writers (``file_write_race``), a reset or an OFFSET_ILLEGAL correction of that queue
-    (``local_file_lowering``), or the fall-back to .bak of an unreadable main (R1.16)."""
+    (``local_file_lowering``), or the fall-back to .bak of an unreadable main (a corrupt offset file's aftermath,
+    FaultsMixin)."""
     if m.clustering or isinstance(a, CorruptLocalOffsetFile):
         return None
     for i, (old, new) in enumerate(zip(s.clients, t.clients, strict=True)):
@@ -460,7 +476,7 @@ LOCAL_OFFSET_FILE_FALLS_WITH_A_CAUSE = ActionProperty(
     "INV-6c",
     "local_offset_file_falls_with_a_cause",
     "A BROADCASTING offsets.json entry falls only by a lost update of its unlocked writers, a reset or an "
-    "OFFSET_ILLEGAL correction (docs/spec.md §18.3).",
+    "OFFSET_ILLEGAL correction (docs/spec.md, 'What is real, ranked').",
     "R1.12, R1.13, R3.10a, R5.7",
     "The file is where a restarted broadcast consumer resumes: a fall replays what it had consumed.",
     _local_file_falls_caused,

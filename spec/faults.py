@@ -1,13 +1,15 @@
 """Faults the environment injects, each budgeted: a lost commit, a dead task, a corrupted offset file, a missing
 consumer list entry, and Stall (a paused JVM).
 
-``LoseCommit`` loses a oneway UPDATE_CONSUMER_OFFSET on the wire (R2.5, R2.6). ``TaskDies`` ends one of the
-client's scheduled tasks (an uncaught exception ends a ``ScheduledExecutorService`` task). ``CorruptOffsetFile``
-makes the broker's ``consumerOffset.json`` unreadable so that a restart loads the ``.bak`` (R3.7, R1.15);
-``CorruptLocalOffsetFile`` does the same to a BROADCASTING client's ``offsets.json`` (R1.10, R1.16).
-``RebalanceWithoutSelf`` is a consumer list that misses its asker (R9.3, R11.0). ``Stall`` pauses a client
-process while the clock and everyone else go on, which is how the orderly timing margins break (R8.3,
-RMQ-10).
+``LoseCommit`` loses a oneway UPDATE_CONSUMER_OFFSET on the wire (updateConsumeOffsetToBroker
+(ConsumerProcessMixin._send_commit), persist(mq) (ConsumerProcessMixin._persist_one)). ``TaskDies`` ends one of the
+client's scheduled tasks (an uncaught exception ends a ``ScheduledExecutorService`` task). ``CorruptOffsetFile`` makes
+the broker's ``consumerOffset.json`` unreadable so that a restart loads the ``.bak`` (the broker's load
+(BrokerMixin._broker_restart), string2File (ConsumerProcessMixin._write_file)); ``CorruptLocalOffsetFile`` does the same
+to a BROADCASTING client's ``offsets.json`` (R1.10, R1.16). ``RebalanceWithoutSelf`` is a consumer list that misses its
+asker (the CLUSTERING allocation (RebalanceMixin._rebalance_topic), the strategies' validation
+(allocation.allocate_queues)). ``Stall`` pauses a client process while the clock and everyone else go on, which is how
+the orderly timing margins break (the lockAll timer (ClientLocksMixin._lock_all), RMQ-10).
 
 Its actions, before the class: ``CorruptOffsetFile``, ``LoseCommit``, ``CorruptLocalOffsetFile``,
 ``RebalanceWithoutSelf``, ``TaskDies``, ``Stall``.
@@ -44,7 +46,8 @@ class CorruptOffsetFile:
 @dataclass(frozen=True, slots=True)
 class LoseCommit:
     """The oldest request on the client's connection, a oneway UPDATE_CONSUMER_OFFSET, is lost on the
-    way (R2.5, R2.6). Budgeted (``Config.commit_losses``)."""
+    way (updateConsumeOffsetToBroker (ConsumerProcessMixin._send_commit), persist(mq)
+    (ConsumerProcessMixin._persist_one)). Budgeted (``Config.commit_losses``)."""
 
     client: int
 
@@ -60,7 +63,8 @@ class CorruptLocalOffsetFile:
 @dataclass(frozen=True, slots=True)
 class RebalanceWithoutSelf:
     """``Rebalance(client)`` during which the broker's consumer list lacks the client itself: its
-    heartbeat has not reached the broker it asked (S7, R9.3). Budgeted (``Config.view_faults``)."""
+    heartbeat has not reached the broker it asked (S7, the CLUSTERING allocation, RebalanceMixin._rebalance_topic).
+    Budgeted (``Config.view_faults``)."""
 
     client: int
 
@@ -79,7 +83,7 @@ class TaskDies:
 class Stall:
     """A stop-the-world pause of the consumer process (GC, a suspended VM) for ``duration`` ms, one of
     STALL_DURATIONS. Budgeted (``Config.client_stalls``). Breaks the timing margins that orderly
-    exclusivity rests on (R8.3, INV-12)."""
+    exclusivity rests on (the lockAll timer (ClientLocksMixin._lock_all), INV-12)."""
 
     client: int
     duration: int
@@ -92,7 +96,9 @@ class FaultsMixin:
     def _lose_commit(self: Model, s: State, a: LoseCommit) -> State:
         """LoseCommit(client) (budgeted). Enabled: the oldest request on the client's connection is a
         oneway UPDATE_CONSUMER_OFFSET and ``commit_losses`` budget is left. Effect: it never reaches the
-        broker (R2.5, R2.6: oneway, nothing notices); the next persist sends the memory offset again."""
+        broker (updateConsumeOffsetToBroker (ConsumerProcessMixin._send_commit), persist(mq)
+        (ConsumerProcessMixin._persist_one): oneway, nothing notices); the next persist sends the memory offset
+        again."""
         i = a.client
         cl = s.clients[i]
         if not cl.channel or not isinstance(cl.channel[0], Commit) or s.budget.commit_losses <= 0:
@@ -140,10 +146,10 @@ class FaultsMixin:
     def _corrupt_offset_file(self: Model, s: State, a: CorruptOffsetFile) -> State:
         """CorruptOffsetFile (budgeted, at most once). Enabled: the broker is down and its .bak is readable
         or missing. Effect: consumerOffset.json is unreadable, so the restart's ``ConfigManager.load``
-        falls back to ``loadBak`` (R3.7): the table of the flush before the last, or, with no .bak yet
-        (fewer than two flushes), an empty table: every group looks new and starts from consumeFromWhere
-        (S16). Offsets committed since that flush are lost; the next flush copies the unreadable main over
-        .bak (R1.15). The client-side fall-back (R1.16) is not modelled."""
+        falls back to ``loadBak`` (the broker's load, BrokerMixin._broker_restart): the table of the flush before the
+        last, or, with no .bak yet (fewer than two flushes), an empty table: every group looks new and starts from
+        consumeFromWhere (S16). Offsets committed since that flush are lost; the next flush copies the unreadable main
+        over .bak (string2File, ConsumerProcessMixin._write_file). The client-side fall-back (R1.16) is not modelled."""
         b = s.broker
         if b.up or b.bak is None or s.budget.offset_file_corruptions <= 0:
             raise ActionNotEnabled(a, "broker up, no .bak yet, or budget used up")
@@ -161,7 +167,7 @@ class FaultsMixin:
         down and its offsets.json.bak is readable or missing. Effect: offsets.json is unreadable, so every
         readLocalOffset (load at start, readOffset, persistAll's merge) falls back to .bak (R1.10, R1.16 row
         2): the table of the write before the last, or nothing. The next write merges into that and
-        copies the unreadable main over .bak (R1.15)."""
+        copies the unreadable main over .bak (string2File, ConsumerProcessMixin._write_file)."""
         i = a.client
         cl = s.clients[i]
         if cl.running or cl.file_bak is None or s.budget.local_offset_file_corruptions <= 0:
@@ -187,15 +193,16 @@ class FaultsMixin:
         """RebalanceWithoutSelf(client) (budgeted). Enabled: CLUSTERING, a rebalance is due as for
         Rebalance, the broker is up with this consumer and another registered, and ``view_faults`` budget
         is left. Effect: Rebalance(client) in which every GET_CONSUMER_LIST_BY_GROUP answer lacks this
-        consumer's clientId: its heartbeat had not reached the broker it asked (S7, R9.3). Its own id
-        missing from cidAll, every strategy but CONFIG allocates it nothing (R11.0) and Phase A drops the
-        topic's pqs; the others keep their slices, so queues go unowned until the next rebalance [RMQ-11]."""
+        consumer's clientId: its heartbeat had not reached the broker it asked (S7, the CLUSTERING allocation,
+        RebalanceMixin._rebalance_topic). Its own id missing from cidAll, every strategy but CONFIG allocates it nothing
+        (the strategies' validation, allocation.allocate_queues) and Phase A drops the topic's pqs; the others keep
+        their slices, so queues go unowned until the next rebalance [RMQ-11]."""
         if not self._self_missing_possible(s, a.client):
             raise ActionNotEnabled(a, "no rebalance due, not listed with another consumer, or budget used up")
         s = s._replace(budget=s.budget._replace(view_faults=s.budget.view_faults - 1))
         return self._do_rebalance(s, a.client, None, without_self=True)
 
-    # --- Stall: a paused JVM (R8.3, RMQ-10) -------------------------------------------------------
+    # --- Stall: a paused JVM (the lockAll timer's margins, ClientLocksMixin._lock_all; RMQ-10) -------------------
     def _stalled(self: Model, s: State, cl: Client) -> bool:
         """Is the consumer process paused by a Stall now?"""
         return cl.stalled_until is not None and s.now < cl.stalled_until
@@ -205,8 +212,8 @@ class FaultsMixin:
         STALL_DURATIONS and ``client_stalls`` budget left. Effect: the process stops for ``duration``:
         no action of it runs and none of its timers fires until then, while the clock, the broker and
         the other consumers go on; afterwards every overdue timer fires. This is how the timing margins
-        of orderly consumption break (renewal 20 s < client validity 30 s < broker expiry 60 s, R8.3)
-        [RMQ-10]; the ghost notes when, for INV-12."""
+        of orderly consumption break (renewal 20 s < client validity 30 s < broker expiry 60 s, the lockAll timer,
+        ClientLocksMixin._lock_all) [RMQ-10]; the ghost notes when, for INV-12."""
         i = a.client
         cl = s.clients[i]
         if not cl.running or s.budget.client_stalls <= 0 or a.duration not in STALL_DURATIONS:

@@ -1,11 +1,12 @@
-"""Ghost bookkeeping: the facts the causal allow-list points to (docs/spec.md §4.3).
+"""Ghost bookkeeping: the facts the causal allow-list points to (docs/spec.md, "Allowed anomalies, each with its
+cause").
 
 No RocketMQ class: what the run did, kept for the properties (defined with each concern, registered by
 ``invariants.py``) and never read by a transition's enabling condition: which commits landed and from whom,
 which values changed, which offsets a crash or a file write lost, where each pq was positioned
-(``Ghost.starts``) and why a queue with a stored offset was positioned without it (R2.3, R2.4, R3.8, R10.4;
-INV-9a).
-"""
+(``Ghost.starts``) and why a queue with a stored offset was positioned without it (readOffset
+(RebalanceMixin._compute_pull_from_where), the slave routing (SlaveMixin), SlaveSync (SlaveMixin._slave_sync), the start
+without an offset (RebalanceMixin._compute_pull_from_where); INV-9a)."""
 
 from __future__ import annotations
 
@@ -23,12 +24,13 @@ class GhostMixin:
 
     def missing_offset_cause(self: Model, s: State, i: int, q: int, query_error: bool) -> str | None:
         """Why consumer ``i`` found no stored offset for queue ``q`` in ``s``: "first-start" when its
-        ledger never had one land (R10.4: the messages before the position are not owed); otherwise the
-        fault that removed it (``Ghost.offset_lost``; "slave-only-commit": the group's only commits of it
-        landed on the slave while the master was down, and a slave never syncs back, R3.8, RMQ-25), a
-        4.9.8 offset query that failed and reads as "no offset" (R2.3, RMQ-14), or a failover to a slave
-        whose table lacks it (R2.4, R3.8). ``None``: the group had committed on this queue and nothing
-        the run shows removed the offset: a loss (INV-9a)."""
+        ledger never had one land (the start without an offset (RebalanceMixin._compute_pull_from_where): the messages
+        before the position are not owed); otherwise the fault that removed it (``Ghost.offset_lost``;
+        "slave-only-commit": the group's only commits of it landed on the slave while the master was down, and a slave
+        never syncs back, SlaveSync (SlaveMixin._slave_sync), RMQ-25), a 4.9.8 offset query that failed and reads as "no
+        offset" (readOffset (RebalanceMixin._compute_pull_from_where), RMQ-14), or a failover to a slave whose table
+        lacks it (the slave routing (SlaveMixin), SlaveSync (SlaveMixin._slave_sync)). ``None``: the group had committed
+        on this queue and nothing the run shows removed the offset: a loss (INV-9a)."""
         idx = self._ledger(i) * self.q_count + q
         g = s.ghost
         if not g.committed >> idx & 1:

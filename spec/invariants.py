@@ -4,8 +4,8 @@ A state invariant is checked on every reachable state; an action property on eve
 ``(state, action, state')``. Each has an id (INV-n as in semantics §13, INV-n+ for ours), one
 sentence, the rules it rests on, and why it matters (``property_types.py``). A check returns ``None``
 when it holds and a short description of the counterexample otherwise. Each property is defined with
-its check in the module of the concern it is about (the map is docs/spec.md, "Where each concern is
-modelled"); the causes of a falling committed offset and the guarantee it must keep are
+its check in the module of the concern it is about (the map is docs/spec.md, "Map: RocketMQ concern, module, actions,
+properties, planted bugs"); the causes of a falling committed offset and the guarantee it must keep are
 ``committed_offset.py``, and what at-least-once delivery tolerates is ``anomalies.py``.
 
 This module assembles them: ``INVARIANTS`` and ``ACTION_PROPERTIES`` (the order is the order of the

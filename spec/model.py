@@ -4,20 +4,19 @@ This is the executable specification of RocketMQ 4.9.8 consumer offset managemen
 consumer group on one topic served by one broker (with ``Config.slave``, its master and slave), in
 CLUSTERING or BROADCASTING mode with concurrent or (``Config.orderly``) orderly consumption.
 ``Config.version = "5.x"`` switches the 5.x differences it models (the derived properties of
-``Config``; docs/spec.md §9). It has no I/O, no clock and no randomness: time is the ``Tick``
-action and every choice (which consumer pulls, how a listener answers, which fault strikes) is an
-action parameter.
+``Config``; docs/spec.md, "What the version switch changes"). It has no I/O, no clock and no randomness: time is the
+``Tick`` action and every choice (which consumer pulls, how a listener answers, which fault strikes) is an action
+parameter.
 
 ``Model`` is assembled from one mixin class per RocketMQ concern, each in its own module (the map is
-docs/spec.md, "Where each concern is modelled"): ``clock`` (``Tick`` and the timers), ``broker`` (commit log,
-offset table, flush, channels), ``slave``, ``consumer_process`` (start, shutdown, crash, heartbeat, persist,
-the offset stores), ``rebalance`` (with ``computePullFromWhere``), ``ghost`` (the facts the properties read),
-``pull`` (with pull expiry, retention and OFFSET_ILLEGAL), ``concurrent_consume`` (with send-back, the DLQ and
-cleanExpiredMsg), ``client_locks`` (the client side of the broker locks), ``orderly_consume`` (the orderly
-loop), ``faults`` and ``admin_reset``. This module keeps what ties them together: the constructor,
-``initial``, ``step`` (the dispatch of an action to its transition ``_<name>``) and ``enabled``. Each
-transition documents its enabling condition (checked first; a disabled action raises
-:class:`ActionNotEnabled`), its effect, and the rules it models.
+docs/spec.md, "Map: RocketMQ concern, module, actions, properties, planted bugs"): ``clock`` (``Tick`` and the timers),
+``broker`` (commit log, offset table, flush, channels), ``slave``, ``consumer_process`` (start, shutdown, crash,
+heartbeat, persist, the offset stores), ``rebalance`` (with ``computePullFromWhere``), ``ghost`` (the facts the
+properties read), ``pull`` (with pull expiry, retention and OFFSET_ILLEGAL), ``concurrent_consume`` (with send-back, the
+DLQ and cleanExpiredMsg), ``client_locks`` (the client side of the broker locks), ``orderly_consume`` (the orderly
+loop), ``faults`` and ``admin_reset``. This module keeps what ties them together: the constructor, ``initial``, ``step``
+(the dispatch of an action to its transition ``_<name>``) and ``enabled``. Each transition documents its enabling
+condition (checked first; a disabled action raises :class:`ActionNotEnabled`), its effect, and the rules it models.
 
 The correct model holds no planted bug: ``Model(config)`` with ``config.mutations`` is an instance of the
 named variants of ``spec/variants`` (each overriding one helper of this model) in front of ``Model``.
@@ -137,7 +136,8 @@ class Model(
         self.topic_queues: tuple[int, ...] = tuple(range(c.queues))
         self.retry_queue: int | None = c.queues if c.has_retry_queue else None
         # The MessageQueue of each queue index: allocation works on them, and Phase B creates pqs in
-        # their order (R9.4; a CONFIG list may name the retry queue in the topic's pass).
+        # their order (the rebalance's pq table update (RebalanceMixin._update_process_queue_table); a CONFIG list may
+        # name the retry queue in the topic's pass).
         self.mqs = model_queues(c)
         self.queue_index = {mq: q for q, mq in enumerate(self.mqs)}
         self.cids = tuple(client_id(0 if i == 1 and c.duplicate_client_id else i) for i in range(c.consumers))
@@ -148,29 +148,36 @@ class Model(
         self.strategies = tuple(self._allocation_strategy(i) for i in range(c.consumers))
         # orderly consumption (R8): which lock rules apply
         self.orderly = c.orderly
-        self.lock_renewal = c.orderly and self.clustering  # lockMQPeriodically, unlockAll at shutdown (R8.3, R8.9)
-        self.lock_on_add = c.orderly and (self.clustering or c.orderly_locks_in_broadcasting)  # R8.4, R8.9
-        # orderly consume loop (R8.5-R8.8)
+        self.lock_renewal = c.orderly and self.clustering  # lockMQPeriodically, unlockAll at shutdown (the lockAll
+        # timer (ClientLocksMixin._lock_all), orderly BROADCASTING's locks (ClientLocksMixin))
+        self.lock_on_add = c.orderly and (self.clustering or c.orderly_locks_in_broadcasting)  # lock before add
+        # (RebalanceMixin._locks_before_add), orderly BROADCASTING's locks (ClientLocksMixin)
+        # orderly consume loop (the orderly consume loop, OrderlyConsumeMixin)
         self.orderly_removal = c.orderly and self.clustering  # removeUnnecessaryMessageQueue's orderly branch
-        # cleanExpiredMsg (R6.8): only ConsumeMessageConcurrentlyService schedules it
+        # cleanExpiredMsg (ConcurrentConsumeMixin._clean_expired_msg): only
+        # ConsumeMessageConcurrentlyService schedules it
         self.cleans_expired = not c.orderly
         self.consume_timeout = c.consume_timeout
-        self.skips_cleaned = c.send_back_skips_cleaned  # 5.x: no second send-back of a cleaned message (R7.3)
+        self.skips_cleaned = c.send_back_skips_cleaned  # 5.x: no second send-back of a cleaned message
+        # (processConsumeResult, ConcurrentConsumeMixin._finish_consume)
         # What INV-12a and INV-12 tolerate by default, each switched off by a test to show what it hides
-        # (docs/spec.md §14): overlaps after an unlock released a lock still relied on (4.9.8's late
-        # unlockDelay, 5.x's forced removal: bugs; ghost stale_unlocks), overlaps after a timing margin broke
-        # (broker crash, the overlapping client's stall: outside INV-12's claim, RMQ-10), and the one lock
-        # two sharers of a clientId hold (RMQ-11).
+        # (docs/spec.md, section orderly_consume): overlaps after an unlock released a lock still relied on (4.9.8's
+        # late unlockDelay, 5.x's forced removal: bugs; ghost stale_unlocks), overlaps after a timing margin broke
+        # (broker crash, the overlapping client's stall: outside INV-12's claim, RMQ-10), and the one lock two sharers
+        # of a clientId hold (RMQ-11).
         self.tolerate_stale_unlock = True
         self.tolerate_broken_margins = True
         self.tolerate_shared_client_id = True
-        # Stall, TaskDies: the broker's idle-channel scan (R4.3) matters only when heartbeats can stop
+        # Stall, TaskDies: the broker's idle-channel scan (the broker's timers, BrokerMixin) matters only when
+        # heartbeats can stop
         self.track_heartbeats = c.client_stalls > 0 or c.task_deaths > 0
         self.track_bak = c.offset_file_corruptions > 0  # CorruptOffsetFile: the broker's .bak
         self.track_file_bak = c.local_offset_file_corruptions > 0  # CorruptLocalOffsetFile: offsets.json.bak
-        self.paced = c.rebalance_paced  # 5.x rebalance loop (R4.2); read on every enabled() call, so cached
+        self.paced = c.rebalance_paced  # 5.x rebalance loop (RebalanceService, RebalanceMixin._rebalance); read on
+        # every enabled() call, so cached
         # slaves: INV-8 on the slave's table tolerates SlaveSync overwriting commits the slave took while the
-        # master was down (R3.8, RMQ-25 (2): by design, the maintainers' answer); a test switches it off
+        # master was down (SlaveSync (SlaveMixin._slave_sync), RMQ-25 (2): by design, the maintainers' answer); a test
+        # switches it off
         self.tolerate_slave_sync = True
         self._steps: dict[type, Callable[[State, Any], State]] = {
             Tick: self._tick,
@@ -229,14 +236,17 @@ class Model(
         ) + ((BrokerQueue((), False),) if self.retry_queue is not None else ())
         none_q: tuple[int | None, ...] = (None,) * q_count
         broker = Broker(True, queues, none_q, none_q, FLUSH_FIRST_DELAY, frozenset(), (), ())
-        if self.orderly:  # orderly: an empty RebalanceLockManager table (R8.1)
+        if self.orderly:  # orderly: an empty RebalanceLockManager table (the broker lock table, orderly.try_lock_batch)
             broker = broker._replace(locks=(None,) * q_count)
-        if self.track_heartbeats:  # each channel's lastUpdateTimestamp, 0 while not registered (R4.3)
+        if self.track_heartbeats:  # each channel's lastUpdateTimestamp, 0 while not registered (the broker's timers,
+            # BrokerMixin)
             broker = broker._replace(heartbeat_at=(0,) * c.consumers)
-        if self.track_bak:  # no .bak yet: loadBak would give an empty table (R3.7)
+        if self.track_bak:  # no .bak yet: loadBak would give an empty table (the broker's load,
+            # BrokerMixin._broker_restart)
             broker = broker._replace(bak=none_q)
         client = Client(False, none_q, none_q, (None,) * q_count, (), (), (), (), (), None, None, None, False, None, 0)
-        if self.track_file_bak:  # no offsets.json.bak yet: it reads as empty (R1.10)
+        if self.track_file_bak:  # no offsets.json.bak yet: it reads as empty (readLocalOffset,
+            # FaultsMixin._corrupt_local_offset_file)
             client = client._replace(file_bak=none_q)
         ledgers = c.consumers if c.mode == BROADCASTING else 1
         zeros = (0,) * (ledgers * q_count)
@@ -270,7 +280,8 @@ class Model(
         )
         start = History(Event(0, "start", -1, -1, 0, "initial state"), None)
         slave = None
-        if c.slave:  # slaves: started with the master, the backlog already copied, its sync timer armed (R3.8)
+        if c.slave:  # slaves: started with the master, the backlog already copied, its sync timer armed (SlaveSync,
+            # SlaveMixin._slave_sync)
             first_sync = c.slave_sync_times[0]
             slave = Broker(True, queues, none_q, none_q, None, frozenset(), (), (), next_sync=first_sync)
             ghost = ghost._replace(slave_last_writer=none_q)
@@ -330,13 +341,16 @@ class Model(
             if self._channel_expirable(state, i):
                 out.append(ExpireChannel(i))
             if cl.orphaned and not self._stalled(state, cl):
-                out.extend(OrphanReturns(i, r.rid) for r in cl.orphaned)  # §18.3: listeners past a Shutdown
+                out.extend(OrphanReturns(i, r.rid) for r in cl.orphaned)  # docs/spec.md, "What is real, ranked":
+                # listeners past a Shutdown
             if cl.file_write_pending is not None and not self._stalled(state, cl):
-                out.append(OffsetFileWriteLands(i))  # §18.3: also after a Shutdown, which does not wait for it
+                out.append(OffsetFileWriteLands(i))  # docs/spec.md, "What is real, ranked": also after a Shutdown,
+                # which does not wait for it
             if cl.channel:
                 out.append(BrokerReceive(i))
                 if self.may_overtake(cl):
-                    out.append(BrokerReceive(i, OVERTAKE_WINDOW))  # the broker's request pools (§18)
+                    out.append(BrokerReceive(i, OVERTAKE_WINDOW))  # the broker's request pools (docs/spec.md, "Thread
+                    # boundaries")
                 if state.budget.commit_losses > 0 and isinstance(cl.channel[0], Commit):
                     out.append(LoseCommit(i))  # faults: the oneway commit is lost on the way
             if not cl.running:
@@ -362,7 +376,8 @@ class Model(
             if cl.next_persist is not None and cl.next_persist <= state.now and cl.file_write_pending is None:
                 out.append(PersistOffsets(i))
                 if self._may_lag_write(state, cl):
-                    out.append(PersistOffsets(i, 1))  # §18.3: offsets.json's writers are not serialised
+                    out.append(PersistOffsets(i, 1))  # docs/spec.md, "What is real, ranked": offsets.json's writers are
+                    # not serialised
             if cl.next_clean is not None and cl.next_clean <= state.now:
                 out.append(CleanExpiredMsg(i))
             if cl.next_lock_all is not None and cl.next_lock_all <= state.now:

@@ -1,19 +1,25 @@
 """Orderly consumption's lock rules (semantics §8): the broker's RebalanceLockManager and the client's
 lock validity, as pure functions over the model's lock table.
 
+The broker lock table's rule (R8.1) is decided here; the client's lock calls that apply it are
+``ClientLocksMixin`` (``client_locks.py``), and a broker crash empties the table (``BrokerMixin._broker_crash``).
+
 The table is ``Broker.locks``: per queue index, ``(client, lastUpdateTimestamp)`` or None. A client is
-named by its index (its clientId is ``client_id(index)``, one per consumer process slot, R9.3).
-"""
+named by its index (its clientId is ``client_id(index)``, one per consumer process slot, the CLUSTERING allocation
+(RebalanceMixin._rebalance_topic))."""
 
 from __future__ import annotations
 
 from typing import Final
 
-# Timing margins (semantics §14, R8.3): client renewal 20 s < client validity 30 s < broker expiry 60 s.
+# Timing margins (semantics §14, the lockAll timer, ClientLocksMixin._lock_all): client renewal 20 s < client validity
+# 30 s < broker expiry 60 s.
 BROKER_LOCK_MAX_LIVE_TIME: Final = 60_000  # rocketmq.broker.rebalance.lockMaxLiveTime (R8.1)
-CLIENT_LOCK_MAX_LIVE_TIME: Final = 30_000  # rocketmq.client.rebalance.lockMaxLiveTime (R6.6)
-LOCK_ALL_FIRST_DELAY: Final = 1_000  # lockMQPeriodically first run (R8.3)
-LOCK_ALL_INTERVAL: Final = 20_000  # rocketmq.client.rebalance.lockInterval (R8.3)
+CLIENT_LOCK_MAX_LIVE_TIME: Final = 30_000  # rocketmq.client.rebalance.lockMaxLiveTime (the expiry predicates,
+# PullMixin.pull_expired)
+LOCK_ALL_FIRST_DELAY: Final = 1_000  # lockMQPeriodically first run (the lockAll timer, ClientLocksMixin._lock_all)
+LOCK_ALL_INTERVAL: Final = 20_000  # rocketmq.client.rebalance.lockInterval (the lockAll timer,
+# ClientLocksMixin._lock_all)
 
 LockTable = tuple[tuple[int, int] | None, ...]
 
@@ -54,5 +60,6 @@ def unlock_batch(table: LockTable, queues: tuple[int, ...], client: int) -> Lock
 
 
 def client_lock_expired(last_lock: int, now: int) -> bool:
-    """ProcessQueue.isLockExpired: ``now - lastLockTimestamp > 30 s`` (R6.6)."""
+    """ProcessQueue.isLockExpired: ``now - lastLockTimestamp > 30 s`` (the expiry predicates,
+    PullMixin.pull_expired)."""
     return now - last_lock > CLIENT_LOCK_MAX_LIVE_TIME

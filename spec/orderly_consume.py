@@ -4,7 +4,8 @@ RocketMQ classes: ``ConsumeMessageOrderlyService`` (``ConsumeRequest#run``, the 
 MessageQueueLock, ``processConsumeResult``, ``tryLockLaterAndReconsume``, ``submitConsumeRequestLater``;
 R8.5-R8.7), ``ProcessQueue#takeMessages``, ``#commit``, ``#makeMessageToConsumeAgain`` (R6.4) and the orderly
 removal of an unnecessary queue, which schedules 4.9.8's delayed unlock (R8.8). How the client takes, renews
-and releases the broker locks is ``client_locks.py`` (R8.2-R8.4, R8.9); the broker's lock table ``orderly.py``.
+and releases the broker locks is ``client_locks.py`` (``ClientLocksMixin``);
+the broker's lock table ``orderly.py``.
 
 Its action, before the class: ``TryLockLater``.
 
@@ -95,12 +96,13 @@ class OrderlyConsumeMixin:
 
     @staticmethod
     def _orderly_live(pq: ProcessQueue | None, uid: int) -> bool:
-        """Is ``uid`` the table's pq and not dropped (R6.7)? A pq that left the table is dropped."""
+        """Is ``uid`` the table's pq and not dropped (what drops a pq, PullMixin)? A pq that left the table is
+        dropped."""
         return pq is not None and pq.uid == uid and not pq.dropped and pq.pull_state != PULL_DROPPED
 
     def _submit_orderly_request(self: Model, cl: Client, q: int, uid: int, ready_at: int) -> Client:
-        """submitConsumeRequest / submitConsumeRequestLater (R8.4, R8.5): a ConsumeRequest names only
-        (pq, mq); the run takes its messages from the pq."""
+        """submitConsumeRequest / submitConsumeRequestLater (lock before add (RebalanceMixin._locks_before_add), R8.5):
+        a ConsumeRequest names only (pq, mq); the run takes its messages from the pq."""
         request = ConsumeRequest(cl.seq, q, uid, (), ready_at)
         return cl._replace(requests=(*cl.requests, request), seq=cl.seq + 1)
 
@@ -122,7 +124,8 @@ class OrderlyConsumeMixin:
         return self._orderly_iterate(s, i, q, pq.uid, r.rid, s.now)
 
     def _lock_expired(self: Model, pq: ProcessQueue, now: int) -> bool:
-        """ProcessQueue.isLockExpired (R6.6), which the orderly loop checks (R8.5)."""
+        """ProcessQueue.isLockExpired (the expiry predicates, PullMixin.pull_expired), which the orderly loop checks
+        (R8.5)."""
         return lk.client_lock_expired(pq.last_lock, now)
 
     def _orderly_iterate(self: Model, s: State, i: int, q: int, uid: int, rid: int, begin: int) -> State:
@@ -257,7 +260,8 @@ class OrderlyConsumeMixin:
         taken = _bits(pq.consuming_tree) if not auto and on_pq and pq is not None and pq.consuming_tree else batch
         top = max(taken)
         offset = self._orderly_commit_offset(top)
-        if not on_pq:  # the detached pq's msgCount falls; a late reply's correctTagsOffset reads it (R6.7)
+        if not on_pq:  # the detached pq's msgCount falls; a late reply's correctTagsOffset reads it (what drops a pq,
+            # PullMixin)
             pulls = tuple(
                 p._replace(dropped_count=p.dropped_count - len(taken), dropped_empty=p.dropped_count == len(taken))
                 if p.pq_uid == r.pq_uid
@@ -310,9 +314,9 @@ class OrderlyConsumeMixin:
 
     def _try_lock_later(self: Model, s: State, a: TryLockLater) -> State:
         """TryLockLater(client, pq_uid) (a timer). Enabled: running, and a tryLockLaterAndReconsume
-        task of that pq is due (the earliest due runs). Effect (R8.5): lockOneMQ, i.e. lock(mq) (R8.2),
-        which refreshes whatever pq the table holds for mq; then submitConsumeRequestLater for the
-        task's pq: 10 ms if the lock was granted, 3 s if not."""
+        task of that pq is due (the earliest due runs). Effect (R8.5): lockOneMQ, i.e. lock(mq) (the client lock calls,
+        ClientLocksMixin._lock), which refreshes whatever pq the table holds for mq; then submitConsumeRequestLater for
+        the task's pq: 10 ms if the lock was granted, 3 s if not."""
         i = a.client
         cl = s.clients[i]
         due = [(t, k) for k, (uid, _, t) in enumerate(cl.relocks) if uid == a.pq_uid and t <= s.now]
@@ -358,8 +362,8 @@ class OrderlyConsumeMixin:
 
     def _detach(self: Model, cl: Client, q: int, pq: ProcessQueue) -> Client:
         """processQueueTable.remove(mq) of a dropped ``pq``. A pull of it still in flight remembers what
-        its late reply reads: msgCount == 0 for correctTagsOffset (R6.7) and, orderly, ``consuming``
-        for putMessage's dispatch (R6.2)."""
+        its late reply reads: msgCount == 0 for correctTagsOffset (what drops a pq, PullMixin) and, orderly,
+        ``consuming`` for putMessage's dispatch (putMessage, PullMixin._receive_pull)."""
         pulls = tuple(
             p._replace(
                 dropped_empty=pq.msg_count == 0,
@@ -379,13 +383,14 @@ def _single_orderly_listener(m: Model, s: State) -> str | None:
     a BROADCASTING member owns its own progress). Two listeners of one client are never tolerated (the
     MessageQueueLock is local). Two clients' overlap is tolerated only when a timing margin broke (a
     broker crash emptied the lock table, or a consumer stalled) at most 30 s before the older listener
-    began, or after: the margins of R8.3 then no longer hold, which semantics INV-12 puts outside the claim.
+    began, or after: the margins of the lockAll timer (ClientLocksMixin._lock_all) then no longer hold, which semantics
+    INV-12 puts outside the claim.
 
     A listener that outlived its consumer's ``Shutdown`` is not in ``consuming`` but in ``Client.orphaned``:
-    ``unlockAll`` released its queue at the broker while it ran on (ORDERLY_SHUTDOWN_OVERLAP, R4.4 step 1,
-    R8.9), so an overlap with it is that design's, with the orphan in the state as the cause; each message the
-    next owner delivers beside it counts as the redelivery cause ``beside-orphaned-listener``. The overlap
-    among the other listeners is checked as before."""
+    ``unlockAll`` released its queue at the broker while it ran on (ORDERLY_SHUTDOWN_OVERLAP, step 1 of the shutdown
+    order (ConsumerProcessMixin._shutdown), orderly BROADCASTING's locks (ClientLocksMixin)), so an overlap with it is
+    that design's, with the orphan in the state as the cause; each message the next owner delivers beside it counts as
+    the redelivery cause ``beside-orphaned-listener``. The overlap among the other listeners is checked as before."""
     if not m.orderly:
         return None
     for q in range(m.q_count):

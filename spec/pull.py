@@ -2,9 +2,19 @@
 
 RocketMQ classes: ``DefaultMQPushConsumerImpl#pullMessage`` and its ``PullCallback`` (flow control, the
 piggy-backed commit, the reply's effects on the pq and the offset store; R5.1, R5.2, R5.7, R1.5, R6.2,
-R6.7, R7.1), ``PullAPIWrapper`` (R5.3), ``ProcessQueue#isPullExpired`` and the rebalance's removal of an
-expired pq (R6.6, R9.4), the commit log's retention (``minOffset`` rises, R5.5, R3.5) and the OFFSET_ILLEGAL
+R6.7; the found messages go to ``ConcurrentConsumeMixin._start_consume``), ``PullAPIWrapper`` (R5.3),
+``ProcessQueue#isPullExpired`` (R6.6) and the rebalance's removal of an expired pq (applied in
+``RebalanceMixin._update_process_queue_table``), the commit log's retention (``minOffset`` rises; the broker's
+answers are ``broker_rules.pull_result`` and ``broker_rules.query_consumer_offset``) and the OFFSET_ILLEGAL
 correction (4.9.8's task 10 s later, 5.x at once; R5.7).
+
+Rules decided here and applied elsewhere: updateOffset's increaseOnly (R1.5) is also applied by the
+rebalance's seeding of the memory offset (``rebalance.py``) and the commits (``concurrent_consume.py``,
+``orderly_consume.py``); the expiry predicates (R6.6) include ``isLockExpired``, which the client's locks
+(``client_locks.py``, ``orderly.client_lock_expired``) and the orderly loop (``orderly_consume.py``) apply; a pq's
+``dropped`` flag (R6.7) is set by the rebalance, the orderly removal, the reset and shutdown as well as here; the
+OFFSET_ILLEGAL path (R5.7) is applied by the slave (``slave.py``) and the reset (``admin_reset.py``), and its
+decrease of the broker's offset is a declared cause in ``committed_offset.py``.
 
 Its actions, before the class: ``SendPull``, ``ReceivePull``, ``RetentionDelete``, ``FixOffsetIllegal``.
 
@@ -146,13 +156,12 @@ class PullMixin:
     def _receive_pull(self: Model, s: State, a: ReceivePull) -> State:
         """ReceivePull(client, pq_uid). Enabled: running and the broker has processed that pull.
         Effect: the PullCallback (R5.7) with the result computed from the queue now, which models
-        long polling (a held request is answered when a message arrives; R5.4 commits only once).
-        FOUND: putMessage, submit consume requests in batches of consumeMessageBatchMaxSize,
-        nextOffset := nextBeginOffset. NO_NEW_MSG / NO_MATCHED_MSG: nextOffset := nextBeginOffset,
-        then correctTagsOffset: if the pq holds nothing, updateOffset(nextOffset, increaseOnly).
-        A broken connection (broker crashed meanwhile) or an error code is an exception: pull again
-        after 3 s.
-        A reply for a dropped pq changes nothing, except correctTagsOffset (R6.7)."""
+        long polling (a held request is answered when a message arrives; the broker's pull handler
+        (BrokerMixin._broker_receive) commits only once). FOUND: putMessage, submit consume requests in batches of
+        consumeMessageBatchMaxSize, nextOffset := nextBeginOffset. NO_NEW_MSG / NO_MATCHED_MSG: nextOffset :=
+        nextBeginOffset, then correctTagsOffset: if the pq holds nothing, updateOffset(nextOffset, increaseOnly). A
+        broken connection (broker crashed meanwhile) or an error code is an exception: pull again after 3 s. A reply for
+        a dropped pq changes nothing, except correctTagsOffset (R6.7)."""
         i = a.client
         cl = s.clients[i]
         found_at = next((k for k, p in enumerate(cl.pulls) if p.pq_uid == a.pq_uid and p.epoch != -1), None)
@@ -207,14 +216,16 @@ class PullMixin:
             for o in result.found:
                 got |= 1 << o
             s = s._replace(ghost=g._replace(received=_put(g.received, cq, got)))
-            if self.orderly:  # a replaced message is the stored one again; dispatchToConsume (R6.2, R8.4)
+            if self.orderly:  # a replaced message is the stored one again; dispatchToConsume (R6.2, lock before add,
+                # RebalanceMixin._locks_before_add)
                 found = set(result.found)
                 pq = pq._replace(retry_times=tuple(e for e in pq.retry_times if e[0] not in found))
                 if result.found and not pq.consuming:
                     pq = pq._replace(consuming=True)
                     cl = self._submit_orderly_request(cl, q, pq.uid, s.now)
             else:
-                if pq.consume_started:  # a replaced message object carries no CONSUME_START_TIME (R6.2, R6.8)
+                if pq.consume_started:  # a replaced message object carries no CONSUME_START_TIME (R6.2,
+                    # cleanExpiredMsg, ConcurrentConsumeMixin._clean_expired_msg)
                     found = set(result.found)
                     pq = pq._replace(consume_started=tuple(e for e in pq.consume_started if e[0] not in found))
                 cl = self._submit_consume_requests(cl, q, pq.uid, result.found, queue, s.now)
@@ -235,7 +246,8 @@ class PullMixin:
     def _submit_consume_requests(
         self: Model, cl: Client, q: int, uid: int, found: tuple[int, ...], queue: BrokerQueue, now: int
     ) -> Client:
-        """submitConsumeRequest: consecutive chunks of consumeMessageBatchMaxSize (R7.1)."""
+        """submitConsumeRequest: consecutive chunks of consumeMessageBatchMaxSize (submitConsumeRequest,
+        ConcurrentConsumeMixin._start_consume)."""
         requests = list(cl.requests)
         seq = cl.seq
         batch = self.config.consume_batch_size
@@ -251,12 +263,12 @@ class PullMixin:
             return value
         return old if old >= value else value
 
-    # --- pull expiry and flow control (R6.6, R9.4) ------------------------------------------------
+    # --- pull expiry and flow control (R6.6; applied by RebalanceMixin._update_process_queue_table) ------------
     def pull_expired(self: Model, s: State, pq: ProcessQueue) -> bool:
-        """ProcessQueue.isPullExpired (R6.6): no pullMessage run for more than 120 s. R9.4 Phase A
-        drops such a pq (push consumers) and Phase B re-creates it in the same pass. A pq held by flow
-        control is never expired: its 50 ms retries keep lastPullTimestamp fresh, which every Tick
-        applies (``_flow_control_retries``; docs/spec.md, "Pull expiry")."""
+        """ProcessQueue.isPullExpired (R6.6): no pullMessage run for more than 120 s. Phase A of the rebalance's pq
+        table update (RebalanceMixin._update_process_queue_table) drops such a pq (push consumers) and Phase B
+        re-creates it in the same pass. A pq held by flow control is never expired: its 50 ms retries keep
+        lastPullTimestamp fresh, which every Tick applies (``_flow_control_retries``; docs/spec.md, "Pull expiry")."""
         return s.now - pq.last_pull > PULL_MAX_IDLE_TIME
 
     def flow_controlled(self: Model, pq: ProcessQueue, now: int) -> bool:
@@ -278,7 +290,8 @@ class PullMixin:
         before), and the request stays runnable, so the run that finds room is the next SendPull.
         Nothing else of the state changes, so a per-50 ms step would only add no-op steps; this keeps
         the state finite and the behaviours the same: flow control alone never makes a pq
-        pull-expired (R6.6, R9.4). A stalled JVM runs no retry."""
+        pull-expired (R6.6, the rebalance's pq table update, RebalanceMixin._update_process_queue_table). A stalled JVM
+        runs no retry."""
         clients = s.clients
         for i, cl in enumerate(clients):
             if not cl.running or self._stalled(s, cl):
@@ -291,7 +304,7 @@ class PullMixin:
                 clients = _put(clients, i, cl._replace(pqs=pqs))
         return s if clients is s.clients else s._replace(clients=clients)
 
-    # --- retention and OFFSET_ILLEGAL (R5.5, R5.7) ------------------------------------------------
+    # --- retention and OFFSET_ILLEGAL (R5.7; the statuses are broker_rules.pull_result) --------------------------
     def _retention_and_fix_enabled(self: Model, s: State) -> list[Action]:
         out: list[Action] = []
         b = s.broker
@@ -307,10 +320,11 @@ class PullMixin:
         """RetentionDelete(queue) (budgeted). Enabled: the broker is up, ``queue`` is a topic queue
         holding a message at or above minOffset, and ``retention_deletes`` budget is left. Effect:
         commit-log retention deleted the file holding the queue's oldest remaining message, and the
-        consume queue's minOffset rises by one (R5.5). A pull below it now gets OFFSET_ILLEGAL with
-        nextBeginOffset = minOffset (R5.5, R5.7); with message 0 gone the queue is no longer young,
-        so a group with no offset is told QUERY_NOT_FOUND (R3.5). Messages below minOffset are no
-        longer owed (INV-9 counts from minOffset)."""
+        consume queue's minOffset rises by one (the pull statuses, broker_rules.pull_result). A pull below it now gets
+        OFFSET_ILLEGAL with nextBeginOffset = minOffset (the pull statuses (broker_rules.pull_result), R5.7); with
+        message 0 gone the queue is no longer young, so a group with no offset is told QUERY_NOT_FOUND (the offset
+        query's answer, broker_rules.query_consumer_offset). Messages below minOffset are no longer owed (INV-9 counts
+        from minOffset)."""
         q = a.queue
         b = s.broker
         queue = b.queues[q] if 0 <= q < self.config.queues else None
@@ -366,13 +380,15 @@ class PullMixin:
         return self._apply_offset_fix(s._replace(clients=_put(s.clients, i, cl)), i, q, fix.offset)
 
     def _apply_offset_fix(self: Model, s: State, i: int, q: int, offset: int) -> State:
-        """updateOffset(increaseOnly=false) (R1.5), persist(mq) (R2.6 / R1.13), removeProcessQueue."""
+        """updateOffset(increaseOnly=false) (R1.5), persist(mq) (persist(mq) (ConsumerProcessMixin._persist_one) /
+        persist(mq) (ConsumerProcessMixin._persist_one)), removeProcessQueue."""
         cl = s.clients[i]
         s = s._replace(clients=_put(s.clients, i, cl._replace(mem=_put(cl.mem, q, offset))))
         pq = cl.pqs[q]
         s = self._persist_one(s, i, q, -1 if pq is None else pq.uid, "offset-illegal-fix")
         if pq is None:
-            return s  # removeProcessQueue finds nothing: the memory entry stays until pruned (R2.7)
+            return s  # removeProcessQueue finds nothing: the memory entry stays until pruned (persistAll,
+            # ConsumerProcessMixin._persist_all)
         cl = s.clients[i]._replace(pqs=_put(s.clients[i].pqs, q, None), view=None)
         s = s._replace(clients=_put(s.clients, i, cl))
         if self.orderly_removal:  # removeProcessQueue takes the pq out whatever the orderly removal answers
@@ -387,8 +403,9 @@ class PullMixin:
 
 # Properties of the pull (INV-20, INV-4, INV-14, LIV-3, INV-17, INV-22)
 def _single_pull_loop(m: Model, s: State) -> str | None:
-    """INV-20: one PullRequest circulates per pq in the table (R5.1, R9.4): queued (PULL_READY) with no
-    pull of it in flight, or exactly one pull in flight (PULL_IN_FLIGHT), or none when it was dropped."""
+    """INV-20: one PullRequest circulates per pq in the table (R5.1, the rebalance's pq table update,
+    RebalanceMixin._update_process_queue_table): queued (PULL_READY) with no pull of it in flight, or exactly one pull
+    in flight (PULL_IN_FLIGHT), or none when it was dropped."""
     for i, cl in enumerate(s.clients):
         if not cl.running:
             continue
@@ -421,7 +438,8 @@ SINGLE_PULL_LOOP = Invariant(
 
 def _increase_only(m: Model, s: State, a: Action, t: State) -> str | None:
     if not isinstance(a, (ApplyConsumeOffset, ReceivePull)) or (m.orderly and isinstance(a, ApplyConsumeOffset)):
-        return None  # the orderly commit is increaseOnly=false (R8.6); INV-3 checks its value
+        return None  # the orderly commit is increaseOnly=false (the orderly commit,
+        # OrderlyConsumeMixin._orderly_finish); INV-3 checks its value
     before, after = s.clients[a.client].mem, t.clients[a.client].mem
     for q in range(m.q_count):
         old, new = before[q], after[q]
@@ -470,9 +488,10 @@ PIGGYBACK_RULE = ActionProperty(
 
 def _pull_stalled_recreated(m: Model, s: State, a: Action, t: State) -> str | None:
     """LIV-3 as a step property: the liveness claim "re-created at the next rebalance" is checked at
-    that rebalance. A rebalance that leaves the table alone (CLUSTERING with no consumer list, R9.3
-    step 3; an allocation that throws, R9.3 step 5) is exempt, and so is an orderly removal that the
-    running listener refuses (R8.8): the pq stays, dropped, and the next rebalance tries again."""
+    that rebalance. A rebalance that leaves the table alone (CLUSTERING with no consumer list, the CLUSTERING allocation
+    (RebalanceMixin._rebalance_topic) step 3; an allocation that throws, step 5 of the CLUSTERING allocation
+    (RebalanceMixin._rebalance_topic)) is exempt, and so is an orderly removal that the running listener refuses (the
+    orderly removal, OrderlyConsumeMixin._remove_orderly): the pq stays, dropped, and the next rebalance tries again."""
     if not isinstance(a, Rebalance | RebalanceQueryError):
         return None
     i = a.client
@@ -484,7 +503,8 @@ def _pull_stalled_recreated(m: Model, s: State, a: Action, t: State) -> str | No
             continue
         kept = after.pqs[q]
         if kept is None or kept.uid != pq.uid or kept.dropped:
-            continue  # gone, re-created, or an orderly removal refused while its listener runs (R8.8)
+            continue  # gone, re-created, or an orderly removal refused while its listener runs (the orderly removal,
+            # OrderlyConsumeMixin._remove_orderly)
         queues = (q,) if q == m.retry_queue else m.topic_queues
         members = (s.broker.registered, t.broker.registered)
         if m.clustering and any(_allocation_throws(m, i, queues, r) for r in members):

@@ -3,8 +3,15 @@
 RocketMQ classes: ``RebalanceService`` (the 20 s wait, 5.x's paced loop; R4.2), ``RebalanceImpl``
 (``doRebalance``, ``rebalanceByTopic``, ``updateProcessQueueTableInRebalance``: the consumer list, allocation
 by ``allocation.py``, removal and creation of pqs; R9.1-R9.7), ``RebalancePushImpl#computePullFromWhere`` and
-``consumeFromWhere`` (R10.1, R10.4; the broker's offset query, R2.3, R2.4, R3.5), and the orderly branches of
-removal and creation (locks, R8.4, R8.8).
+``consumeFromWhere`` (R10.1, R10.4; the broker's offset query, R2.3, the slave routing (SlaveMixin), the offset query's
+answer (broker_rules.query_consumer_offset)), and the orderly branches of removal and creation (locks, R8.4, the orderly
+removal, OrderlyConsumeMixin._remove_orderly).
+
+Rules decided here and applied elsewhere: Phase A's removal of a pull-expired pq (R9.4) uses
+``PullMixin.pull_expired`` (``pull.py``); the remote store's readOffset (R2.3) is also the first locked pull's
+re-read (``client_locks.py``, ``PullMixin._send_pull``); where a group with no offset starts (R10.4) is what the
+ghost's ``missing_offset_cause`` (``ghost.py``) explains; what triggers a rebalance (R9.7) includes the broker's
+NOTIFY_CONSUMER_IDS_CHANGED (``broker.py``); lock before add (R8.4) calls ``ClientLocksMixin._lock``.
 
 Its actions, before the class: ``Rebalance``, ``RebalanceQueryError``.
 
@@ -46,8 +53,9 @@ REBALANCE_WAIT: Final = 20_000  # RebalanceService waitInterval (R4.2)
 REBALANCE_MIN_INTERVAL: Final = 1_000  # 5.x rocketmq.client.rebalance.minInterval, also the unbalanced wait (R4.2)
 NEW_PULL_DISPATCH_DELAY: Final = 500  # 5.x dispatchPullRequest(pullRequestList, 500) for new pqs (R9.4)
 # How a pq's position was found when the group had no stored offset (Ghost.starts): consumeFromWhere
-# decided (R10.4), or the broker answered 0 for a young queue with no entry (R3.5). On a queue the group
-# had committed on, each needs a cause the run shows (INV-9a, Model.missing_offset_cause).
+# decided (R10.4), or the broker answered 0 for a young queue with no entry (the offset query's answer,
+# broker_rules.query_consumer_offset). On a queue the group had committed on, each needs a cause the run shows (INV-9a,
+# Model.missing_offset_cause).
 POSITIONED_WITHOUT_OFFSET: Final = frozenset(
     {"consume-from-first", "consume-from-last", "consume-from-timestamp", "young-queue-zero"}
 )
@@ -198,7 +206,8 @@ class RebalanceMixin:
         whose heartbeat registers the consumer with the broker (R9.6 step 3, R9.7)."""
         before = self._pq_uids(s.clients[i])
         s, complete = self._update_process_queue_table(s, i, topic_queues, mine, fault)
-        # "changed": a pq added or removed; an orderly removal that was refused only marks its pq dropped (R8.8)
+        # "changed": a pq added or removed; an orderly removal that was refused only marks its pq dropped (the orderly
+        # removal, OrderlyConsumeMixin._remove_orderly)
         if self._pq_uids(s.clients[i]) != before:
             s = self._register(s, i)
         return s, complete
@@ -212,18 +221,18 @@ class RebalanceMixin:
     ) -> tuple[State, bool]:
         """updateProcessQueueTableInRebalance (R9.4), push consumer.
 
-        Phase A drops each pq no longer allocated, or pull-expired (R6.6): ``persist`` then
-        ``removeOffset`` (R9.5); an orderly CLUSTERING consumer's removal may be refused and the pq
-        stays in the table, dropped (R8.8), which keeps Phase B from re-creating it. Phase B
-        creates a pq for each new queue: ``removeDirtyOffset``, then ``computePullFromWhere``
-        (R10.1); a queue whose start cannot be computed is skipped this round. Returns the new
-        state and whether every allocated queue now has a pq.
-        """
+        Phase A drops each pq no longer allocated, or pull-expired (the expiry predicates, PullMixin.pull_expired):
+        ``persist`` then ``removeOffset`` (R9.5); an orderly CLUSTERING consumer's removal may be refused and the pq
+        stays in the table, dropped (the orderly removal, OrderlyConsumeMixin._remove_orderly), which keeps Phase B from
+        re-creating it. Phase B creates a pq for each new queue: ``removeDirtyOffset``, then ``computePullFromWhere``
+        (R10.1); a queue whose start cannot be computed is skipped this round. Returns the new state and whether every
+        allocated queue now has a pq."""
         for q in topic_queues:
             pq = s.clients[i].pqs[q]
             if pq is None or (q in mine and not self.pull_expired(s, pq)):
                 continue
-            if self.orderly_removal:  # orderly consume loop: R8.8; a refused removal keeps the pq, dropped
+            if self.orderly_removal:  # orderly consume loop: the orderly removal (OrderlyConsumeMixin._remove_orderly);
+                # a refused removal keeps the pq, dropped
                 pq = pq._replace(dropped=True)
                 cl = s.clients[i]
                 s = s._replace(clients=_put(s.clients, i, cl._replace(pqs=_put(cl.pqs, q, pq))))
@@ -262,7 +271,8 @@ class RebalanceMixin:
         return s, complete
 
     def _locks_before_add(self: Model) -> bool:
-        """Does Phase B take the broker lock, ``lock(mq)``, before it adds a queue (orderly; R8.4, R8.9)?"""
+        """Does Phase B take the broker lock, ``lock(mq)``, before it adds a queue (orderly; R8.4, orderly
+        BROADCASTING's locks, ClientLocksMixin)?"""
         return self.lock_on_add
 
     def _compute_pull_from_where(
@@ -270,12 +280,12 @@ class RebalanceMixin:
     ) -> tuple[State, int | None]:
         """computePullFromWhereWithException (R10.1) after ``readOffset(READ_FROM_STORE)``.
 
-        CLUSTERING reads the broker (R2.3, R3.5): a found offset seeds memory with
-        ``updateOffset(mq, o, false)``; QUERY_NOT_FOUND gives -1. BROADCASTING reads the local file
-        (R1.11). With -1, consumeFromWhere decides (R10.4): LAST gives maxOffset (0 for a retry
-        topic), FIRST gives 0, TIMESTAMP searches (maxOffset for a retry topic). The offsets a
-        first-start position jumps over are recorded as declared skips (INV-9). ``None`` means the
-        broker could not be asked (an exception: the queue is skipped this round).
+        CLUSTERING reads the broker (R2.3, the offset query's answer, broker_rules.query_consumer_offset): a found
+        offset seeds memory with ``updateOffset(mq, o, false)``; QUERY_NOT_FOUND gives -1. BROADCASTING reads the local
+        file (R1.11). With -1, consumeFromWhere decides (R10.4): LAST gives maxOffset (0 for a retry topic), FIRST gives
+        0, TIMESTAMP searches (maxOffset for a retry topic). The offsets a first-start position jumps over are recorded
+        as declared skips (INV-9). ``None`` means the broker could not be asked (an exception: the queue is skipped this
+        round).
 
         ``query_fails``: the broker answers SYSTEM_ERROR (RebalanceQueryError). 4.9.8 reads that as
         -1 like QUERY_NOT_FOUND; 5.x as -2, a failed read (R2.3), on which 5.x throws where 4.9.8
@@ -287,7 +297,8 @@ class RebalanceMixin:
         """
         cl = s.clients[i]
         b = s.broker
-        asked = b if b.up else s.slave  # slaves: R2.4's lookup falls back to the slave while the master is down
+        asked = b if b.up else s.slave  # slaves: the lookup falls back to the slave while the master is down
+        # (the slave routing, SlaveMixin)
         stored: int | None
         if self.clustering:
             if asked is None:
@@ -307,7 +318,8 @@ class RebalanceMixin:
             if self._resumes_at_stored(stored):
                 how = "stored-offset"
                 if self.clustering and asked is not None and asked.offsets[q] is None:
-                    how = "young-queue-zero"  # no entry: the broker answers 0 for a young queue (R3.5)
+                    how = "young-queue-zero"  # no entry: the broker answers 0 for a young queue (the offset query's
+                    # answer, broker_rules.query_consumer_offset)
                 elif self.clustering and asked is s.slave:
                     how = "stored-offset-on-slave"
                 return self._positioned(s, i, q, uid, stored, how, False, query_fails), stored
@@ -326,7 +338,7 @@ class RebalanceMixin:
 
     def _seeded_offset(self: Model, stored: int) -> int:
         """What computePullFromWhere's ``updateOffset(mq, o, increaseOnly=false)`` puts in memory: the offset
-        read (R10.1, R1.5)."""
+        read (R10.1, updateOffset's increaseOnly rule, PullMixin._updated)."""
         return stored
 
     def _resumes_at_stored(self: Model, stored: int) -> bool:
@@ -381,7 +393,7 @@ def _views_agree(m: Model, s: State) -> tuple[int, ...] | None:
 
 
 def _listed(m: Model, client: int, q: int) -> bool:
-    """CONFIG: does ``client``'s configured list name queue ``q`` (R11.4)?"""
+    """CONFIG: does ``client``'s configured list name queue ``q`` (``allocation.allocate_queues``)?"""
     lists = m.config.allocate_config_queues
     return lists is not None and q in lists[client]
 
@@ -422,10 +434,11 @@ def _exclusive_ownership(m: Model, s: State) -> str | None:
     owner: dict[int, int] = {}
     for i, cl in enumerate(s.clients):
         for q, pq in enumerate(cl.pqs):
-            if pq is not None and not pq.dropped:  # a dropped pq left in the table owns nothing (R8.8)
+            if pq is not None and not pq.dropped:  # a dropped pq left in the table owns nothing (the orderly removal,
+                # OrderlyConsumeMixin._remove_orderly)
                 if q in owner:
                     if shared and _listed(m, owner[q], q) and _listed(m, i, q):
-                        continue  # both are configured with it (R11.4)
+                        continue  # both are configured with it (CONFIG, allocation.allocate_queues)
                     if m.identity[owner[q]] == m.identity[i]:
                         continue  # one clientId, one slice (DUPLICATE_CLIENT_ID_ANOMALIES)
                     return f"queue {q} owned by clients {owner[q]} and {i} although all views agree"
@@ -479,7 +492,8 @@ def _resume_at_stored(m: Model, s: State, a: Action, t: State) -> str | None:
     if not m.clustering or not isinstance(a, Rebalance | RebalanceQueryError):
         return None
     before, after = s.clients[a.client], t.clients[a.client]
-    b = s.broker if s.broker.up or s.slave is None else s.slave  # slaves: the broker the query went to (R2.4)
+    b = s.broker if s.broker.up or s.slave is None else s.slave  # slaves: the broker the query went to (the slave
+    # routing, SlaveMixin)
     for q in range(m.q_count):
         new, old = after.pqs[q], before.pqs[q]
         if new is None or (old is not None and old.uid == new.uid):

@@ -2,8 +2,11 @@
 
 RocketMQ classes: ``SlaveSynchronize#syncConsumerOffset`` (GET_ALL_CONSUMER_OFFSET and ``putAll``, R3.8,
 RMQ-25 (2)), the HA service copying the commit log, and the slave's own ``ConsumerManageProcessor`` and
-``PullMessageProcessor`` (a commit is stored, R3.4; a pull is answered from the slave's copy, no commit flag,
-R5.3-R5.5). Clients reach the slave when the master is down (R2.4, R2.5, R9.3).
+``PullMessageProcessor`` (a commit is stored as on the master, ``BrokerMixin._broker_receive``; a pull is
+answered from the slave's copy with no commit flag: the flag is set in ``PullMixin._send_pull``, the answer is
+``broker_rules.slave_pull_result``). Clients reach the slave when the master is down (R2.4): offset queries, commits
+(``ConsumerProcessMixin._send_commit``), pulls and consumer lists (``RebalanceMixin._rebalance_topic``). This
+module decides the routing; those transitions apply it.
 
 Its actions, before the class: ``SlaveReplicate``, ``SlaveSync``.
 
@@ -58,10 +61,12 @@ class SlaveMixin:
 
     def _slave_receive(self: Model, s: State, i: int, item: Commit | PullRequestMsg) -> State:
         """BrokerReceive of a request sent to the slave while the master was down. UPDATE_CONSUMER_OFFSET
-        is stored: the 4.9.8 handler checks no role (R3.4). PULL_MESSAGE is answered from the slave's copy
-        of the commit log; its commit flag is clear (R5.3), and a slave would not store it anyway (R5.4). A
-        group the slave has no heartbeat of is SUBSCRIPTION_NOT_EXIST, as on the master; a 5.x slave refuses
-        every pull (``Config.slave_serves_pulls``). Either error is an exception to the client (3 s)."""
+        is stored: the 4.9.8 handler checks no role (the UPDATE_CONSUMER_OFFSET handler, BrokerMixin._broker_receive).
+        PULL_MESSAGE is answered from the slave's copy of the commit log; its commit flag is clear (the pull's sysFlag,
+        PullMixin._send_pull), and a slave would not store it anyway (the broker's pull handler,
+        BrokerMixin._broker_receive). A group the slave has no heartbeat of is SUBSCRIPTION_NOT_EXIST, as on the master;
+        a 5.x slave refuses every pull (``Config.slave_serves_pulls``). Either error is an exception to the client (3
+        s)."""
         sl = s.slave
         assert sl is not None
         if isinstance(item, Commit):
@@ -91,7 +96,8 @@ class SlaveMixin:
         """SlaveReplicate(queue) (slaves; free). Enabled: the master is up and the slave's copy of ``queue``
         differs from the master's. Effect: the copy catches up with the master's commit log (HA): its
         messages, its minOffset (the model lets the slave's retention follow the master's) and whether
-        message 0 is in page cache (R3.5). Until it runs, the slave lags; a master crash freezes the lag."""
+        message 0 is in page cache (the offset query's answer, broker_rules.query_consumer_offset). Until it runs, the
+        slave lags; a master crash freezes the lag."""
         q, b, sl = a.queue, s.broker, s.slave
         if sl is None or not b.up or not 0 <= q < self.q_count or sl.queues[q] == b.queues[q]:
             raise ActionNotEnabled(a, "no slave, master down, or the slave's copy is current")
@@ -147,7 +153,8 @@ def _slave_decrease_declared(m: Model, s: State, a: Action, t: State) -> str | N
             continue
         landed = _landed_commit(s, a, q)
         if landed is not None and landed[0] != s.ghost.slave_last_writer[q]:
-            continue  # a stale or overlapping owner's late commit, as on the master (R3.2, S5)
+            continue  # a stale or overlapping owner's late commit, as on the master (last writer wins
+            # (BrokerMixin._land_commit), S5)
         return f"queue {q}: the slave's offset fell {old} -> {new} by {type(a).__name__}, written by the same pq"
     return None
 

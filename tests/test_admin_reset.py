@@ -100,7 +100,7 @@ def test_5x_inv18_strict_finds_the_r3_10b_window() -> None:
     """Without the declared event "a commit from a pq older than the reset lands after it", INV-18
     fails under 5.x too: the pull that takes the pending reset still applies its stale piggy-back
     (tryCommitOffset after queryThenEraseResetOffset), and the adopting client's rebalance can read
-    it before its own persist lands (docs/spec.md §12)."""
+    it before its own persist lands (docs/spec.md, section admin_reset)."""
     model = Model(Config(consumers=2, queues=2, messages_per_queue=4, admin_resets=1, version=V5_X, **QUIET))
     model.reset_declare_stale = False
     found = next(f for seed in range(200) if (f := walk(model, seed, 300)) is not None)
@@ -146,11 +146,11 @@ def test_walks_reach_every_reset_outcome_the_machine_reports() -> None:
 
 
 def test_4_9_8_reset_sleep_lets_a_late_pull_reply_and_the_persist_timer_commit_past_an_unconsumed_message() -> None:
-    # Found while modelling (docs/spec.md §12): message 0 is consumed (offset 1), message 1 waits in the pq and
-    # a pull at 2 is held. resetOffset drops and clears the pq (msgCount 0) and sleeps 10 s with it still in
-    # the table; the held pull comes back NO_NEW_MSG and correctTagsOffset raises memory to 2 (R6.7); the
-    # persist timer's persistAll still names the dropped pq and commits 2, past message 1, which was never
-    # delivered. Until the wake's updateOffset(1) and persist, a crash loses message 1 (INV-9).
+    # Found while modelling (docs/spec.md, section admin_reset): message 0 is consumed (offset 1), message 1 waits in
+    # the pq and a pull at 2 is held. resetOffset drops and clears the pq (msgCount 0) and sleeps 10 s with it still in
+    # the table; the held pull comes back NO_NEW_MSG and correctTagsOffset raises memory to 2 (R6.7); the persist
+    # timer's persistAll still names the dropped pq and commits 2, past message 1, which was never delivered. Until the
+    # wake's updateOffset(1) and persist, a crash loses message 1 (INV-9).
     a = act
     script = [
         a.Start(0), a.Start(1), a.Produce(0, "A"), a.Rebalance(0), a.Produce(0, "A"), a.SendPull(0, 0),
@@ -173,7 +173,8 @@ def _wake_with_a_pull_in_flight(late: bool) -> Driver:
     """``consumed_then_reset``: message 0 consumed and committed (1), message 1 in the pq, then the admin
     resets to 0. The next pull (offset 2) is held at the broker; the reset drops and clears the pq and sleeps;
     at its wake the held pull's reply (NO_NEW_MSG, next 2) is taken after the wake (``late`` false) or between
-    the wake's updateOffset(0) and its persist (``ClientResetWake(0, late_reply=0)``, docs/spec.md §18.3)."""
+    the wake's updateOffset(0) and its persist (``ClientResetWake(0, late_reply=0)``, docs/spec.md, "What is real,
+    ranked")."""
     d = consumed_then_reset(V4_9_8)
     d.do(act.SendPull(0, 0))
     d.drain()

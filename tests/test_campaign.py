@@ -129,7 +129,8 @@ def test_sample_config_draws_every_fault_family_and_only_combinations_config_acc
         manual += not config.orderly_auto_commit
     assert all(drawn.values()), drawn
     assert max(drawn.values()) < 600 / 4, drawn  # modest: each fault in well under a quarter of the runs
-    assert slaves and manual  # a slave (docs/spec.md §16) and an orderly listener with autoCommit off (§14)
+    assert slaves and manual  # a slave (docs/spec.md, section slave) and an orderly listener with autoCommit off
+    # (section orderly_consume)
 
 
 def test_sample_config_draws_every_configuration_steered_for_branch_coverage_and_keeps_the_common_ones() -> None:

@@ -3,7 +3,7 @@
 A record whose configuration plants a bug (``mutations``) must still be refuted by the same
 property: the checker has not lost its teeth. A record found on the real model (no mutations) is a
 RocketMQ-model bug to fix: its test fails while the failure still reproduces. A liveness record
-(``walk_steps``) replays its walk and quiesces the end state again (docs/spec.md §13).
+(``walk_steps``) replays its walk and quiesces the end state again (docs/spec.md, "Liveness at quiescence").
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Liveness at quiescence (docs/spec.md §13): once faults stop and timers run, the group catches up.
+"""Liveness at quiescence (docs/spec.md, "Liveness at quiescence"): once faults stop and timers run, the group catches
+up.
 
 The correct model passes every liveness check after many seeded walks, with consumers restarted and
 with them left down; each liveness-only planted bug is caught by its LIV check and by no safety

@@ -1,6 +1,7 @@
-"""offsets.json has unlocked writers (docs/spec.md §18.3): a BROADCASTING consumer's persist timer reads, merges
-and writes the file (LocalFileOffsetStore#persistAll) while the rebalance thread's persist(mq) of a pull-expired
-queue does the same, so a persistAll that read before the other write and writes after it undoes that write.
+"""offsets.json has unlocked writers (docs/spec.md, "What is real, ranked"): a BROADCASTING consumer's persist timer
+reads, merges and writes the file (LocalFileOffsetStore#persistAll) while the rebalance thread's persist(mq) of a
+pull-expired queue does the same, so a persistAll that read before the other write and writes after it undoes that
+write.
 
 The model splits the timer's persistAll (``PersistOffsets(client, lagging=1)``, ``OffsetFileWriteLands``), the
 reference holds its string2File back in lockstep, and INV-6c (the file falls only with a cause) accepts the fall

@@ -306,8 +306,8 @@ def test_4_9_8_delayed_unlock_releases_a_lock_its_consumer_took_again_and_5x_unl
 def test_a_listener_that_outlives_an_orderly_shutdown_runs_beside_the_next_owner_and_changes_nothing(
     version: str, tmp_path: Path
 ) -> None:
-    # docs/spec.md §18.3: shutdownNow leaves the listener running, unlockAll frees the queue (R4.4 step 1,
-    # R8.9); consumer 1 consumes offset 0 beside it. INV-12 accepts the overlap with the orphan as its cause,
+    # docs/spec.md, "What is real, ranked": shutdownNow leaves the listener running, unlockAll frees the queue (R4.4
+    # step 1, R8.9); consumer 1 consumes offset 0 beside it. INV-12 accepts the overlap with the orphan as its cause,
     # the redelivery is counted as beside-orphaned-listener, and the orphan's return commits nothing.
     run = scenarios.listener_outlives_shutdown(version)
     assert run.completed and run.ids == []
@@ -438,13 +438,12 @@ def test_every_enabled_action_steps_and_a_stalled_client_offers_only_crash_and_i
 
 
 def test_inv2_counts_positioned_over_offsets_a_new_pq_replays_as_not_owed() -> None:
-    # A fault-sparing walk (docs/spec.md §14, "Found while modelling"; first found as walk 238, now 3323, the only
-    # one of seeds 0-3323 that reaches it since the broker's request pools may reorder commits, BrokerReceive
-    # overtakes): a consumer re-creates a queue's pq at the stored offset, below offsets its group skipped at
-    # first start (CONSUME_FROM_LAST); a late NO_NEW_MSG reply of its old pq raises the shared memory entry
-    # (R6.7). The new pq holds offsets skipped and never handled, below the memory offset: a replay of what
-    # nobody owed, not a loss (INV-9 holds), so INV-2 counts declared skips as settled. Reading only "handled"
-    # would report it.
+    # A fault-sparing walk (docs/spec.md, section orderly_consume, "Found while modelling"; first found as walk 238, now
+    # 3323, the only one of seeds 0-3323 that reaches it since the broker's request pools may reorder commits,
+    # BrokerReceive overtakes): a consumer re-creates a queue's pq at the stored offset, below offsets its group skipped
+    # at first start (CONSUME_FROM_LAST); a late NO_NEW_MSG reply of its old pq raises the shared memory entry (R6.7).
+    # The new pq holds offsets skipped and never handled, below the memory offset: a replay of what nobody owed, not a
+    # loss (INV-9 holds), so INV-2 counts declared skips as settled. Reading only "handled" would report it.
     from rmqspec.properties.explore import walk
 
     config = Config(orderly=True, consumers=3, client_stalls=1, max_reconsume_times=1)

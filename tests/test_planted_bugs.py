@@ -51,7 +51,8 @@ CASES: dict[str, tuple[str, dict[str, object]]] = {
     "empty_group_loses_offsets": ("INV-9a", {"mode": CLUSTERING, "consumers": 1}),
     "resume_memory_one_behind": ("INV-8r", {"mode": CLUSTERING}),
     "pull_cursor_one_behind": ("INV-22", {"mode": CLUSTERING}),
-    # the broker's request pools (docs/spec.md §18): a same-pq decrease with no request overtaken is no reorder
+    # the broker's request pools (docs/spec.md, "Thread boundaries"): a same-pq decrease with no request overtaken is no
+    # reorder
     "update_offset_stores_one_less": ("INV-8r", {"mode": CLUSTERING}),
     # cleanExpiredMsg (R6.8): uniform walks answer a listener within a few steps, so none outlives the default
     # 15 s; at 2 s most walks have the cleaner remove a message, and the next commit passes it unhandled

@@ -501,7 +501,7 @@ def test_shutdown_discards_runs_and_relock_tasks_then_unlocks_all(tmp_path: Path
     ref.apply(act.Shutdown(0))
     assert not orderly.try_lock_later_tasks() and not orderly.consume_executor.running
     # shutdownNow only interrupts: the listener on queue 0 runs on, holding its monitor, while unlockAll has
-    # released both queues at the broker (R4.4 step 1, R8.9; docs/spec.md §18.3)
+    # released both queues at the broker (R4.4 step 1, R8.9; docs/spec.md, "What is real, ranked")
     assert list(orderly.consume_executor.orphans) == [first]
     assert orderly.message_queue_lock.is_held(ref.mqs[0])
     assert broker_lock_holder(ref, 0) is None and broker_lock_holder(ref, 1) is None

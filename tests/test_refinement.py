@@ -1226,10 +1226,10 @@ def _on_wire(s: State, offset: int) -> bool:
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_a_commit_overtaking_a_pull_lowers_the_broker_offset_in_lockstep(tmp_path: Path, version: str) -> None:
-    """docs/spec.md §18: the broker's request pools run a later UPDATE_CONSUMER_OFFSET (C = 2) before the pull
-    sent earlier on the same connection, whose piggy-back (P = 1) then lands below it. The reference takes the
-    second request off its connection (``ClientConnection.read_request(1)``) and agrees with the model; INV-8r
-    accepts the fall with its cause, request-pool-reorder, and nothing else fails."""
+    """docs/spec.md, "Thread boundaries": the broker's request pools run a later UPDATE_CONSUMER_OFFSET (C = 2) before
+    the pull sent earlier on the same connection, whose piggy-back (P = 1) then lands below it. The reference takes the
+    second request off its connection (``ClientConnection.read_request(1)``) and agrees with the model; INV-8r accepts
+    the fall with its cause, request-pool-reorder, and nothing else fails."""
     config = Config(consumers=1, queues=1, messages_per_queue=3, pull_batch_size=4, version=version)
     state, broken = lockstep_script(
         config,
@@ -1312,7 +1312,8 @@ def test_rmq14_5x_skips_the_queue_after_a_system_error_and_resumes_at_the_stored
 
 def test_rmq14_explorer_finds_inv15_under_4_9_8_and_the_same_walks_pass_under_5x() -> None:
     """Seeded random walks with one query error: 4.9.8 breaks INV-15 within 100 walks (walk 39 today);
-    5.x passes the same 100 walks (and more: docs/spec.md §9.1)."""
+    5.x passes the same 100 walks (and more: docs/spec.md, "The switches are load-bearing, and the known bugs they
+    touch")."""
     from rmqspec.properties.explore import explore
 
     def walks(version: str) -> Any:

@@ -1,7 +1,7 @@
-"""The slave (``Config.slave``; R2.4, R2.5, R3.4, R3.8, R5.3-R5.5, R9.3; docs/spec.md §16): what it serves while
-the master is down, its offset sync, and the two known bugs it carries, RMQ-17 (a lagging slave correcting
-offsets, restored by ``offset_check_in_slave``) and RMQ-25 (2) (commits taken during the outage overwritten
-by the sync)."""
+"""The slave (``Config.slave``; R2.4, R2.5, R3.4, R3.8, R5.3-R5.5, R9.3; docs/spec.md, section slave): what it serves
+while the master is down, its offset sync, and the two known bugs it carries, RMQ-17 (a lagging slave correcting
+offsets, restored by ``offset_check_in_slave``) and RMQ-25 (2) (commits taken during the outage overwritten by the
+sync)."""
 
 from __future__ import annotations
 

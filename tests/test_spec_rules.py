@@ -227,12 +227,12 @@ def test_broker_commits_are_last_writer_wins_and_crash_restores_the_flushed_file
     assert s.broker.offsets[0] == 1 and s.broker.next_flush == s.now + 10_000
 
 
-# --- the broker's request pools (docs/spec.md §18) ----------------------------------------------
+# --- the broker's request pools (docs/spec.md, "Thread boundaries") ----------------------------------------------
 def test_a_commit_that_overtakes_a_pull_lets_the_pulls_older_piggyback_lower_the_broker_offset() -> None:
-    """§18.3 item 1: the broker runs PULL_MESSAGE and UPDATE_CONSUMER_OFFSET on different pools
-    (NettyRemotingAbstract#processRequestCommand), and PullMessageProcessor commits a pull's piggy-back when
-    the pull runs. SendPull carries P = 1; the listener finishes; PersistOffsets sends C = 2; the broker runs
-    C first, then the pull: the offset falls from 2 to 1, written by the same pq, and INV-8r names the cause."""
+    """docs/spec.md, "What is real, ranked", item 1: the broker runs PULL_MESSAGE and UPDATE_CONSUMER_OFFSET on
+    different pools (NettyRemotingAbstract#processRequestCommand), and PullMessageProcessor commits a pull's piggy-back
+    when the pull runs. SendPull carries P = 1; the listener finishes; PersistOffsets sends C = 2; the broker runs C
+    first, then the pull: the offset falls from 2 to 1, written by the same pq, and INV-8r names the cause."""
     m = one_consumer()
     s = finish(m, pulled(m, 3), 0)  # memory 1
     s = run(m, SendPull(0, 0), state=s)  # the piggy-back P = 1 on the wire
@@ -255,8 +255,9 @@ def test_a_commit_that_overtakes_a_pull_lets_the_pulls_older_piggyback_lower_the
 
 
 def test_only_a_commit_of_the_same_queue_may_overtake_a_commit() -> None:
-    """The abstraction of §18: overtakes=1 is offered only when both requests carry a commit of one queue; a
-    pull without the commit flag (memory 0) commutes with a commit for every offset, so it is not offered."""
+    """The abstraction of docs/spec.md, "Thread boundaries": overtakes=1 is offered only when both requests carry a
+    commit of one queue; a pull without the commit flag (memory 0) commutes with a commit for every offset, so it is not
+    offered."""
     m = one_consumer()
     s = run(m, SendPull(0, 0), state=pulled(m, 3))  # memory 0: no commit flag
     s = s._replace(clients=(s.clients[0]._replace(next_persist=s.now),))

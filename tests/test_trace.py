@@ -199,7 +199,8 @@ PLANTED: dict[str, tuple[dict[str, Any], bool]] = {
     "empty_group_loses_offsets": ({"consumers": 1}, True),
     "resume_memory_one_behind": ({}, True),
     "pull_cursor_one_behind": ({}, True),
-    # the broker's request pools (docs/spec.md §18): the persist lands one low, which the broker's table shows
+    # the broker's request pools (docs/spec.md, "Thread boundaries"): the persist lands one low, which the broker's
+    # table shows
     "update_offset_stores_one_less": ({}, True),
     # cleanExpiredMsg (R6.8): only the missing retry copy differs, and the broker's schedule is not observed
     "expired_removed_without_send_back": ({"consume_timeout": 2_000}, False),
@@ -569,8 +570,8 @@ def test_the_schema_and_the_reader_agree_on_keys_actions_and_config() -> None:
 
 
 def test_broker_receive_overtakes_is_optional_in_the_schema_the_reader_and_the_writer() -> None:
-    """docs/spec.md §18: ``BrokerReceive.overtakes`` is written only when 1; a trace without it (every trace
-    written before it existed) reads as 0, and the overtaking step of a run reads back as written."""
+    """docs/spec.md, "Thread boundaries": ``BrokerReceive.overtakes`` is written only when 1; a trace without it (every
+    trace written before it existed) reads as 0, and the overtaking step of a run reads back as written."""
     assert action_from_json({"action": "BrokerReceive", "client": 0}) == act.BrokerReceive(0)
     assert action_from_json({"action": "BrokerReceive", "client": 0, "overtakes": 1}) == act.BrokerReceive(0, 1)
     config = Config(consumers=1, queues=1, messages_per_queue=3, pull_batch_size=4)

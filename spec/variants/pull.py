@@ -42,7 +42,8 @@ class IgnoreIncreaseOnly(Variant):
 
 @planted("pull_expiry_ignored", breaks=("R6.6", "R9.4"), refuted_by=("LIV-3",))
 class PullExpiryIgnored(Variant):
-    """isPullExpired is never true: R9.4 Phase A keeps a pq whose pulls stopped."""
+    """isPullExpired is never true: Phase A of the rebalance's pq table update
+    (RebalanceMixin._update_process_queue_table) keeps a pq whose pulls stopped."""
 
     def pull_expired(self, s: State, pq: ProcessQueue) -> bool:
         return False

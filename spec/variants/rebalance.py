@@ -27,11 +27,12 @@ class ResumeMemoryOneBehind(Variant):
 
 
 def overlapping_avg(current: str, mq_all: tuple[str, ...], cid_all: tuple[str, ...]) -> tuple[int, ...]:
-    """AVG (R11.1) with every block but the first starting one queue early, its size unchanged (uncached, so
-    that properties/symbolic.py can run it on symbolic values)."""
-    allocate.__wrapped__(AVG, current, mq_all, cid_all)  # raises where AVG does (R11.0)
+    """AVG (allocation.allocate_queues) with every block but the first starting one queue early, its size unchanged
+    (uncached, so that properties/symbolic.py can run it on symbolic values)."""
+    allocate.__wrapped__(AVG, current, mq_all, cid_all)  # raises where AVG does (the strategies' validation,
+    # allocation.allocate_queues)
     if current not in cid_all:
-        return ()  # R11.0: not listed, nothing allocated
+        return ()  # the strategies' validation (allocation.allocate_queues): not listed, nothing allocated
     n = len(mq_all)
     start, size = avg_block(n, len(cid_all), cid_all.index(current))
     if start > 0:

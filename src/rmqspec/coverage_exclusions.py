@@ -373,7 +373,8 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
         "for o in result.found",
         "defensive",
         "putMessage of an offset the pq already holds: a FOUND reply is read at the pull's own nextOffset, and a "
-        "live pq's nextOffset never moves back while it holds messages (docs/spec.md §18.4 (c); the OFFSET_ILLEGAL "
+        "live pq's nextOffset never moves back while it holds messages (docs/spec.md, 'Three fidelity checks' (c); "
+        "the OFFSET_ILLEGAL "
         "branch that moves it drops the pq, R5.7)",
     ),
     *_entries(

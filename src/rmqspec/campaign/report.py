@@ -125,7 +125,8 @@ def fates_lines(summary: dict[str, Any]) -> list[str]:
         "## Message fates",
         "",
         f"{f['messages']} messages over all runs, each with one fate at the end of its run (after the quiescence; "
-        "docs/spec.md §4.3). A skip names its cause; one a modelled fault caused is that fault's harm "
+        "docs/spec.md, 'Allowed anomalies, each with its cause'). A skip names its cause; one a modelled fault "
+        "caused is that fault's harm "
         f"({f['runs_with_harm']} runs); `lost` is a violation ({f['lost']}).",
         "",
         "| fate | messages | of which fault harm |",
@@ -133,7 +134,11 @@ def fates_lines(summary: dict[str, Any]) -> list[str]:
     ]
     for name, n in f["fates"].items():
         lines.append(f"| {name} | {n} | {f['harm'].get(name, 0)} |")
-    lines += ["", "Redeliveries per cause (every redelivery has one; docs/spec.md §4.3):", ""]
+    lines += [
+        "",
+        "Redeliveries per cause (every redelivery has one; docs/spec.md, 'Allowed anomalies, each with its cause'):",
+        "",
+    ]
     if not f["redelivery_causes"]:
         return [*lines, "None.", ""]
     lines += ["| cause | redeliveries |", "| --- | ---: |"]
@@ -148,7 +153,8 @@ def liveness_lines(summary: dict[str, Any]) -> list[str]:
     if not live["checked"]:
         return [*lines, "Not checked (`--no-liveness`, or every run stopped at a safety violation).", ""]
     lines += [
-        f"{live['checked']} runs quiesced and checked (LIV-1..LIV-5, docs/spec.md §13): {live['reached']} reached "
+        f"{live['checked']} runs quiesced and checked (LIV-1..LIV-5, docs/spec.md, 'Liveness at quiescence'): "
+        f"{live['reached']} reached "
         f"the horizon or settled within the step bound ({live['settled']} settled early), "
         f"{live['quiescence_steps']} quiescence steps; {live['violations']} runs with a liveness violation "
         "(listed with the failures below).",

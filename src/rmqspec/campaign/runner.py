@@ -87,7 +87,7 @@ class CampaignOptions:
     batch_size: int = 32
     resume: bool = False
     lockstep: bool = True
-    liveness: bool = True  # quiesce each run's end state and check liveness (docs/spec.md §13)
+    liveness: bool = True  # quiesce each run's end state and check liveness (docs/spec.md, "Liveness at quiescence")
     coverage_every: int = COVERAGE_EVERY  # measure spec/ coverage in units k % coverage_every == 0 and directed ones
     mutations: frozenset[str] = frozenset()
     store: Path | None = None

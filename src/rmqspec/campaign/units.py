@@ -3,7 +3,7 @@
 A run draws a configuration from the seed, walks the model with the actions its swarm profile
 allows, drives the reference implementation in lockstep (the refinement check), checks every
 invariant and action property at every step, then (unless ``liveness`` is off) quiesces the end state
-and checks liveness (docs/spec.md §13), telling a dead task's harm from a violation, and returns a
+and checks liveness (docs/spec.md, "Liveness at quiescence"), telling a dead task's harm from a violation, and returns a
 flat, JSON-friendly result. Given the
 same inputs and code version it returns the same result, trace hash included; that is what lets
 Spark retry a lost task and what the campaign's determinism self-check verifies.
@@ -76,7 +76,8 @@ _FAMILY_OF: dict[type, str] = {
     act.Crash: "client_stop",
     act.Heartbeat: "client_timer",
     act.PersistOffsets: "client_timer",
-    act.OffsetFileWriteLands: "client_timer",  # a lagging persistAll's write of offsets.json (docs/spec.md §18.3)
+    act.OffsetFileWriteLands: "client_timer",  # a lagging persistAll's write of offsets.json (docs/spec.md, "What is
+    # real, ranked")
     act.CleanExpiredMsg: "client_timer",
     act.Rebalance: "rebalance",
     act.RebalanceQueryError: "rebalance",
@@ -85,7 +86,8 @@ _FAMILY_OF: dict[type, str] = {
     act.StartConsume: "consume",
     act.FinishConsume: "consume",
     act.ApplyConsumeOffset: "consume",
-    act.OrphanReturns: "consume",  # an orderly listener that outlived a Shutdown returns (docs/spec.md §18.3)
+    act.OrphanReturns: "consume",  # an orderly listener that outlived a Shutdown returns (docs/spec.md, "What is real,
+    # ranked")
     act.LockAll: "client_timer",  # orderly
     act.RetentionDelete: "retention",  # retention (R5.5)
     act.AdminReset: "admin_reset",  # admin reset
@@ -202,11 +204,11 @@ def sample_config(
     if config.orderly and rng.random() < 1 / 4:
         config = replace(config, orderly_auto_commit=False)
     # slaves: one run in four of those it is modelled for (no orderly, admin reset, stalls or dead tasks) gets a
-    # slave (docs/spec.md §16), drawn last; offset_check_in_slave never (it restores RMQ-17, which INV-21 reports)
-    # Branch coverage (docs/campaign.md, "Branch coverage"): one in two where retention is on, so that a slave
-    # serving pulls meets OFFSET_ILLEGAL (broker_rules.slave_pull_result) in a default campaign, and one in two
-    # under the profiles with broker crashes, so that more runs fail over to it (a slave in about one run in
-    # eight before, one in six now).
+    # slave (docs/spec.md, section slave), drawn last; offset_check_in_slave never (it restores RMQ-17, which INV-21
+    # reports) Branch coverage (docs/campaign.md, "Branch coverage"): one in two where retention is on, so that a slave
+    # serving pulls meets OFFSET_ILLEGAL (broker_rules.slave_pull_result) in a default campaign, and one in two under
+    # the profiles with broker crashes, so that more runs fail over to it (a slave in about one run in eight before, one
+    # in six now).
     failover = profile is not None and profile.broker_crashes > 0
     if not (config.orderly or config.admin_resets or config.client_stalls or config.task_deaths) and rng.random() < (
         1 / 2 if config.retention_deletes or failover else 1 / 4
@@ -266,11 +268,11 @@ def _with_profile(config: Config, profile: SwarmProfile, mutations: frozenset[st
 
 
 def with_faults(rng: random.Random, config: Config) -> Config:
-    """Faults (docs/spec.md §14, §15), drawn after every other draw of ``sample_config`` so that those keep
-    their values for a given seed, and each one independently: a stop-the-world ``Stall``, a lost oneway
-    commit, a consumer list without oneself, two consumers sharing a clientId (RMQ-11), an unreadable
-    broker or (BROADCASTING) consumer offset file, a background task that dies (``TaskDies``), each a budget
-    of 1 as in ``properties/machines.configs``.
+    """Faults (docs/spec.md, sections orderly_consume and faults), drawn after every other draw of ``sample_config`` so
+    that those keep their values for a given seed, and each one independently: a stop-the-world ``Stall``, a lost oneway
+    commit, a consumer list without oneself, two consumers sharing a clientId (RMQ-11), an unreadable broker or
+    (BROADCASTING) consumer offset file, a background task that dies (``TaskDies``), each a budget of 1 as in
+    ``properties/machines.configs``.
 
     Each fault is in about one run in eight (1/8 of all runs; a shared clientId 1/4 of the runs that allow
     it, a local file 1/3 of the BROADCASTING runs): about half the runs keep the fault-free configurations
@@ -304,8 +306,8 @@ def with_faults(rng: random.Random, config: Config) -> Config:
         config = replace(config, local_offset_file_corruptions=1)
     if free and rng.random() < 1 / 8:
         config = replace(config, task_deaths=1)
-    # offsets.json's unlocked writers (docs/spec.md §18.3) in half the BROADCASTING runs: two lagging persistAlls,
-    # so one can still race a removal's persist(mq) after the other landed before anything else wrote
+    # offsets.json's unlocked writers (docs/spec.md, "What is real, ranked") in half the BROADCASTING runs: two lagging
+    # persistAlls, so one can still race a removal's persist(mq) after the other landed before anything else wrote
     if config.mode == BROADCASTING and rng.random() < 1 / 2:
         config = replace(config, lagging_file_writes=2)
     return config
@@ -545,8 +547,8 @@ def _check_liveness(
     reference: Any,
     trace: Any,
 ) -> State:
-    """Quiesce the walk's end state and check liveness (docs/spec.md §13); returns the quiesced state.
-    The reference, if any, follows the quiescence steps and is compared after each (``REFINEMENT``)."""
+    """Quiesce the walk's end state and check liveness (docs/spec.md, "Liveness at quiescence"); returns the quiesced
+    state. The reference, if any, follows the quiescence steps and is compared after each (``REFINEMENT``)."""
     outcome = check_liveness(model, state, deaths)
     q = outcome.quiescence
     result.liveness_checked = True
@@ -603,8 +605,8 @@ HOLD_STALL = 9 / 10
 # Branch coverage: how often _choose holds an orderly consumer's Shutdown back while none of the consumers it
 # could stop has a listener running. Picked like any stop, the shutdown found a listener in none of 104 orderly
 # shutdowns of 150 sampled runs, so a listener outliving its shutdown (Client.orphaned, OrphanReturns,
-# docs/spec.md §18.3) never came up; held back like a stall, a shutdown tends to come while one runs, and one
-# is always preferred when offered.
+# docs/spec.md, "What is real, ranked") never came up; held back like a stall, a shutdown tends to come while one runs,
+# and one is always preferred when offered.
 HOLD_SHUTDOWN = 9 / 10
 
 
