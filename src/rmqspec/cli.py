@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rmqspec import __version__
+from rmqspec.check_cli import add_check_command
 from rmqspec.jsonin import InputError, read_file
 from rmqspec.spec.config import (
     AVG_BY_CIRCLE,
@@ -820,6 +821,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bc.add_argument("--tmpdir", help="TMPDIR for the reference's scratch files, e.g. /dev/shm (default: unchanged)")
     bc.set_defaults(func=_cmd_bench_campaign)
+    add_check_command(sub)
     _add_trace_commands(sub)
     _add_history_commands(sub)
     _add_conform_commands(sub)

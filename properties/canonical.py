@@ -1,0 +1,226 @@
+"""The canonical form of a model state for exhaustive checking: what makes a finite configuration's state
+space finite, and which states count as one.
+
+The model's states carry an absolute clock and ghost counters that only grow, so two states that behave
+alike forever are still different values: the same idle group at 10 s and at 15 s, or after three
+deliveries and after four. An exhaustive search needs one representative of each class of states that
+behave alike. :func:`canonical` maps a state to that representative (the exploration keeps the real state,
+and deduplicates on the canonical one's fingerprint):
+
+* **Time is relative to ``now``.** Every timestamp of the state (timer deadlines, ``lastPullTimestamp``,
+  ``lastLockTimestamp``, the broker's lock table, channel heartbeats, message store times, when a listener
+  began, the ghost's "when did a margin break") is shifted so that ``now`` becomes ``CLOCK_ORIGIN``. Every
+  decision of the model compares a timestamp with ``now`` or adds a constant delay to ``now``, so shifting all
+  of them by the same amount changes nothing the model or a property can see.
+* **Old times are clamped.** A past time older than ``clamp_ms`` becomes exactly ``clamp_ms`` old. Every
+  window the model and its properties test a past time against (pull expiry 120 s, channel expiry 120 s, lock
+  lifetimes 30 s and 60 s, ``maxTimeConsumeContinuously`` 60 s, the consume timeout, the 30 s margins INV-12
+  and INV-12a tolerate after a stall or a lost lock table) is shorter than the default clamp, so a
+  comparison of a clamped time with ``now`` gives what the unclamped one gives. What a clamp can hide: two past
+  times both older than the clamp compare equal. The one property that compares two past times is INV-12's
+  "a margin broke within 30 s before the older listener began"; it can only be affected when a listener has
+  been running for longer than the clamp, and ``tests/test_check.py`` shows the orderly planted bugs are
+  refuted with the clamp on. The sentinel ``-1`` ("never") is kept as it is.
+* **Counters no property reads are dropped**: ``Ghost.deliveries``, ``Ghost.redeliveries`` and the per-cause
+  redelivery counts are summaries for reports; every invariant reads the ledgers (bitmasks of offsets)
+  instead, which stay.
+* The ghost history is already outside equality (``state.History``).
+
+The relative clock does not apply to ``CONSUME_FROM_TIMESTAMP``: the configured timestamp is absolute, and
+the store times it is compared with must stay absolute (:func:`time_is_relative`). Such configurations are
+bounded by a logical-time horizon instead (``properties/exhaustive.py``).
+
+Soundness of the whole abstraction is tested as a one-step bisimulation on the states of random walks
+(``tests/test_check.py``): a state and its canonical form enable the same actions in the same order, their
+successors have equal canonical forms, and every property gives the same verdict on both.
+"""
+
+from __future__ import annotations
+
+from rmqspec.spec.broker import CHANNEL_EXPIRED_TIMEOUT
+from rmqspec.spec.config import FROM_TIMESTAMP, Config
+from rmqspec.spec.orderly import BROKER_LOCK_MAX_LIVE_TIME, CLIENT_LOCK_MAX_LIVE_TIME
+from rmqspec.spec.pull import PULL_MAX_IDLE_TIME
+from rmqspec.spec.rebalance import REBALANCE_MIN_INTERVAL
+from rmqspec.spec.state import (
+    PULL_READY,
+    Broker,
+    BrokerQueue,
+    Client,
+    ConsumeRequest,
+    Ghost,
+    Message,
+    OffsetFix,
+    OffsetUpdate,
+    ProcessQueue,
+    Scheduled,
+    State,
+)
+
+# The clock of every canonical state. Past times are clamped to at most ``clamp_ms`` before it, so with the
+# default clamp no canonical time is negative and the "never" sentinel -1 cannot collide with one.
+CLOCK_ORIGIN = 1_000_000
+
+# The default clamp: longer than every window a past time is compared against (the longest is the 150 s
+# Stall, then the 120 s pull and channel expiries) with a margin, and shorter than CLOCK_ORIGIN.
+DEFAULT_CLAMP_MS = 600_000
+
+
+def time_is_relative(config: Config) -> bool:
+    """Whether :func:`canonical` may shift the clock: not when an absolute timestamp of the configuration
+    (``consume_timestamp``, R10.3) is compared with the store times."""
+    return config.consume_from_where != FROM_TIMESTAMP
+
+
+class _Shift:
+    """Maps the absolute times of one state to canonical ones. Each kind of time is clamped at the longest
+    window any rule or property compares it with (the constants name the rule); the others at ``clamp_ms``."""
+
+    __slots__ = ("consume_timeout", "delta", "floor", "now", "orderly", "paced", "store_times")
+
+    def __init__(self, now: int, clamp_ms: int, config: Config) -> None:
+        self.delta = CLOCK_ORIGIN - now
+        self.floor = CLOCK_ORIGIN - clamp_ms
+        self.paced = config.rebalance_paced
+        self.orderly = config.orderly
+        # store times are read by the admin reset's searchOffset (R3.10a) and the timestamp lookup (R10.3);
+        # otherwise only when a message enters the retry queue, which the step's own states show
+        self.store_times = config.admin_resets > 0
+        self.consume_timeout = config.consume_timeout
+
+    def t(self, when: int) -> int:
+        shifted = when + self.delta
+        return shifted if shifted > self.floor else self.floor
+
+    def within(self, when: int, window: int) -> int:
+        """A past time that matters only while it is at most ``window`` old: clamped at ``window + 1``."""
+        shifted = when + self.delta
+        floor = CLOCK_ORIGIN - window - 1
+        return shifted if shifted > floor else floor
+
+    def ready(self, when: int) -> int:
+        """A time something becomes ready at: every time at or before now means "ready now"."""
+        shifted = when + self.delta
+        return shifted if shifted > CLOCK_ORIGIN else CLOCK_ORIGIN
+
+    def opt(self, when: int | None) -> int | None:
+        return None if when is None else self.t(when)
+
+    def ghost_time(self, when: int) -> int:
+        return when if when < 0 else self.t(when)  # -1: never
+
+    def scheduled(self, m: Message) -> Message:
+        # a scheduled copy's sent_back_at is what INV-10 checks its due against when it is delivered (R7.5)
+        return m._replace(store_time=self.t(m.store_time), sent_back_at=self.t(m.sent_back_at))
+
+    def stored(self, m: Message) -> Message:
+        # a message in a queue or the DLQ: its times are read only by a timestamp search (see store_times)
+        if self.store_times:
+            return m._replace(
+                store_time=self.t(m.store_time), sent_back_at=self.t(m.sent_back_at) if m.reconsume_times else 0
+            )
+        return m._replace(store_time=0, sent_back_at=0)
+
+    def queue(self, q: BrokerQueue) -> BrokerQueue:
+        return q._replace(messages=tuple(self.stored(m) for m in q.messages)) if q.messages else q
+
+    def broker(self, b: Broker) -> Broker:
+        return b._replace(
+            queues=tuple(self.queue(q) for q in b.queues),
+            next_flush=self.opt(b.next_flush),
+            scheduled=tuple(Scheduled(self.t(x.due), self.scheduled(x.message)) for x in b.scheduled),
+            dlq=tuple(self.stored(m) for m in b.dlq),
+            # the broker's lock table: a lock expires 60 s after its lastUpdateTimestamp (R8.1)
+            locks=tuple(
+                None if lk is None else (lk[0], self.within(lk[1], BROKER_LOCK_MAX_LIVE_TIME)) for lk in b.locks
+            ),
+            # a channel's lastUpdateTimestamp is read only while the channel is registered, against the 120 s
+            # idle-channel scan; the model writes the literal 0 when it goes (R4.3)
+            heartbeat_at=tuple(
+                self.within(x, CHANNEL_EXPIRED_TIMEOUT) if i in b.registered else 0
+                for i, x in enumerate(b.heartbeat_at)
+            ),
+            next_sync=self.opt(b.next_sync),
+        )
+
+    def pq(self, pq: ProcessQueue | None) -> ProcessQueue | None:
+        if pq is None:
+            return None
+        return pq._replace(
+            # the PullRequest's delay is read only while it waits in the executor (R5.1)
+            pull_ready_at=self.ready(pq.pull_ready_at) if pq.pull_state == PULL_READY else 0,
+            # lastLockTimestamp: read by orderly rules only, against the 30 s isLockExpired (R6.6) and the 20 s
+            # forced removal (R8.8)
+            last_lock=self.within(pq.last_lock, CLIENT_LOCK_MAX_LIVE_TIME) if self.orderly else 0,
+            last_pull=self.within(pq.last_pull, PULL_MAX_IDLE_TIME),  # isPullExpired, 120 s (R6.6)
+            # CONSUME_START_TIME against consumeTimeout (R6.8)
+            consume_started=tuple((o, self.within(w, self.consume_timeout)) for o, w in pq.consume_started),
+        )
+
+    # ``begin`` (when an orderly run began, R8.5) is a time only while the run's listener runs; a submitted
+    # request and a concurrent consumer's carry the literal 0
+    def request(self, r: ConsumeRequest, running: bool) -> ConsumeRequest:
+        return r._replace(ready_at=self.ready(r.ready_at), begin=self.t(r.begin) if self.orderly and running else 0)
+
+    def update(self, u: OffsetUpdate) -> OffsetUpdate:
+        return u._replace(begin=self.t(u.begin)) if self.orderly else u
+
+    def fix(self, f: OffsetFix) -> OffsetFix:
+        return f._replace(due=self.t(f.due))
+
+    def client(self, c: Client) -> Client:
+        return c._replace(
+            pqs=tuple(self.pq(pq) for pq in c.pqs),
+            requests=tuple(self.request(r, False) for r in c.requests),
+            consuming=tuple(self.request(r, True) for r in c.consuming),
+            offset_updates=tuple(self.update(u) for u in c.offset_updates),
+            next_persist=self.opt(c.next_persist),
+            next_rebalance=self.opt(c.next_rebalance),
+            next_heartbeat=self.opt(c.next_heartbeat),
+            next_lock_all=self.opt(c.next_lock_all),
+            offset_fixes=tuple(self.fix(f) for f in c.offset_fixes),
+            reset_wake=self.opt(c.reset_wake),
+            relocks=tuple((uid, q, self.t(due)) for uid, q, due in c.relocks),
+            unlocks=tuple((q, self.t(due)) for q, due in c.unlocks),
+            stalled_until=self.opt(c.stalled_until),
+            # read only by 5.x's paced rebalance loop of a running client, against minInterval; otherwise the
+            # literal 0 the model writes at a 4.9.8 start and at every stop (R4.2)
+            last_rebalance=self.within(c.last_rebalance, REBALANCE_MIN_INTERVAL) if self.paced and c.running else 0,
+            next_clean=self.opt(c.next_clean),
+            orphaned=tuple(self.request(r, True) for r in c.orphaned),
+        )
+
+    def ghost(self, g: Ghost) -> Ghost:
+        return g._replace(
+            deliveries=0,
+            redeliveries=0,
+            redelivery_causes=(),
+            lock_table_lost_at=self.ghost_time(g.lock_table_lost_at),
+            stalled_at=tuple(self.ghost_time(x) for x in g.stalled_at),
+            stale_unlocks=tuple(self.ghost_time(x) for x in g.stale_unlocks),
+        )
+
+
+def canonical(state: State, config: Config, relative_time: bool = True, clamp_ms: int = DEFAULT_CLAMP_MS) -> State:
+    """The representative of ``state``'s class (module docstring). With ``relative_time`` false only the
+    counters are dropped and the history left out; times stay absolute."""
+    g = state.ghost._replace(deliveries=0, redeliveries=0, redelivery_causes=())
+    if not relative_time:
+        return state._replace(ghost=g, history=None)
+    sh = _Shift(state.now, clamp_ms, config)
+    return state._replace(
+        now=CLOCK_ORIGIN,
+        broker=sh.broker(state.broker),
+        clients=tuple(sh.client(c) for c in state.clients),
+        ghost=sh.ghost(state.ghost),
+        history=None,
+        slave=None if state.slave is None else sh.broker(state.slave),
+    )
+
+
+def fingerprint(state: State, config: Config, relative_time: bool = True, clamp_ms: int = DEFAULT_CLAMP_MS) -> int:
+    """A fixed-width (64-bit) fingerprint of ``canonical(state)``: Python's hash of the value. Within one
+    process it is deterministic; the strings inside (tags, causes) hash differently across processes unless
+    PYTHONHASHSEED is fixed, which the Spark search does. The chance of a collision among n states is about
+    n^2 / 2^65: under 1e-5 at ten million states."""
+    return hash(canonical(state, config, relative_time, clamp_ms))

@@ -1,0 +1,450 @@
+"""Exhaustive breadth-first exploration of the model: every state reachable under a configuration's bounds,
+every invariant on every state, every action property on every transition, and the shortest path to each
+violation.
+
+``check(config, bounds)`` visits each class of states once (``properties/canonical.py`` decides which states
+are one: relative time, clamped old times, no report-only counters). The visited set holds 64-bit
+fingerprints, not states; each state's parent index and the index of the action taken (in
+``Model.enabled`` order) are kept in compact arrays, so a path is rebuilt by replaying those indices from
+``initial()``. Breadth-first order makes the first path found to any state, and so to any violation, a
+shortest one.
+
+What bounds a search (``Bounds``):
+
+* the model's own budgets (``Config``): produces, crashes, faults;
+* **constraints**, part of the checked model as TLC's ``CONSTRAINT`` is: ``horizon_ms``, the logical time no
+  state may pass (needed when time cannot be relative, ``canonical.time_is_relative``), and ``max_channel``,
+  the most requests one consumer's connection may hold (a persist timer that outpaces an idle network grows a
+  channel without bound; the quiescence procedure bounds it the same way, by delivering first);
+* **search limits**: ``max_states``, ``max_depth`` and ``max_seconds``. A search cut by one of these is
+  reported as not exhausted.
+
+"Sometimes" properties (``SOMETIMES``) are conditions that must be reachable: each is reported with the shortest
+path to it, and one that no transition satisfies means the model or its bounds went vacuous.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import time
+from array import array
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rmqspec.properties.canonical import DEFAULT_CLAMP_MS, canonical, time_is_relative
+from rmqspec.spec import actions as act
+from rmqspec.spec import broker_rules as br
+from rmqspec.spec.actions import Action, action_name
+from rmqspec.spec.config import Config, ConfigError
+from rmqspec.spec.invariants import check_state, check_step
+from rmqspec.spec.model import Model
+from rmqspec.spec.orderly import client_lock_expired
+from rmqspec.spec.state import Commit, State
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What limits a search: constraints (part of the checked model) and search limits (which make a search
+    incomplete). ``None`` is "no limit"."""
+
+    horizon_ms: int | None = None  # constraint: no state's clock passes it
+    max_channel: int | None = 3  # constraint: requests one consumer's connection may hold
+    max_states: int | None = None  # limit: distinct states
+    max_depth: int | None = None  # limit: steps from the initial state
+    max_seconds: float | None = None  # limit: wall-clock time
+    clamp_ms: int = DEFAULT_CLAMP_MS  # canonical form: how old a past time may get before it is clamped
+
+    def describe(self) -> str:
+        parts = []
+        if self.horizon_ms is not None:
+            parts.append(f"time <= {self.horizon_ms} ms")
+        if self.max_channel is not None:
+            parts.append(f"at most {self.max_channel} requests per connection")
+        return ", ".join(parts) or "none"
+
+
+@dataclass(frozen=True)
+class Sometimes:
+    """A condition some transition must reach; ``holds(model, before, action, after)``."""
+
+    name: str
+    description: str
+    holds: Callable[[Model, State, Action, State], bool]
+
+
+def _rebalance_drops_cached(m: Model, s: State, a: Action, t: State) -> bool:
+    if not isinstance(a, (act.Rebalance, act.RebalanceQueryError)):
+        return False
+    before, after = s.clients[a.client].pqs, t.clients[a.client].pqs
+    return any(
+        p is not None and p.msg_count > 0 and (n is None or n.uid != p.uid or (n.dropped and not p.dropped))
+        for p, n in zip(before, after, strict=True)
+    )
+
+
+def _routed_to_dlq(m: Model, s: State, a: Action, t: State) -> bool:
+    return len(t.broker.dlq) > len(s.broker.dlq)
+
+
+def _commit_after_drop(m: Model, s: State, a: Action, t: State) -> bool:
+    if not isinstance(a, act.BrokerReceive) or t.broker.offsets == s.broker.offsets:
+        return False
+    cl = s.clients[a.client]
+    landed = [x for x in cl.channel[: a.overtakes + 1] if isinstance(x, Commit)]
+    return any((pq := cl.pqs[c.queue]) is None or pq.uid != c.pq_uid or pq.dropped for c in landed)
+
+
+def _offset_illegal_with_cache(m: Model, s: State, a: Action, t: State) -> bool:
+    if not isinstance(a, act.ReceivePull):
+        return False
+    cl = s.clients[a.client]
+    pull = next((p for p in cl.pulls if p.pq_uid == a.pq_uid and p.epoch != -1), None)
+    if pull is None:
+        return False
+    pq = cl.pqs[pull.queue]
+    if pq is None or pq.uid != pull.pq_uid or not pq.tree:
+        return False
+    result = pull.result if pull.result is not None else m._pull_result(s, pull.queue, pull.offset, pull.from_slave)
+    return result.status == br.OFFSET_ILLEGAL
+
+
+def _lock_expires_under_listener(m: Model, s: State, a: Action, t: State) -> bool:
+    if not m.orderly or not isinstance(a, act.Tick):
+        return False
+    for cl in t.clients:
+        for r in cl.consuming:
+            pq = cl.pqs[r.queue]
+            if (
+                pq is not None
+                and pq.uid == r.pq_uid
+                and pq.locked
+                and client_lock_expired(pq.last_lock, t.now)
+                and not client_lock_expired(pq.last_lock, s.now)
+            ):
+                return True
+    return False
+
+
+SOMETIMES: tuple[Sometimes, ...] = (
+    Sometimes("rebalance-drops-cached", "a rebalance takes away a pq holding messages (R9.4)", _rebalance_drops_cached),
+    Sometimes("routed-to-dlq", "a message is routed to the DLQ (R7.5)", _routed_to_dlq),
+    Sometimes(
+        "commit-after-drop", "a commit lands after its pq was dropped or replaced (R2.5, R9.4)", _commit_after_drop
+    ),
+    Sometimes(
+        "offset-illegal-with-cache",
+        "OFFSET_ILLEGAL answers a pull of a pq holding messages (R5.7)",
+        _offset_illegal_with_cache,
+    ),
+    Sometimes(
+        "lock-expires-under-listener",
+        "a pq's lock expires while its orderly listener runs (R6.6, R8.5)",
+        _lock_expires_under_listener,
+    ),
+)
+
+
+@dataclass
+class Found:
+    """A violation or a sometimes-witness: what, the breaking action's name, and the shortest path to it."""
+
+    id: str
+    name: str
+    detail: str
+    action: str
+    actions: list[Action]
+    depth: int
+
+
+@dataclass
+class CheckResult:
+    """Flat results of one exhaustive search (TLC's statistics, and the findings)."""
+
+    config: Config
+    bounds: Bounds
+    relative_time: bool
+    distinct_states: int = 0
+    transitions: int = 0
+    pruned: int = 0  # successors outside a constraint
+    depth_counts: list[int] = field(default_factory=list)  # distinct states first reached at each depth
+    action_counts: Counter[str] = field(default_factory=Counter)  # transitions per action name
+    violations: list[Found] = field(default_factory=list)
+    sometimes: dict[str, Found] = field(default_factory=dict)
+    sometimes_hits: Counter[str] = field(default_factory=Counter)
+    exhausted: bool = False
+    stopped_by: str = ""  # the search limit that cut it, or "violation" with stop_at_first
+    seconds: float = 0.0
+    bytes_per_state: float = 0.0
+
+    @property
+    def diameter(self) -> int:
+        return len(self.depth_counts) - 1
+
+    @property
+    def valid(self) -> bool:
+        return not self.violations
+
+    def states_per_second(self) -> float:
+        return self.distinct_states / self.seconds if self.seconds else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "valid": self.valid,
+            "exhausted": self.exhausted,
+            "stopped_by": self.stopped_by,
+            "relative_time": self.relative_time,
+            "constraints": self.bounds.describe(),
+            "distinct_states": self.distinct_states,
+            "transitions": self.transitions,
+            "pruned_by_constraints": self.pruned,
+            "diameter": self.diameter,
+            "states_per_depth": self.depth_counts,
+            "actions": dict(self.action_counts.most_common()),
+            "seconds": round(self.seconds, 3),
+            "states_per_second": round(self.states_per_second()),
+            "bytes_per_state": round(self.bytes_per_state),
+            "violations": [_found_dict(f) for f in self.violations],
+            "sometimes": {
+                s.name: (
+                    {"hits": self.sometimes_hits[s.name], **_found_dict(self.sometimes[s.name])}
+                    if s.name in self.sometimes
+                    else {"hits": 0}
+                )
+                for s in SOMETIMES
+            },
+        }
+
+
+def _found_dict(f: Found) -> dict[str, Any]:
+    return {"id": f.id, "name": f.name, "detail": f.detail, "action": f.action, "steps": f.depth}
+
+
+def _rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+class _Graph:
+    """The explored graph in compact arrays: per state its parent and the action index taken from it, and
+    (when kept) every transition as (source, target, action index)."""
+
+    def __init__(self, keep_edges: bool) -> None:
+        self.parent = array("q", [-1])
+        self.via = array("l", [-1])
+        self.depth = array("l", [0])
+        self.keep_edges = keep_edges
+        # with keep_edges: every enabled action of every expanded state, as (source, target or -1 when a
+        # constraint pruned it, interned action id), and per state the liveness checks failing in it (a bitmask
+        # over properties.lasso.LIVENESS_IDS)
+        self.src = array("q")
+        self.dst = array("q")
+        self.act = array("l")
+        self.actions: dict[Action, int] = {}
+        self.action_list: list[Action] = []
+        self.bad = array("B")
+
+    def intern(self, a: Action) -> int:
+        k = self.actions.get(a)
+        if k is None:
+            k = self.actions[a] = len(self.action_list)
+            self.action_list.append(a)
+        return k
+
+    def add(self, parent: int, via: int) -> int:
+        self.parent.append(parent)
+        self.via.append(via)
+        self.depth.append(self.depth[parent] + 1)
+        return len(self.parent) - 1
+
+    def path(self, index: int) -> list[int]:
+        out = []
+        while index > 0:
+            out.append(self.via[index])
+            index = self.parent[index]
+        out.reverse()
+        return out
+
+
+def replay(model: Model, choices: list[int]) -> tuple[list[Action], State]:
+    """The actions a path of action indices takes from ``initial()``, and the state it ends in."""
+    s = model.initial()
+    actions = []
+    for j in choices:
+        a = model.enabled(s)[j]
+        actions.append(a)
+        s = model.step(s, a)
+    return actions, s
+
+
+@dataclass
+class Search:
+    """A finished search: its results, its graph (for liveness), and its model."""
+
+    result: CheckResult
+    graph: _Graph
+    model: Model
+
+
+def check(
+    config: Config,
+    bounds: Bounds = Bounds(),
+    *,
+    stop_at_first: bool = True,
+    keep_edges: bool = False,
+    progress: Callable[[CheckResult, int, int], None] | None = None,
+) -> Search:
+    """Explore every state of ``config`` reachable within ``bounds``, breadth first (module docstring).
+    ``keep_edges`` keeps the transition graph and each state's failing liveness checks, which
+    ``properties.lasso`` needs. ``progress(result, depth, frontier)`` is called about once a second."""
+    from rmqspec.properties.lasso import liveness_bits
+
+    model = Model(config)
+    relative = time_is_relative(config)
+    if not relative and bounds.horizon_ms is None:
+        raise ValueError(
+            "CONSUME_FROM_TIMESTAMP compares absolute times, so the clock cannot be relative: give a horizon "
+            "(Bounds.horizon_ms, --horizon MS) to make the state space finite"
+        )
+    result = CheckResult(config, bounds, relative)
+    graph = _Graph(keep_edges)
+    clamp = bounds.clamp_ms
+
+    def fp(s: State) -> int:
+        return hash(canonical(s, config, relative, clamp))
+
+    rss0 = _rss_bytes()
+    started = time.perf_counter()
+    next_report = started + 1.0
+    s0 = model.initial()
+    seen: dict[int, int] = {fp(s0): 0}
+    if keep_edges:
+        graph.bad.append(liveness_bits(model, s0))
+    result.depth_counts.append(1)
+    frontier: deque[tuple[int, State]] = deque([(0, s0)])
+    found_keys: set[tuple[str, str]] = set()
+    deadline = None if bounds.max_seconds is None else started + bounds.max_seconds
+
+    def record(index: int, extra: int | None, vs: list[Any], name: str) -> bool:
+        """Keep the first (shortest) violation per (property, action); True if the search should stop."""
+        for v in vs:
+            key = (v.id, name)
+            if key in found_keys:
+                continue
+            found_keys.add(key)
+            choices = graph.path(index) + ([] if extra is None else [extra])
+            actions, _ = replay(model, choices)
+            result.violations.append(Found(v.id, v.name, v.detail, name, actions, len(actions)))
+        return stop_at_first and bool(result.violations)
+
+    if record(0, None, check_state(model, s0), "initial"):
+        result.stopped_by = "violation"
+    while frontier and not result.stopped_by:
+        index, s = frontier.popleft()
+        depth = graph.depth[index]
+        if bounds.max_depth is not None and depth >= bounds.max_depth:
+            result.stopped_by = "max_depth"
+            break
+        for j, a in enumerate(model.enabled(s)):
+            n = model.step(s, a)
+            name = action_name(a)
+            result.transitions += 1
+            result.action_counts[name] += 1
+            if record(index, j, check_step(model, s, a, n), name):
+                result.stopped_by = "violation"
+                break
+            for st in SOMETIMES:
+                if st.holds(model, s, a, n):
+                    result.sometimes_hits[st.name] += 1
+                    if st.name not in result.sometimes:
+                        actions, _ = replay(model, [*graph.path(index), j])
+                        result.sometimes[st.name] = Found(st.name, st.name, st.description, name, actions, len(actions))
+            if (bounds.horizon_ms is not None and n.now > bounds.horizon_ms) or (
+                bounds.max_channel is not None and any(len(c.channel) > bounds.max_channel for c in n.clients)
+            ):
+                result.pruned += 1
+                if keep_edges:
+                    graph.src.append(index)
+                    graph.dst.append(-1)
+                    graph.act.append(graph.intern(a))
+                continue
+            key = fp(n)
+            target = seen.get(key)
+            if target is None:
+                target = graph.add(index, j)
+                seen[key] = target
+                if depth + 1 == len(result.depth_counts):
+                    result.depth_counts.append(0)
+                result.depth_counts[depth + 1] += 1
+                frontier.append((target, n))
+                if keep_edges:
+                    graph.bad.append(liveness_bits(model, n))
+                if record(target, None, check_state(model, n), "state"):
+                    result.stopped_by = "violation"
+                    break
+            if keep_edges:
+                graph.src.append(index)
+                graph.dst.append(target)
+                graph.act.append(graph.intern(a))
+        result.distinct_states = len(seen)
+        if bounds.max_states is not None and len(seen) >= bounds.max_states and frontier:
+            result.stopped_by = result.stopped_by or "max_states"
+        now = time.perf_counter()
+        if deadline is not None and now > deadline and frontier:
+            result.stopped_by = result.stopped_by or "max_seconds"
+        if progress is not None and now >= next_report:
+            next_report = now + 1.0
+            result.seconds = now - started
+            progress(result, depth, len(frontier))
+    result.distinct_states = len(seen)
+    result.exhausted = not frontier and not result.stopped_by
+    result.seconds = time.perf_counter() - started
+    result.bytes_per_state = max(0, _rss_bytes() - rss0) / max(1, len(seen))
+    return Search(result, graph, model)
+
+
+# --- named configurations (properties/check_configs/*.json) ------------------------------------------
+NAMED_DIR = Path(__file__).resolve().parent / "check_configs"
+
+
+@dataclass(frozen=True)
+class NamedConfig:
+    """A configuration shipped for exhaustive checking: its model configuration, its bounds and why it exists."""
+
+    name: str
+    description: str
+    config: Config
+    bounds: Bounds
+
+
+def named_configs() -> dict[str, NamedConfig]:
+    """Every configuration in ``properties/check_configs``, by file stem."""
+    return {p.stem: load_named(p) for p in sorted(NAMED_DIR.glob("*.json"))}
+
+
+_BOUND_FIELDS = ("horizon_ms", "max_channel", "max_states", "max_depth", "max_seconds", "clamp_ms")
+
+
+def load_named(path: Path) -> NamedConfig:
+    """A named configuration from its JSON file: ``{"description", "config": {Config fields}, "bounds":
+    {Bounds fields}}``. A bad file raises ConfigError naming the file and the field."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"{path}: cannot read a check configuration: {err}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("config", {}), dict):
+        raise ConfigError(f'{path}: expected an object with "config" (Config fields) and "bounds"')
+    unknown = sorted(set(doc) - {"description", "config", "bounds"})
+    if unknown:
+        raise ConfigError(f"{path}: unknown key {unknown[0]!r}; accepted: description, config, bounds")
+    raw_bounds = doc.get("bounds", {})
+    if not isinstance(raw_bounds, dict) or set(raw_bounds) - set(_BOUND_FIELDS):
+        bad = sorted(set(raw_bounds) - set(_BOUND_FIELDS)) if isinstance(raw_bounds, dict) else ["bounds"]
+        raise ConfigError(f"{path}: bounds: unknown field {bad[0]!r}; accepted: {', '.join(_BOUND_FIELDS)}")
+    for k, v in raw_bounds.items():
+        if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0):
+            raise ConfigError(f"{path}: bounds.{k}: got {v!r}; accepted: a non-negative number or null")
+    config = Config.from_mapping(doc.get("config", {}), where=str(path))
+    return NamedConfig(path.stem, str(doc.get("description", "")), config, Bounds(**raw_bounds))

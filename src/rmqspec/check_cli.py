@@ -1,0 +1,256 @@
+"""``rmqspec check``: exhaustive breadth-first checking of a configuration (``properties/exhaustive.py``), its
+liveness lassos (``properties/lasso.py``), statistics as TLC prints them, and each counterexample as a step
+table, a trace ``check-trace`` replays and a picture.
+
+Exit codes: 0 no violation (the report says whether the search was exhausted or cut by a limit), 1 a safety
+or liveness violation, 2 bad input, 130 interrupted (the statistics so far are printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from rmqspec import __version__
+from rmqspec.spec.config import ConfigError
+
+EXIT_OK, EXIT_VIOLATION = 0, 1
+
+
+class CheckInputError(Exception):
+    """Bad input to ``check``: printed as one line, exit code 2."""
+
+
+def add_check_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from rmqspec.properties.exhaustive import named_configs
+
+    names = ", ".join(named_configs())
+    check = sub.add_parser(
+        "check",
+        help="exhaustive breadth-first check of a small configuration: shortest counterexamples, liveness lassos",
+        description="Visit every state of a configuration reachable within its bounds, check every invariant on "
+        "every state and every action property on every transition, and report the shortest path to each "
+        "violation; then look for liveness violations as fair cycles. docs/check.md explains the bounds and "
+        "what the canonical form of a state leaves out.",
+        epilog=f"named configurations: {names}. exit codes: 0 no violation (exhausted or not: the report says), "
+        "1 a violation, 2 bad input, 130 interrupted.",
+    )
+    check.add_argument(
+        "--config", default="one-message", help="a named configuration or a JSON file (default one-message)"
+    )
+    check.add_argument("--mutation", action="append", help="plant a known bug (repeatable); see spec/config.py")
+    check.add_argument("--horizon", type=int, metavar="MS", help="constraint: no state's clock passes MS")
+    check.add_argument("--max-channel", type=int, metavar="N", help="constraint: requests a connection may hold")
+    check.add_argument("--max-states", type=int, metavar="N", help="limit: stop after N distinct states")
+    check.add_argument("--max-depth", type=int, metavar="N", help="limit: do not go deeper than N steps")
+    check.add_argument("--max-seconds", type=float, metavar="S", help="limit: stop after S seconds")
+    stop = check.add_mutually_exclusive_group()
+    stop.add_argument("--stop-at-first", dest="all", action="store_false", help="stop at the first violation (default)")
+    stop.add_argument("--all", dest="all", action="store_true", help="collect one violation per property and action")
+    check.add_argument("--no-liveness", action="store_true", help="do not look for liveness lassos")
+    check.add_argument("--graph", metavar="FILE", help="also write the state graph (.graphml or .dot; small configs)")
+    check.add_argument(
+        "--out", default="rmqspec-out/check", help="where counterexamples go (default rmqspec-out/check)"
+    )
+    check.add_argument("--json", action="store_true", help="print the result as JSON")
+    check.add_argument("--quiet", action="store_true", help="no progress line on stderr")
+    check.set_defaults(func=run_check, all=False)
+
+
+def _load(args: argparse.Namespace) -> Any:
+    from rmqspec.properties.exhaustive import NamedConfig, load_named, named_configs
+
+    named = named_configs()
+    try:
+        if args.config in named:
+            nc: NamedConfig = named[args.config]
+        elif Path(args.config).is_file():
+            nc = load_named(Path(args.config))
+        else:
+            raise CheckInputError(
+                f"--config {args.config}: neither a named configuration ({', '.join(named)}) nor a file"
+            )
+        config = nc.config
+        if args.mutation:
+            config = replace(config, mutations=config.mutations | frozenset(args.mutation))
+    except ConfigError as err:
+        raise CheckInputError(str(err)) from None
+    overrides = {
+        "horizon_ms": args.horizon,
+        "max_channel": args.max_channel,
+        "max_states": args.max_states,
+        "max_depth": args.max_depth,
+        "max_seconds": args.max_seconds,
+    }
+    for key, value in overrides.items():
+        if value is not None and value < 0:
+            raise CheckInputError(f"--{key.replace('_', '-')}: got {value}; accepted: a non-negative number")
+    bounds = replace(nc.bounds, **{k: v for k, v in overrides.items() if v is not None})
+    return nc.name, config, bounds
+
+
+def run_check(args: argparse.Namespace) -> int:
+    from rmqspec.properties.exhaustive import SOMETIMES, CheckResult, check
+    from rmqspec.properties.lasso import find_lassos
+
+    try:
+        name, config, bounds = _load(args)
+    except CheckInputError as err:
+        print(f"rmqspec: error: {err}", file=sys.stderr)
+        return 2
+
+    def progress(r: CheckResult, depth: int, frontier: int) -> None:
+        if not args.quiet:
+            print(
+                f"\r  {r.distinct_states:>10,} states  depth {depth:>3}  frontier {frontier:>9,}  "
+                f"{r.states_per_second():>7,.0f} states/s",
+                end="",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    interrupted = False
+    try:
+        search = check(config, bounds, stop_at_first=not args.all, keep_edges=not args.no_liveness, progress=progress)
+    except ValueError as err:  # a configuration that needs a horizon
+        print(f"rmqspec: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\nrmqspec: interrupted; nothing was checked to the end", file=sys.stderr)
+        return 130
+    if not args.quiet:
+        print(file=sys.stderr)
+    r = search.result
+    lassos = []
+    liveness_note = "skipped (--no-liveness)" if args.no_liveness else ""
+    if not args.no_liveness:
+        if r.stopped_by == "violation":
+            liveness_note = "skipped: the search stopped at a safety violation"
+        else:
+            try:
+                lassos = find_lassos(search)
+            except KeyboardInterrupt:
+                interrupted = True
+                liveness_note = "interrupted"
+            liveness_note = liveness_note or ("searched the explored graph" + ("" if r.exhausted else " (partial)"))
+    out = Path(args.out)
+    written = _write_counterexamples(out, config, r, lassos)
+    if args.graph:
+        written.append(_write_graph(search, Path(args.graph)))
+    doc = {
+        "config": name,
+        "version": __version__,
+        "mutations": sorted(config.mutations),
+        **r.as_dict(),
+        "valid": r.valid and not lassos,
+        "liveness": liveness_note,
+        "lassos": [
+            {"id": lz.id, "detail": lz.detail, "prefix_steps": len(lz.prefix), "cycle_steps": len(lz.cycle)}
+            for lz in lassos
+        ],
+        "written": [str(p) for p in written],
+    }
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    else:
+        _print_report(name, r, lassos, liveness_note, written, SOMETIMES)
+    if interrupted:
+        return 130
+    return EXIT_OK if doc["valid"] else EXIT_VIOLATION
+
+
+def _print_report(
+    name: str, r: Any, lassos: list[Any], liveness_note: str, written: list[Path], sometimes: Any
+) -> None:
+    how = "exhausted" if r.exhausted else f"NOT exhausted (stopped by {r.stopped_by})"
+    print(f"check {name}: {how}; constraints: {r.bounds.describe()}; time relative to now: {r.relative_time}")
+    print(
+        f"  {r.distinct_states:,} distinct states, {r.transitions:,} transitions, {r.pruned:,} pruned by constraints, "
+        f"diameter {r.diameter}, {r.seconds:.1f} s ({r.states_per_second():,.0f} states/s), "
+        f"{r.bytes_per_state:,.0f} bytes per state"
+    )
+    print("  states per depth: " + " ".join(str(n) for n in r.depth_counts))
+    print("  transitions per action: " + ", ".join(f"{k} {v:,}" for k, v in r.action_counts.most_common()))
+    print("  sometimes:")
+    for st in sometimes:
+        f = r.sometimes.get(st.name)
+        hit = f"reached, shortest witness {f.depth} steps ({r.sometimes_hits[st.name]:,} transitions)" if f else "NEVER"
+        print(f"    {st.name:30} {hit}")
+    print(f"  liveness: {liveness_note}")
+    for v in r.violations:
+        print(f"\n{v.id} {v.name}: {v.detail}\nshortest path, {v.depth} steps, broken by {v.action}:")
+        for k, a in enumerate(v.actions, 1):
+            print(f"  {k:3d}. {a!r}")
+    for lz in lassos:
+        print("\n" + lz.describe())
+    if not r.violations and not lassos:
+        print("no violation" + ("" if r.exhausted else " within the limits"))
+    for p in written:
+        print(f"wrote {p}")
+
+
+def _write_counterexamples(out: Path, config: Any, r: Any, lassos: list[Any]) -> list[Path]:
+    from rmqspec.properties.trace import write_trace
+
+    written: list[Path] = []
+    if not r.violations and not lassos:
+        return written
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for k, v in enumerate(r.violations, 1):
+            stem = out / f"violation-{k}-{v.id.lower()}"
+            write_trace(config, v.actions, str(stem) + ".trace.jsonl", producer=f"rmqspec {__version__} check")
+            written.append(Path(str(stem) + ".trace.jsonl"))
+            svg = _picture(config, v.actions, [v])
+            if svg is not None:
+                Path(str(stem) + ".svg").write_text(svg, encoding="utf-8")
+                written.append(Path(str(stem) + ".svg"))
+        for k, lz in enumerate(lassos, 1):
+            stem = out / f"lasso-{k}-{lz.id.lower().replace('/', '-')}"
+            Path(str(stem) + ".txt").write_text(lz.describe() + "\n", encoding="utf-8")
+            written.append(Path(str(stem) + ".txt"))
+    except OSError as err:
+        print(f"rmqspec: error: {out}: cannot write counterexamples: {err.strerror}", file=sys.stderr)
+    return written
+
+
+def _picture(config: Any, actions: list[Any], violations: list[Any]) -> str | None:
+    try:
+        from rmqspec.spec.property_types import Violation
+        from rmqspec.timeline import render_timeline
+    except ImportError:
+        return None
+    vs = [Violation(v.id, v.name, v.detail) for v in violations]
+    return render_timeline(config, actions, vs, title="rmqspec check: shortest counterexample")
+
+
+def _write_graph(search: Any, path: Path) -> Path:
+    import networkx as nx
+
+    from rmqspec.spec.actions import action_name
+
+    g = search.graph
+    if len(g.parent) > 200_000:
+        raise CheckInputError(f"--graph {path}: {len(g.parent):,} states is too many to export (at most 200,000)")
+    out = nx.MultiDiGraph()
+    out.add_nodes_from(
+        (k, {"depth": int(g.depth[k]), "liveness": int(g.bad[k]) if g.bad else 0}) for k in range(len(g.parent))
+    )
+    out.add_edges_from(
+        (u, v, {"action": action_name(g.action_list[k])}) for u, v, k in zip(g.src, g.dst, g.act, strict=True) if v >= 0
+    )
+    try:
+        if path.suffix == ".dot":
+            lines = ["digraph states {"]
+            lines += [f'  {u} -> {v} [label="{d["action"]}"];' for u, v, d in out.edges(data=True)]
+            lines.append("}")
+            path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        else:
+            nx.write_graphml(out, path)
+    except OSError as err:
+        raise CheckInputError(f"--graph {path}: cannot write: {err.strerror}") from None
+    return path
