@@ -898,7 +898,7 @@ def _cmd_serve_reference(args: argparse.Namespace) -> int:
 
 def _add_conform_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from rmqspec.conform.protocol import COMPONENTS, VERSIONS
-    from rmqspec.conform.reference_adapter import PLANTS
+    from rmqspec.conform.reference_adapter import ALL_PLANTS as PLANTS
 
     conform = sub.add_parser(
         "conform",
