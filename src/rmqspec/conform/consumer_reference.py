@@ -243,6 +243,7 @@ class _Recorder:
             number = entry.next_pull
             entry.next_pull += 1
             entry.pulls[number] = request.opaque
+            entry.pull_mqs[number] = MessageQueue(h.topic, BROKER_NAME, h.queue_id)
             out |= {"pull": number, "topic": h.topic, "queueId": h.queue_id, "group": h.consumer_group}
             out |= {"queueOffset": h.queue_offset, "maxMsgNums": h.max_msg_nums, "sysFlag": h.sys_flag}
             out["commitOffset"] = h.commit_offset
@@ -277,6 +278,7 @@ class _Consumer:
     impl: DefaultMQPushConsumerImpl
     connection: ClientConnection
     pulls: dict[int, int] = field(default_factory=dict)  # pull number -> opaque, while unanswered
+    pull_mqs: dict[int, MessageQueue] = field(default_factory=dict)  # pull number -> its queue
     next_pull: int = 0
     calls: dict[int, ConcurrentRequest | OrderlyRequest] = field(default_factory=dict)
     next_call: int = 0
@@ -464,7 +466,11 @@ class ConsumerWorld:
     # --- pulls ------------------------------------------------------------------------------------
     def _pull_reply(self, args: dict[str, Any]) -> dict[str, Any]:
         entry = self._entry(args)
-        number = int(args["pull"])
+        mq = _mq(args["mq"])
+        waiting = [n for n in sorted(entry.pulls) if entry.pull_mqs.get(n) == mq]
+        if not waiting:
+            raise p.ProtocolError(f"pull.reply: consumer {args['consumer']!r} has no pull of {wire_mq(mq)} waiting")
+        number = waiting[0]
         opaque = entry.pulls.pop(number, None)
         remoting = entry.instance.remoting_client
         if opaque is None or opaque not in remoting.response_table:
@@ -477,7 +483,7 @@ class ConsumerWorld:
             response = self._pull_response(future.request, answer)
             entry.connection.replies[opaque] = PendingReply(self.endpoint.incarnation, future.request, response)
         remoting.process_response(opaque)
-        return {}
+        return {"pull": number}
 
     def _pull_response(self, request: RemotingCommand, answer: dict[str, Any]) -> RemotingCommand:
         if "responseCode" in answer:
@@ -539,7 +545,11 @@ class ConsumerWorld:
 
     def _consume_finish(self, args: dict[str, Any]) -> dict[str, Any]:
         entry = self._entry(args)
-        number = int(args["call"])
+        mq = _mq(args["mq"])
+        calls = [n for n, r in sorted(entry.calls.items()) if r.message_queue == mq]
+        if not calls:
+            raise p.ProtocolError(f"consume.finish: consumer {args['consumer']!r} has no listener call on {wire_mq(mq)}")
+        number = calls[0]
         request = entry.calls.pop(number, None)
         service = entry.impl.consume_message_service
         executor = service.consume_executor
@@ -563,7 +573,7 @@ class ConsumerWorld:
         executor.resume(request, answer)  # type: ignore[arg-type]
         while request in executor.running and request.state is ConsumeRequestState.UPDATING_OFFSET:
             executor.resume(request, None)  # type: ignore[arg-type]
-        return {"next": self._listening(entry, request)}
+        return {"call": number, "next": self._listening(entry, request)}
 
     # --- observation ------------------------------------------------------------------------------
     def _observe(self, args: dict[str, Any]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ counted when a sequence reaches it (``Session.reached``), so a passing run says 
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable
 from typing import Any, Final
@@ -127,7 +128,10 @@ class ConsumerScenario:
             for task in due:
                 weight = {"rebalance": 6, "pull": 5, "consume": 6, "persistOffsets": 3}.get(task["task"], 3)
                 choices.append((weight, lambda n=name, t=task: self.run_task(n, t)))
+            oldest: dict[str, int] = {}  # pull.reply answers a queue's oldest waiting pull
             for number in view.get("pulls", []):
+                oldest.setdefault(self.pull_queues.get((name, number), ""), number)
+            for number in oldest.values():
                 choices.append((6, lambda n=name, k=number: self.reply_pull(n, k)))
             for call in view.get("listening", []):
                 choices.append((5, lambda n=name, c=call: self.finish(n, c)))
@@ -288,7 +292,8 @@ class ConsumerScenario:
             answer = {"responseCode": rng.choice((24, 25, 1))}
         else:
             answer = {"timeout": True}
-        self.call("pull.reply", {"consumer": name, "pull": number, "answer": answer})
+        mq = self.pull_queues[(name, number)]
+        self.call("pull.reply", {"consumer": name, "mq": json.loads(mq), "answer": answer})
         self.observe(name)
 
     def consume(self, name: str, mq: dict[str, Any]) -> None:
@@ -297,7 +302,7 @@ class ConsumerScenario:
 
     def finish(self, name: str, call: dict[str, Any]) -> None:
         rng = self.rng
-        args: dict[str, Any] = {"consumer": name, "call": call["call"]}
+        args: dict[str, Any] = {"consumer": name, "mq": call["mq"]}
         if self.orderly:
             suspend = _one_in(rng, 4)
             args["status"] = "SUSPEND_CURRENT_QUEUE_A_MOMENT" if suspend else "SUCCESS"

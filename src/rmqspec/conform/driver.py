@@ -420,8 +420,8 @@ def _simpler_candidates(op: str, args: dict[str, Any]) -> Iterator[dict[str, Any
         msgs = args["answer"]["msgs"]
         for i in reversed(range(len(msgs))):
             yield {**args, "answer": {**args["answer"], "msgs": msgs[:i] + msgs[i + 1 :]}}
-    if args.keys() & {"consumer", "call", "pull"}:
-        return  # numbers that name a consumer's pull or listener call, or size its queues, stay
+    if "consumer" in args:
+        return  # a consumer's settings and task arguments stay as drawn
     yield from _simpler_ints(args)
 
 
