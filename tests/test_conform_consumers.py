@@ -85,7 +85,7 @@ def test_a_version_1_driver_gets_version_1_components() -> None:
 def test_consumer_components_need_protocol_2() -> None:
     with pytest.raises(p.ProtocolError, match="need protocol 2"):
         p.check_hello({"protocol": 1, "version": "4.9.8", "components": ["pushConsumer"]})
-    with pytest.raises(p.ProtocolError, match="pushConsumer.orderly needs pushConsumer"):
+    with pytest.raises(p.ProtocolError, match=r"pushConsumer\.orderly needs pushConsumer"):
         p.check_hello({"protocol": 2, "version": "4.9.8", "components": ["pushConsumer.orderly"]})
 
 
@@ -116,8 +116,18 @@ def started() -> Any:
     s("cluster.consumers", group="G", clientIds=["10.0.0.1@1"])
     s("consumer.start", consumer="c0")
     queries = [{"offset": 5}, {"responseCode": 22}, {"responseCode": 22}]
-    reply = s("consumer.run", consumer="c0", task="rebalance", answers={"QUERY_CONSUMER_OFFSET": queries, "GET_MAX_OFFSET": [{"offset": 9}]})
-    assert [r["code"] for r in reply["sent"]] == ["QUERY_CONSUMER_OFFSET", "QUERY_CONSUMER_OFFSET", "GET_MAX_OFFSET", "QUERY_CONSUMER_OFFSET"]
+    reply = s(
+        "consumer.run",
+        consumer="c0",
+        task="rebalance",
+        answers={"QUERY_CONSUMER_OFFSET": queries, "GET_MAX_OFFSET": [{"offset": 9}]},
+    )
+    assert [r["code"] for r in reply["sent"]] == [
+        "QUERY_CONSUMER_OFFSET",
+        "QUERY_CONSUMER_OFFSET",
+        "GET_MAX_OFFSET",
+        "QUERY_CONSUMER_OFFSET",
+    ]
     yield s
     s.adapter.close()
 

@@ -91,10 +91,10 @@ BROKER_ADDR: Final = "broker-a:10911"
 # shows conform finds and shrinks every one.
 CONSUMER_PLANTS: Final[dict[str, str]] = {
     "pull_commit_flag_at_zero": "pull path: a CLUSTERING pull sets the commit-offset sysFlag bit for offset 0 (R5.2)",
-    "offset_illegal_fixed_at_once": "pull path: OFFSET_ILLEGAL is corrected at once, not 10 s later as 4.9.8 does (R5.7)",
+    "offset_illegal_fixed_at_once": "pull path: OFFSET_ILLEGAL is corrected at once, not 10 s later (4.9.8, R5.7)",
     "rebalance_removal_skips_persist": "rebalance: a queue taken away is dropped without persisting its offset (R9.5)",
-    "send_back_failure_counts_as_sent": "consume service: a failed send-back counts as sent, the offset moves on (RMQ-03)",
-    "dropped_pq_updates_offset": "consume service: a listener that returns after its pq was dropped updates the offset (RMQ-05)",
+    "send_back_failure_counts_as_sent": "consume service: a failed send-back counts as sent; the offset moves (RMQ-03)",
+    "dropped_pq_updates_offset": "consume service: a listener ending after its pq's drop updates the offset (RMQ-05)",
     "persist_every_10s": "persistence timers: persistAllConsumerOffset runs every 10 s instead of every 5 s (R4.1)",
     "lock_all_keeps_unlocked": "orderly locks: lockAll leaves a queue the broker refused locked (R8.3)",
 }
@@ -200,7 +200,11 @@ class ScriptedBrokerEndpoint:
         answer = self._next(name)
         if "responseCode" in answer and answer["responseCode"] != ResponseCode.SUCCESS:
             return RemotingCommand.create_response_command(int(answer["responseCode"]), "scripted broker error")
-        if code in (RequestCode.QUERY_CONSUMER_OFFSET, RequestCode.GET_MAX_OFFSET, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP):
+        if code in (
+            RequestCode.QUERY_CONSUMER_OFFSET,
+            RequestCode.GET_MAX_OFFSET,
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+        ):
             if "offset" not in answer:
                 raise p.ProtocolError(f"a successful answer to {name} needs offset, got {answer!r}")
             header = QueryConsumerOffsetResponseHeader(int(answer["offset"]))
@@ -237,9 +241,9 @@ class _Recorder:
         name = CODE_NAMES.get(request.code, str(request.code))
         out: dict[str, Any] = {"code": name, "brokerName": BROKER_NAME}
         if isinstance(h, PullMessageRequestHeader):
-            if world.plant == "pull_commit_flag_at_zero" and entry.settings.message_model == "CLUSTERING":
-                if h.commit_offset == 0:
-                    h.sys_flag |= PullSysFlag.FLAG_COMMIT_OFFSET
+            clustering = entry.settings.message_model == "CLUSTERING"
+            if world.plant == "pull_commit_flag_at_zero" and clustering and h.commit_offset == 0:
+                h.sys_flag |= PullSysFlag.FLAG_COMMIT_OFFSET
             number = entry.next_pull
             entry.next_pull += 1
             entry.pulls[number] = request.opaque
@@ -548,7 +552,9 @@ class ConsumerWorld:
         mq = _mq(args["mq"])
         calls = [n for n, r in sorted(entry.calls.items()) if r.message_queue == mq]
         if not calls:
-            raise p.ProtocolError(f"consume.finish: consumer {args['consumer']!r} has no listener call on {wire_mq(mq)}")
+            raise p.ProtocolError(
+                f"consume.finish: consumer {args['consumer']!r} has no listener call on {wire_mq(mq)}"
+            )
         number = calls[0]
         request = entry.calls.pop(number, None)
         service = entry.impl.consume_message_service
@@ -644,7 +650,8 @@ def message_id(topic: str, queue_id: int, offset: int) -> str:
 def _task_mq(task: Any) -> MessageQueue:
     if isinstance(task, FixOffsetTask):
         return task.pull_request.message_queue
-    return task.message_queue  # type: ignore[no-any-return]
+    mq: MessageQueue = task.message_queue
+    return mq
 
 
 def _pull_cursors(instance: MQClientInstance) -> dict[int, int]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable
+from functools import partial
 from typing import Any, Final
 
 from rmqspec.conform import protocol as p
@@ -120,23 +121,23 @@ class ConsumerScenario:
         choices: list[tuple[int, Callable[[], None]]] = []
         not_started = [n for n in self.names if n not in self.started and n not in self.stopped]
         if not_started:
-            choices.append((12 if not self.started else 2, lambda: self.start(not_started[0])))
+            choices.append((12 if not self.started else 2, partial(self.start, not_started[0])))
         running = [n for n in self.started if n not in self.stopped]
         for name in running:
             view = self.views.get(name, {})
             due = [t for t in view.get("tasks", []) if t["due"] <= self.now]
             for task in due:
                 weight = {"rebalance": 6, "pull": 5, "consume": 6, "persistOffsets": 3}.get(task["task"], 3)
-                choices.append((weight, lambda n=name, t=task: self.run_task(n, t)))
+                choices.append((weight, partial(self.run_task, name, task)))
             oldest: dict[str, int] = {}  # pull.reply answers a queue's oldest waiting pull
             for number in view.get("pulls", []):
                 oldest.setdefault(self.pull_queues.get((name, number), ""), number)
             for number in oldest.values():
-                choices.append((6, lambda n=name, k=number: self.reply_pull(n, k)))
+                choices.append((6, partial(self.reply_pull, name, number)))
             for call in view.get("listening", []):
-                choices.append((5, lambda n=name, c=call: self.finish(n, c)))
+                choices.append((5, partial(self.finish, name, call)))
             if _one_in(self.rng, 12):
-                choices.append((1, lambda n=name: self.shutdown(n)))
+                choices.append((1, partial(self.shutdown, name)))
         if self.model == "CLUSTERING" and running:
             choices.append((2, self.change_consumer_list))
         if self.model == "BROADCASTING" and self.stopped and len(self.names) < 4:

@@ -48,7 +48,12 @@ SCRIPT_FORMAT: Final = "rmqspec-conform-script"
 SCRIPT_VERSION: Final = 1
 KNOWN_FORMAT: Final = "rmqspec-conform-known"
 KNOWN_VERSION: Final = 1
-OBSERVERS: Final = ("pq.state", "store.clone", "com.table", "consumer.observe")  # requests that only read an object's state
+OBSERVERS: Final = (
+    "pq.state",
+    "store.clone",
+    "com.table",
+    "consumer.observe",
+)  # requests that only read an object's state
 # The op whose handle every other op of a family needs: when the SUT does not support it, the whole
 # family is dropped from generation.
 CREATORS: Final = {

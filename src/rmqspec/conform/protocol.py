@@ -168,7 +168,9 @@ def check_hello(result: Any) -> tuple[str, tuple[str, ...], tuple[str, ...], str
     if PULL_FROM_WHERE in components and not {REMOTE_OFFSET_STORE, LOCAL_OFFSET_STORE} & set(components):
         raise ProtocolError("hello: pullFromWhere needs an offset store component to read from")
     if protocol == 1 and set(components) & set(CONSUMER_COMPONENTS):
-        raise ProtocolError(f"hello: the components {list(CONSUMER_COMPONENTS)} need protocol 2, the adapter answered 1")
+        raise ProtocolError(
+            f"hello: the components {list(CONSUMER_COMPONENTS)} need protocol 2, the adapter answered 1"
+        )
     if PUSH_CONSUMER_ORDERLY in components and PUSH_CONSUMER not in components:
         raise ProtocolError("hello: pushConsumer.orderly needs pushConsumer (its consumers are made by consumer.new)")
     if PROCESS_QUEUE_ORDERLY in components and PROCESS_QUEUE not in components:
