@@ -182,3 +182,12 @@ def test_a_pull_reply_names_a_waiting_pull(started: _Session) -> None:
     reply = started.adapter.handle("pull.reply", {"consumer": "c0", "mq": T0, "answer": {"timeout": True}})
     assert not reply["ok"] and reply["error"]["type"] == "ProtocolError"
     assert "has no pull" in reply["error"]["message"]
+
+
+def test_bench_conform_measures_the_consumer_components() -> None:
+    from rmqspec.bench_conform import run_bench_conform
+
+    lines = list(run_bench_conform(sequences=3, steps=10, one_core=False, components=CONSUMERS))
+    assert "pushConsumer, pushConsumer.orderly" in lines[0]
+    assert any("generated (conform)" in line and "requests/s" in line for line in lines)
+    assert not any("diverged from itself" in line for line in lines)
