@@ -3,14 +3,15 @@
  * consumers under test"): a small push consumer with RocketMQ 4.9.8's classic consumer offset logic,
  * wired to the protocol the way a real client is.
  *
- * It declares the component pushConsumer: concurrent push consumers, CLUSTERING (RemoteBrokerOffsetStore)
- * and BROADCASTING (LocalFileOffsetStore), AVG and AVG_BY_CIRCLE allocation. Orderly consumers
- * (pushConsumer.orderly) are not implemented, so hello does not declare them.
+ * It declares the components pushConsumer and pushConsumer.orderly: concurrent and orderly push
+ * consumers, CLUSTERING (RemoteBrokerOffsetStore) and BROADCASTING (LocalFileOffsetStore), AVG and
+ * AVG_BY_CIRCLE allocation.
  *
  * The classes below are named and cut like the Java client's (org.apache.rocketmq.client.impl...):
- * MQClientInstance, PullMessageService, RebalanceService, RebalanceImpl (push flavour), ProcessQueue,
- * PullAPIWrapper and its PullCallback, DefaultMQPushConsumerImpl, ConsumeMessageConcurrentlyService,
- * RemoteBrokerOffsetStore, LocalFileOffsetStore, MQClientAPIImpl. Wrapping the real client instead means
+ * MQClientInstance, PullMessageService, RebalanceService, RebalanceImpl (push flavour, with the orderly
+ * broker locks), ProcessQueue, PullAPIWrapper and its PullCallback, DefaultMQPushConsumerImpl,
+ * ConsumeMessageConcurrentlyService, ConsumeMessageOrderlyService, RemoteBrokerOffsetStore,
+ * LocalFileOffsetStore, MQClientAPIImpl. Wrapping the real client instead means
  * keeping those classes and replacing only the seams marked DETERMINISM below:
  *
  *   - time: every class reads the VirtualClock, never System.currentTimeMillis();
@@ -18,8 +19,10 @@
  *   - the PullMessageService and RebalanceService threads are not started: their queue and wait are
  *     data, and consumer.run takes one pull request or runs doRebalance once;
  *   - the consume pool queues ConsumeRequests; consume.start runs one up to its listener call and
- *     consume.finish runs the rest with the listener's answer (a real adapter parks the pool thread
- *     inside the listener on a SynchronousQueue; here the request is simply split at that point);
+ *     consume.finish runs the rest with the listener's answer, an orderly one up to its next listener
+ *     call (a real adapter parks the pool thread inside the listener on a SynchronousQueue; here the
+ *     request is simply cut at that point); the orderly MessageQueueLock monitors and the pq's
+ *     consumeLock are flags, since one thread moves at a time;
  *   - the network: MQClientAPIImpl talks to ScriptedRemotingClient, which records every request in send
  *     order, answers synchronous ones from the protocol request's "answers" and keeps each pull's
  *     callback until pull.reply;
@@ -30,7 +33,8 @@
  * No dependencies. Compile and run:
  *
  *     javac -d /tmp/adapter docs/examples/RmqspecConsumerAdapter.java
- *     rmqspec conform --sut "java -cp /tmp/adapter RmqspecConsumerAdapter" --components pushConsumer
+ *     rmqspec conform --sut "java -cp /tmp/adapter RmqspecConsumerAdapter" \
+ *         --components pushConsumer,pushConsumer.orderly
  *
  * (or, without compiling: --sut "java docs/examples/RmqspecConsumerAdapter.java").
  */
@@ -382,6 +386,40 @@ public class RmqspecConsumerAdapter {
             remoting.invokeSync(r);
         }
 
+        /** LOCK_BATCH_MQ: the queues the broker granted ({"grantAll": true} or {"granted": [mq, ...]}). */
+        Set<MessageQueue> lockBatchMQ(String group, String clientId, Set<MessageQueue> mqs) {
+            Map<String, Object> answer = remoting.invokeSync(lockRequest("LOCK_BATCH_MQ", group, clientId, mqs));
+            Set<MessageQueue> granted = new TreeSet<>();
+            if (Boolean.TRUE.equals(answer.get("grantAll"))) {
+                granted.addAll(mqs);
+            } else if (answer.get("granted") instanceof List) {
+                for (Object o : list(answer.get("granted"))) granted.add(MessageQueue.of(o));
+                granted.retainAll(mqs);
+            } else {
+                throw new ProtocolError("an answer to LOCK_BATCH_MQ needs grantAll or granted");
+            }
+            return granted;
+        }
+
+        /**
+         * UNLOCK_BATCH_MQ. The oneway form (unlock(mq, true)) is delivered like the synchronous one, its
+         * answer ignored, as the reference does.
+         */
+        void unlockBatchMQ(String group, String clientId, Set<MessageQueue> mqs) {
+            remoting.invokeSync(lockRequest("UNLOCK_BATCH_MQ", group, clientId, mqs));
+        }
+
+        private Map<String, Object> lockRequest(String code, String group, String clientId, Set<MessageQueue> mqs) {
+            Map<String, Object> r = remoting.request(code);
+            r.put("group", group);
+            r.put("clientId", clientId);
+            List<Object> list = new ArrayList<>();
+            for (MessageQueue mq : mqs) list.add(mq.toJson());
+            World.sortByJson(list);
+            r.put("mqs", list);
+            return r;
+        }
+
         static long offsetOf(Map<String, Object> answer) {
             if (!answer.containsKey("offset")) throw new ProtocolError("a successful offset answer needs offset");
             return num(answer.get("offset"));
@@ -466,6 +504,7 @@ public class RmqspecConsumerAdapter {
         final MessageQueue messageQueue;
         final ProcessQueue processQueue;
         long nextOffset;
+        boolean previouslyLocked;
 
         PullRequest(String consumerGroup, MessageQueue mq, ProcessQueue pq, long nextOffset) {
             this.consumerGroup = consumerGroup;
@@ -494,8 +533,18 @@ public class RmqspecConsumerAdapter {
 
         private void put(PullRequest r, long readyAt) {
             if (stopped) return;
-            pullRequestQueue.removeIf(e -> ((PullRequest) e[0]).processQueue.dropped);
-            if (!r.processQueue.dropped) pullRequestQueue.add(new Object[] {r, readyAt});
+            pullRequestQueue.removeIf(e -> !live((PullRequest) e[0]));
+            if (live(r)) pullRequestQueue.add(new Object[] {r, readyAt});
+        }
+
+        /**
+         * A dropped pq's request is discarded when the thread takes it; until then an orderly consumer's
+         * request stays while its dropped pq is still in the table (the orderly removal left it there).
+         */
+        private boolean live(PullRequest r) {
+            if (!r.processQueue.dropped) return true;
+            DefaultMQPushConsumerImpl c = factory.consumerTable.get(r.consumerGroup);
+            return c != null && c.consumeOrderly && c.rebalanceImpl.processQueueTable.get(r.messageQueue) == r.processQueue;
         }
 
         /** The first runnable request of mq whose pq is not dropped, taken off the queue; or null. */
@@ -588,17 +637,58 @@ public class RmqspecConsumerAdapter {
     /** ProcessQueue, concurrent part: msgTreeMap and the commit watermark removeMessage computes. */
     static final class ProcessQueue {
         static final long PULL_MAX_IDLE_TIME = 120_000; // rocketmq.client.pull.pullMaxIdleTime
+        static final long REBALANCE_LOCK_MAX_LIVE_TIME = 30_000; // rocketmq.client.rebalance.lockMaxLiveTime
         final TreeMap<Long, MessageExt> msgTreeMap = new TreeMap<>();
+        final TreeMap<Long, MessageExt> consumingMsgOrderlyTreeMap = new TreeMap<>();
         long msgCount, msgSize, queueOffsetMax;
         volatile boolean dropped, locked, consuming;
-        long lastPullTimestamp, lastConsumeTimestamp;
+        long lastPullTimestamp, lastConsumeTimestamp, lastLockTimestamp;
+        // consumeLock (a ReentrantLock): held by the orderly consume thread while its listener runs.
+        // DETERMINISM: one thread moves at a time, so tryLock(1000) fails exactly when a listener runs.
+        boolean consumeLockHeld;
+        long tryUnlockTimes;
 
         ProcessQueue(long now) {
             lastPullTimestamp = now; // DETERMINISM: the constructor's System.currentTimeMillis()
             lastConsumeTimestamp = now;
+            lastLockTimestamp = now;
         }
 
         boolean isPullExpired(long now) { return now - lastPullTimestamp > PULL_MAX_IDLE_TIME; }
+
+        boolean isLockExpired(long now) { return now - lastLockTimestamp > REBALANCE_LOCK_MAX_LIVE_TIME; }
+
+        boolean hasTempMessage() { return !msgTreeMap.isEmpty(); }
+
+        /** takeMessages: the lowest batchSize messages move to the consuming map; none: consuming = false. */
+        List<MessageExt> takeMessages(int batchSize, long now) {
+            List<MessageExt> result = new ArrayList<>(batchSize);
+            lastConsumeTimestamp = now;
+            for (int i = 0; i < batchSize && !msgTreeMap.isEmpty(); i++) {
+                Map.Entry<Long, MessageExt> entry = msgTreeMap.pollFirstEntry();
+                result.add(entry.getValue());
+                consumingMsgOrderlyTreeMap.put(entry.getKey(), entry.getValue());
+            }
+            if (result.isEmpty()) consuming = false;
+            return result;
+        }
+
+        /** commit: one past the last consuming offset; the consuming map is emptied and uncounted. */
+        long commit() {
+            long offset = consumingMsgOrderlyTreeMap.lastKey(); // NoSuchElementException when empty
+            msgCount -= consumingMsgOrderlyTreeMap.size();
+            if (msgCount == 0) msgSize = 0;
+            else for (MessageExt msg : consumingMsgOrderlyTreeMap.values()) msgSize -= msg.body.length;
+            consumingMsgOrderlyTreeMap.clear();
+            return offset + 1;
+        }
+
+        void makeMessageToConsumeAgain(List<MessageExt> msgs) {
+            for (MessageExt msg : msgs) {
+                consumingMsgOrderlyTreeMap.remove(msg.queueOffset);
+                msgTreeMap.put(msg.queueOffset, msg);
+            }
+        }
 
         /** putMessage: insert by queue offset; each new key counts and moves queueOffsetMax. */
         boolean putMessage(List<MessageExt> msgs) {
@@ -834,7 +924,7 @@ public class RmqspecConsumerAdapter {
         void doRebalance() {
             for (String topic : new ArrayList<>(subscriptionInner.keySet())) {
                 try {
-                    rebalanceByTopic(topic);
+                    rebalanceByTopic(topic, consumer.consumeOrderly);
                 } catch (RuntimeException e) {
                     // caught per topic; logged unless a retry topic
                 }
@@ -842,10 +932,11 @@ public class RmqspecConsumerAdapter {
             truncateMessageQueueNotMyTopic();
         }
 
-        private void rebalanceByTopic(String topic) {
+        private void rebalanceByTopic(String topic, boolean isOrder) {
             Set<MessageQueue> mqSet = topicSubscribeInfoTable.get(topic);
             if (messageModel.equals("BROADCASTING")) {
-                if (mqSet != null) updateProcessQueueTableInRebalance(topic, mqSet);
+                // 4.9.8 passes isOrder on here too: an orderly BROADCASTING consumer locks its queues
+                if (mqSet != null) updateProcessQueueTableInRebalance(topic, mqSet, isOrder);
                 return;
             }
             List<String> cidAll = factory.findConsumerIdList(topic, consumerGroup);
@@ -861,7 +952,7 @@ public class RmqspecConsumerAdapter {
             }
             Set<MessageQueue> allocateResultSet = new TreeSet<>();
             if (allocateResult != null) allocateResultSet.addAll(allocateResult);
-            updateProcessQueueTableInRebalance(topic, allocateResultSet);
+            updateProcessQueueTableInRebalance(topic, allocateResultSet, isOrder);
             // messageQueueChanged: a new subVersion and a heartbeat; neither touches offsets
         }
 
@@ -875,7 +966,7 @@ public class RmqspecConsumerAdapter {
             }
         }
 
-        private boolean updateProcessQueueTableInRebalance(String topic, Set<MessageQueue> mqSet) {
+        private boolean updateProcessQueueTableInRebalance(String topic, Set<MessageQueue> mqSet, boolean isOrder) {
             boolean changed = false;
             long now = factory.clock.now;
             for (Iterator<Map.Entry<MessageQueue, ProcessQueue>> it = processQueueTable.entrySet().iterator(); it.hasNext(); ) {
@@ -895,6 +986,7 @@ public class RmqspecConsumerAdapter {
             List<PullRequest> pullRequestList = new ArrayList<>();
             for (MessageQueue mq : mqSet) { // a TreeSet: MessageQueue order
                 if (processQueueTable.containsKey(mq)) continue;
+                if (isOrder && !lock(mq)) continue; // "add a new mq failed, because lock failed"
                 removeDirtyOffset(mq);
                 ProcessQueue pq = new ProcessQueue(now);
                 pq.locked = true; // 4.9.8 sets it for every new pq
@@ -914,11 +1006,103 @@ public class RmqspecConsumerAdapter {
             return changed;
         }
 
-        /** Persist oneway, then forget the memory entry; the pq leaves the table (concurrent consumers). */
+        /**
+         * Persist oneway, then forget the memory entry; true: the pq leaves the table. An orderly
+         * CLUSTERING consumer needs the pq's consume lock (tryLock(1000)): without it the dropped pq stays
+         * in the table; with it, unlockDelay.
+         */
         boolean removeUnnecessaryMessageQueue(MessageQueue mq, ProcessQueue pq) {
             consumer.offsetStore.persist(mq);
             consumer.offsetStore.removeOffset(mq);
+            if (consumer.consumeOrderly && messageModel.equals("CLUSTERING")) {
+                if (!pq.consumeLockHeld) {
+                    pq.consumeLockHeld = true;
+                    try {
+                        return unlockDelay(mq, pq);
+                    } finally {
+                        pq.consumeLockHeld = false;
+                    }
+                }
+                pq.tryUnlockTimes++; // "[WRONG]mq is consuming, so can not unlock it"
+                return false;
+            }
             return true;
+        }
+
+        /** 4.9.8 unlockDelay: with messages in the tree, unlock(mq, true) 20 s later; else at once. */
+        private boolean unlockDelay(final MessageQueue mq, ProcessQueue pq) {
+            if (pq.hasTempMessage()) {
+                factory.scheduledExecutorService.schedule("unlockDelay", mq, () -> unlock(mq, true), UNLOCK_DELAY_TIME_MILLS);
+            } else {
+                unlock(mq, true);
+            }
+            return true;
+        }
+
+        static final long UNLOCK_DELAY_TIME_MILLS = 20_000; // rocketmq.client.unlockDelayTimeMills
+
+        /** lock(mq): LOCK_BATCH_MQ for {mq}; granted queues with a pq are locked anew. Any exception: false. */
+        boolean lock(MessageQueue mq) {
+            Set<MessageQueue> lockedMq;
+            try {
+                lockedMq = factory.mqClientAPIImpl.lockBatchMQ(consumerGroup, factory.clientId, Collections.singleton(mq));
+            } catch (RuntimeException e) {
+                return false;
+            }
+            for (MessageQueue mmqq : lockedMq) {
+                ProcessQueue pq = processQueueTable.get(mmqq);
+                if (pq != null) {
+                    pq.locked = true;
+                    pq.lastLockTimestamp = factory.clock.now;
+                }
+            }
+            return lockedMq.contains(mq);
+        }
+
+        /** lockAll: one LOCK_BATCH_MQ for every queue of the table (4.9.8: dropped ones too). */
+        void lockAll() {
+            Set<MessageQueue> mqs = new TreeSet<>(processQueueTable.keySet());
+            if (mqs.isEmpty()) return;
+            Set<MessageQueue> lockOKMQSet;
+            try {
+                lockOKMQSet = factory.mqClientAPIImpl.lockBatchMQ(consumerGroup, factory.clientId, mqs);
+            } catch (RuntimeException e) {
+                return;
+            }
+            for (MessageQueue mq : mqs) {
+                ProcessQueue pq = processQueueTable.get(mq);
+                if (pq == null) continue;
+                if (lockOKMQSet.contains(mq)) {
+                    pq.locked = true;
+                    pq.lastLockTimestamp = factory.clock.now;
+                } else {
+                    pq.locked = false;
+                }
+            }
+        }
+
+        /** unlock(mq, oneway): UNLOCK_BATCH_MQ for {mq}; failures are logged, pq.locked is not touched. */
+        void unlock(MessageQueue mq, boolean oneway) {
+            try {
+                factory.mqClientAPIImpl.unlockBatchMQ(consumerGroup, factory.clientId, Collections.singleton(mq));
+            } catch (RuntimeException e) {
+                // logged
+            }
+        }
+
+        /** unlockAll(oneway): UNLOCK_BATCH_MQ for the table's queues, then locked = false on each. */
+        void unlockAll(boolean oneway) {
+            Set<MessageQueue> mqs = new TreeSet<>(processQueueTable.keySet());
+            if (mqs.isEmpty()) return;
+            try {
+                factory.mqClientAPIImpl.unlockBatchMQ(consumerGroup, factory.clientId, mqs);
+            } catch (RuntimeException e) {
+                return;
+            }
+            for (MessageQueue mq : mqs) {
+                ProcessQueue pq = processQueueTable.get(mq);
+                if (pq != null) pq.locked = false;
+            }
         }
 
         void removeDirtyOffset(MessageQueue mq) { consumer.offsetStore.removeOffset(mq); }
@@ -1053,7 +1237,8 @@ public class RmqspecConsumerAdapter {
         final Map<String, Map<MessageQueue, Long>> files;
         final RebalancePushImpl rebalanceImpl;
         final PullAPIWrapper pullAPIWrapper;
-        final ConsumeMessageConcurrentlyService consumeMessageService;
+        final boolean consumeOrderly; // Java: the listener is a MessageListenerOrderly
+        final ConsumeMessageService consumeMessageService;
         OffsetStore offsetStore;
         String serviceState = "CREATE_JUST";
 
@@ -1078,7 +1263,10 @@ public class RmqspecConsumerAdapter {
             else throw new ProtocolError("strategy must be AVG or AVG_BY_CIRCLE");
             rebalanceImpl = new RebalancePushImpl(this, s);
             pullAPIWrapper = new PullAPIWrapper(factory, consumerGroup);
-            consumeMessageService = new ConsumeMessageConcurrentlyService(this);
+            consumeOrderly = Boolean.TRUE.equals(args.get("orderly"));
+            consumeMessageService = consumeOrderly
+                    ? new ConsumeMessageOrderlyService(this)
+                    : new ConsumeMessageConcurrentlyService(this);
             offsetStore = new RemoteBrokerOffsetStore(factory, consumerGroup);
             // the route is fixed at consumer.new: the topic's queues on broker-a, and the retry topic's one
             factory.topicRoute.put(topic, (int) num(args.getOrDefault("queues", 4L)));
@@ -1154,6 +1342,24 @@ public class RmqspecConsumerAdapter {
             if (!serviceState.equals("RUNNING")) {
                 executePullRequestLater(pullRequest, PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION);
                 return;
+            }
+            if (consumeOrderly) {
+                // an unlocked pq retries in 3 s; the first pull of a locked one re-reads its offset
+                if (!pq.locked) {
+                    executePullRequestLater(pullRequest, PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION);
+                    return;
+                }
+                if (!pullRequest.previouslyLocked) {
+                    long offset;
+                    try {
+                        offset = rebalanceImpl.computePullFromWhereWithException(pullRequest.messageQueue);
+                    } catch (RuntimeException e) {
+                        executePullRequestLater(pullRequest, PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION);
+                        return;
+                    }
+                    pullRequest.previouslyLocked = true;
+                    pullRequest.nextOffset = offset;
+                }
             }
             if (!rebalanceImpl.subscriptionInner.containsKey(pullRequest.messageQueue.topic)) {
                 executePullRequestLater(pullRequest, PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION);
@@ -1250,7 +1456,38 @@ public class RmqspecConsumerAdapter {
     // ConsumeMessageConcurrentlyService
     // ============================================================================================
 
-    static final class ConsumeMessageConcurrentlyService {
+    /** What both consume services offer the consumer and, for the protocol, the adapter. */
+    interface ConsumeMessageService {
+        void start();
+
+        void shutdown();
+
+        void submitConsumeRequest(List<MessageExt> msgs, ProcessQueue pq, MessageQueue mq, boolean dispatchToConsume);
+
+        /** consume.start: a pool thread takes the first ready request of mq and runs it to its listener. */
+        Map<String, Object> startOne(MessageQueue mq);
+
+        /** consume.finish: the oldest listener call on mq returns. */
+        Map<String, Object> finishOne(MessageQueue mq, String status, int ackIndex);
+
+        /** The listener calls running now, by call number. */
+        List<Object> listeningJson();
+
+        /** The requests waiting in the pool: {mq, readyAt}. */
+        List<Object[]> queued();
+    }
+
+    static Map<String, Object> callJson(int call, MessageQueue mq, List<MessageExt> msgs) {
+        Map<String, Object> m = new TreeMap<>();
+        m.put("call", (long) call);
+        m.put("mq", mq.toJson());
+        List<Object> offsets = new ArrayList<>();
+        for (MessageExt msg : msgs) offsets.add(msg.queueOffset);
+        m.put("msgs", offsets);
+        return m;
+    }
+
+    static final class ConsumeMessageConcurrentlyService implements ConsumeMessageService {
         static final long SUBMIT_LATER_DELAY = 5_000;
         final DefaultMQPushConsumerImpl consumer;
         // DETERMINISM: the consume pool's work queue, {ConsumeRequest, Long readyAt} in submission order;
@@ -1262,15 +1499,18 @@ public class RmqspecConsumerAdapter {
 
         ConsumeMessageConcurrentlyService(DefaultMQPushConsumerImpl consumer) { this.consumer = consumer; }
 
-        void start() {} // cleanExpireMsg (every consumeTimeout, 15 min) is not scheduled by the protocol
+        @Override
+        public void start() {} // cleanExpireMsg (every consumeTimeout, 15 min) is not scheduled by the protocol
 
-        void shutdown() { // shutdownNow: queued requests discarded, running ones interrupted
+        @Override
+        public void shutdown() { // shutdownNow: queued requests discarded, running ones interrupted
             consumeExecutorQueue.clear();
             listening.clear();
             shutdown = true;
         }
 
-        void submitConsumeRequest(List<MessageExt> msgs, ProcessQueue pq, MessageQueue mq, boolean dispatchToConsume) {
+        @Override
+        public void submitConsumeRequest(List<MessageExt> msgs, ProcessQueue pq, MessageQueue mq, boolean dispatchToConsume) {
             submit(msgs, pq, mq, consumer.factory.clock.now);
         }
 
@@ -1286,8 +1526,8 @@ public class RmqspecConsumerAdapter {
             }
         }
 
-        /** consume.start: a pool thread takes the first ready request of mq and runs it to its listener. */
-        Map<String, Object> startOne(MessageQueue mq) {
+        @Override
+        public Map<String, Object> startOne(MessageQueue mq) {
             for (Iterator<Object[]> it = consumeExecutorQueue.iterator(); it.hasNext(); ) {
                 Object[] e = it.next();
                 ConsumeRequest r = (ConsumeRequest) e[0];
@@ -1307,21 +1547,25 @@ public class RmqspecConsumerAdapter {
         private Map<String, Object> listenerCall(ConsumeRequest r) {
             int call = nextCall++;
             listening.put(call, r);
-            return callJson(call, r);
+            return callJson(call, r.messageQueue, r.msgs);
         }
 
-        static Map<String, Object> callJson(int call, ConsumeRequest r) {
-            Map<String, Object> m = new TreeMap<>();
-            m.put("call", (long) call);
-            m.put("mq", r.messageQueue.toJson());
-            List<Object> offsets = new ArrayList<>();
-            for (MessageExt msg : r.msgs) offsets.add(msg.queueOffset);
-            m.put("msgs", offsets);
-            return m;
+        @Override
+        public List<Object> listeningJson() {
+            List<Object> out = new ArrayList<>();
+            for (Map.Entry<Integer, ConsumeRequest> e : listening.entrySet()) out.add(callJson(e.getKey(), e.getValue().messageQueue, e.getValue().msgs));
+            return out;
         }
 
-        /** consume.finish: the oldest listener call on mq returns status (and ackIndex). */
-        Map<String, Object> finishOne(MessageQueue mq, String status, int ackIndex) {
+        @Override
+        public List<Object[]> queued() {
+            List<Object[]> out = new ArrayList<>();
+            for (Object[] e : consumeExecutorQueue) out.add(new Object[] {((ConsumeRequest) e[0]).messageQueue, e[1]});
+            return out;
+        }
+
+        @Override
+        public Map<String, Object> finishOne(MessageQueue mq, String status, int ackIndex) {
             Integer call = null;
             for (Map.Entry<Integer, ConsumeRequest> e : listening.entrySet()) {
                 if (e.getValue().messageQueue.equals(mq)) {
@@ -1407,6 +1651,258 @@ public class RmqspecConsumerAdapter {
     }
 
     // ============================================================================================
+    // ConsumeMessageOrderlyService
+    // ============================================================================================
+
+    static final class ConsumeMessageOrderlyService implements ConsumeMessageService {
+        static final long REBALANCE_LOCK_INTERVAL = 20_000; // rocketmq.client.rebalance.lockInterval
+        static final long LOCK_MQ_INITIAL_DELAY = 1_000;
+        static final long MAX_TIME_CONSUME_CONTINUOUSLY = 60_000; // rocketmq.client.maxTimeConsumeContinuously
+        static final long SUSPEND_CURRENT_QUEUE_TIME_MILLIS = 1_000;
+
+        final DefaultMQPushConsumerImpl consumer;
+        // DETERMINISM: the pool's work queue, {ConsumeRequest, Long readyAt}; the requests whose thread is
+        // parked in its listener, by call number; MessageQueueLock's monitors, by the request holding them.
+        final List<Object[]> consumeExecutorQueue = new ArrayList<>();
+        final Map<Integer, ConsumeRequest> listening = new TreeMap<>();
+        final Map<MessageQueue, ConsumeRequest> messageQueueLock = new HashMap<>();
+        int nextCall;
+        volatile boolean stopped;
+
+        ConsumeMessageOrderlyService(DefaultMQPushConsumerImpl consumer) { this.consumer = consumer; }
+
+        long now() { return consumer.factory.clock.now; }
+
+        boolean clustering() { return consumer.messageModel.equals("CLUSTERING"); }
+
+        @Override
+        public void start() {
+            if (clustering()) {
+                consumer.factory.scheduledExecutorService.scheduleAtFixedRate("lockAll", () -> {
+                    if (!stopped) {
+                        try {
+                            consumer.rebalanceImpl.lockAll();
+                        } catch (RuntimeException e) {
+                            // "lockMQPeriodically exception"
+                        }
+                    }
+                }, LOCK_MQ_INITIAL_DELAY, REBALANCE_LOCK_INTERVAL);
+            }
+        }
+
+        /** stopped; the lock renewal and pending re-locks go; the pool is shut down; CLUSTERING: unlockAll(false). */
+        @Override
+        public void shutdown() {
+            stopped = true;
+            consumer.factory.scheduledExecutorService.tasks.removeIf(t -> t.kind.equals("lockAll") || t.kind.equals("tryLockLater"));
+            consumeExecutorQueue.clear();
+            listening.clear(); // a thread inside its listener runs on, orphaned; the protocol no longer sees it
+            if (clustering()) consumer.rebalanceImpl.unlockAll(false);
+        }
+
+        /** One request per pq, only when putMessage said dispatchToConsume. */
+        @Override
+        public void submitConsumeRequest(List<MessageExt> msgs, ProcessQueue pq, MessageQueue mq, boolean dispatchToConsume) {
+            if (dispatchToConsume) consumeExecutorQueue.add(new Object[] {new ConsumeRequest(pq, mq), now()});
+        }
+
+        /** submitConsumeRequestLater: -1 means suspendCurrentQueueTimeMillis; clamped to [10 ms, 30 s]. */
+        void submitConsumeRequestLater(ProcessQueue pq, MessageQueue mq, long suspendTimeMillis) {
+            long timeMillis = suspendTimeMillis == -1 ? SUSPEND_CURRENT_QUEUE_TIME_MILLIS : suspendTimeMillis;
+            timeMillis = Math.min(Math.max(timeMillis, 10), 30_000);
+            consumeExecutorQueue.add(new Object[] {new ConsumeRequest(pq, mq), now() + timeMillis});
+        }
+
+        /** tryLockLaterAndReconsume: after delayMills, lockOneMQ, then the request 10 ms (locked) or 3 s later. */
+        void tryLockLaterAndReconsume(final MessageQueue mq, final ProcessQueue pq, long delayMills) {
+            consumer.factory.scheduledExecutorService.schedule("tryLockLater", mq, () -> {
+                boolean lockOK = !stopped && consumer.rebalanceImpl.lock(mq);
+                submitConsumeRequestLater(pq, mq, lockOK ? 10 : 3_000);
+            }, delayMills);
+        }
+
+        @Override
+        public Map<String, Object> startOne(MessageQueue mq) {
+            Map<String, Object> result = new TreeMap<>();
+            for (Iterator<Object[]> it = consumeExecutorQueue.iterator(); it.hasNext(); ) {
+                Object[] e = it.next();
+                ConsumeRequest r = (ConsumeRequest) e[0];
+                // a pool thread only gets past synchronized (objLock) when no other thread holds it
+                boolean canStart = r.processQueue.dropped || !messageQueueLock.containsKey(r.messageQueue);
+                if ((Long) e[1] <= now() && r.messageQueue.equals(mq) && canStart) {
+                    it.remove();
+                    result.put("ran", true);
+                    result.put("listener", r.start() ? listenerCall(r) : null);
+                    return result;
+                }
+            }
+            result.put("ran", false);
+            return result;
+        }
+
+        private Map<String, Object> listenerCall(ConsumeRequest r) {
+            int call = nextCall++;
+            listening.put(call, r);
+            return callJson(call, r.messageQueue, r.msgs);
+        }
+
+        @Override
+        public Map<String, Object> finishOne(MessageQueue mq, String status, int ackIndex) {
+            Integer call = null;
+            for (Map.Entry<Integer, ConsumeRequest> e : listening.entrySet()) {
+                if (e.getValue().messageQueue.equals(mq)) {
+                    call = e.getKey();
+                    break;
+                }
+            }
+            if (call == null) throw new ProtocolError("consume.finish: no listener call on that queue");
+            if (!status.equals("SUCCESS") && !status.equals("SUSPEND_CURRENT_QUEUE_A_MOMENT")) {
+                throw new ProtocolError("consume.finish: an orderly status is SUCCESS or SUSPEND_CURRENT_QUEUE_A_MOMENT");
+            }
+            ConsumeRequest r = listening.remove(call);
+            Map<String, Object> result = new TreeMap<>();
+            result.put("call", (long) call);
+            result.put("next", r.listenerReturned(status) ? listenerCall(r) : null);
+            return result;
+        }
+
+        @Override
+        public List<Object> listeningJson() {
+            List<Object> out = new ArrayList<>();
+            for (Map.Entry<Integer, ConsumeRequest> e : listening.entrySet()) out.add(callJson(e.getKey(), e.getValue().messageQueue, e.getValue().msgs));
+            return out;
+        }
+
+        @Override
+        public List<Object[]> queued() {
+            List<Object[]> out = new ArrayList<>();
+            for (Object[] e : consumeExecutorQueue) out.add(new Object[] {((ConsumeRequest) e[0]).messageQueue, e[1]});
+            return out;
+        }
+
+        /**
+         * ConsumeRequest.run, cut where its thread is parked in the listener: start() runs to the first
+         * listener call, listenerReturned() from its return to the next call. Both answer whether the
+         * thread is in the listener now (holding the queue's monitor and the pq's consumeLock) or ended.
+         */
+        final class ConsumeRequest {
+            final ProcessQueue processQueue;
+            final MessageQueue messageQueue;
+            List<MessageExt> msgs = new ArrayList<>();
+            long beginTime;
+
+            ConsumeRequest(ProcessQueue pq, MessageQueue mq) {
+                this.processQueue = pq;
+                this.messageQueue = mq;
+            }
+
+            boolean start() {
+                if (processQueue.dropped) return false; // "because it's dropped"
+                messageQueueLock.put(messageQueue, this); // synchronized (objLock)
+                if (!clustering() || (processQueue.locked && !processQueue.isLockExpired(now()))) {
+                    beginTime = now();
+                    return loop();
+                }
+                tryLockLaterAndReconsume(messageQueue, processQueue, 100);
+                return end();
+            }
+
+            /** The for-loop of run(), from its top. */
+            private boolean loop() {
+                while (true) {
+                    if (processQueue.dropped) break;
+                    if (clustering() && !processQueue.locked) {
+                        tryLockLaterAndReconsume(messageQueue, processQueue, 10);
+                        break;
+                    }
+                    if (clustering() && processQueue.isLockExpired(now())) {
+                        tryLockLaterAndReconsume(messageQueue, processQueue, 10);
+                        break;
+                    }
+                    if (now() - beginTime > MAX_TIME_CONSUME_CONTINUOUSLY) {
+                        submitConsumeRequestLater(processQueue, messageQueue, 10);
+                        break;
+                    }
+                    List<MessageExt> taken = processQueue.takeMessages(consumer.consumeMessageBatchMaxSize, now());
+                    if (taken.isEmpty()) break; // continueConsume = false
+                    processQueue.consumeLockHeld = true; // consumeLock.lock()
+                    if (processQueue.dropped) {
+                        processQueue.consumeLockHeld = false;
+                        break;
+                    }
+                    msgs = taken;
+                    return true; // DETERMINISM: parked in messageListener.consumeMessage until consume.finish
+                }
+                return end();
+            }
+
+            boolean listenerReturned(String status) {
+                processQueue.consumeLockHeld = false; // consumeLock.unlock()
+                if (!processConsumeResult(msgs, status, this)) return end();
+                return loop();
+            }
+
+            private boolean end() {
+                if (messageQueueLock.get(messageQueue) == this) messageQueueLock.remove(messageQueue);
+                return false;
+            }
+        }
+
+        /** processConsumeResult with autoCommit: SUCCESS commits; SUSPEND reconsumes unless every message is forwarded. */
+        boolean processConsumeResult(List<MessageExt> msgs, String status, ConsumeRequest r) {
+            boolean continueConsume = true;
+            long commitOffset = -1L;
+            if (status.equals("SUSPEND_CURRENT_QUEUE_A_MOMENT")) {
+                if (checkReconsumeTimes(msgs)) {
+                    r.processQueue.makeMessageToConsumeAgain(msgs);
+                    submitConsumeRequestLater(r.processQueue, r.messageQueue, -1);
+                    continueConsume = false;
+                } else {
+                    commitOffset = r.processQueue.commit();
+                }
+            } else {
+                commitOffset = r.processQueue.commit();
+            }
+            if (commitOffset >= 0 && !r.processQueue.dropped) {
+                consumer.offsetStore.updateOffset(r.messageQueue, commitOffset, false);
+            }
+            return continueConsume;
+        }
+
+        int getMaxReconsumeTimes() { return consumer.maxReconsumeTimes == -1 ? Integer.MAX_VALUE : consumer.maxReconsumeTimes; }
+
+        /** true (suspend) when a message stays: below the maximum, or at it with a failed forward. */
+        private boolean checkReconsumeTimes(List<MessageExt> msgs) {
+            boolean suspend = false;
+            for (MessageExt msg : msgs) {
+                if (msg.reconsumeTimes >= getMaxReconsumeTimes()) {
+                    if (!sendMessageBack(msg)) {
+                        suspend = true;
+                        msg.reconsumeTimes++;
+                    }
+                } else {
+                    suspend = true;
+                    msg.reconsumeTimes++;
+                }
+            }
+            return suspend;
+        }
+
+        /** The inner producer forwards the message to %RETRY%<group> (RECONSUME_TIME = reconsumeTimes in 4.9.8). */
+        private boolean sendMessageBack(MessageExt msg) {
+            String originMsgId = msg.properties.get("ORIGIN_MESSAGE_ID");
+            String origin = originMsgId == null || originMsgId.isEmpty() ? msg.msgId : originMsgId;
+            try {
+                consumer.factory.mqClientAPIImpl.sendMessage(retryTopic(consumer.consumerGroup), origin,
+                        3 + msg.reconsumeTimes, msg.reconsumeTimes);
+                return true;
+            } catch (RuntimeException e) {
+                return false;
+            }
+        }
+    }
+
+    // ============================================================================================
     // The protocol: every consumer of a sequence, the shared clock and the scripted broker
     // ============================================================================================
 
@@ -1437,7 +1933,6 @@ public class RmqspecConsumerAdapter {
                 case "consumer.new": {
                     String name = (String) args.get("consumer");
                     if (name == null || consumers.containsKey(name)) throw new ProtocolError("consumer.new: not a new name");
-                    if (Boolean.TRUE.equals(args.get("orderly"))) throw new ProtocolError("orderly consumers are not implemented");
                     ScriptedRemotingClient remoting = new ScriptedRemotingClient(this);
                     MQClientInstance factory = new MQClientInstance((String) args.get("clientId"), clock, remoting);
                     consumers.put(name, new DefaultMQPushConsumerImpl(factory, args, files));
@@ -1511,20 +2006,24 @@ public class RmqspecConsumerAdapter {
                     f.scheduledExecutorService.runDue(t);
                     return true;
                 }
-                case "fixOffset": {
+                case "fixOffset":
+                case "tryLockLater":
+                case "unlockDelay": {
                     MessageQueue mq = MessageQueue.of(mqJson);
                     ScheduledTask first = null;
                     for (ScheduledTask t : f.scheduledExecutorService.tasks) {
-                        if (t.kind.equals("fixOffset") && t.mq.equals(mq) && t.due <= clock.now && (first == null || t.due < first.due)) first = t;
+                        if (t.kind.equals(task) && t.mq.equals(mq) && t.due <= clock.now && (first == null || t.due < first.due)) first = t;
                     }
                     if (first == null) return false;
                     f.scheduledExecutorService.runDue(first);
                     return true;
                 }
-                case "lockAll":
-                case "tryLockLater":
-                case "unlockDelay":
-                    return false; // orderly only
+                case "lockAll": {
+                    ScheduledTask t = f.scheduledExecutorService.find("lockAll");
+                    if (t == null || t.due > clock.now) return false;
+                    f.scheduledExecutorService.runDue(t);
+                    return true;
+                }
                 default:
                     throw new ProtocolError("consumer.run: unknown task " + task);
             }
@@ -1593,7 +2092,7 @@ public class RmqspecConsumerAdapter {
                 m.put("dropped", pq.dropped);
                 m.put("locked", pq.locked);
                 m.put("cached", new ArrayList<Object>(pq.msgTreeMap.keySet()));
-                m.put("inFlight", new ArrayList<Object>());
+                m.put("inFlight", new ArrayList<Object>(pq.consumingMsgOrderlyTreeMap.keySet()));
                 m.put("nextOffset", cursors.get(pq));
                 pqs.add(m);
             }
@@ -1605,10 +2104,7 @@ public class RmqspecConsumerAdapter {
             }
             List<Object> pulls = new ArrayList<>();
             for (PendingPull p : remoting.pulls) pulls.add((long) p.number);
-            List<Object> listening = new ArrayList<>();
-            for (Map.Entry<Integer, ConsumeMessageConcurrentlyService.ConsumeRequest> e : c.consumeMessageService.listening.entrySet()) {
-                listening.add(ConsumeMessageConcurrentlyService.callJson(e.getKey(), e.getValue()));
-            }
+            List<Object> listening = c.consumeMessageService.listeningJson();
             List<Object> tasks = new ArrayList<>();
             if (!f.rebalanceService.stopped) tasks.add(task("rebalance", null, f.rebalanceService.dueTime()));
             for (ScheduledTask t : f.scheduledExecutorService.tasks) tasks.add(task(t.kind, t.mq, t.due));
@@ -1616,9 +2112,7 @@ public class RmqspecConsumerAdapter {
                 PullRequest r = (PullRequest) e[0];
                 if (!r.processQueue.dropped) tasks.add(task("pull", r.messageQueue, (Long) e[1]));
             }
-            for (Object[] e : c.consumeMessageService.consumeExecutorQueue) {
-                tasks.add(task("consume", ((ConsumeMessageConcurrentlyService.ConsumeRequest) e[0]).messageQueue, (Long) e[1]));
-            }
+            for (Object[] e : c.consumeMessageService.queued()) tasks.add(task("consume", (MessageQueue) e[0], (Long) e[1]));
             sortByJson(owned);
             sortByJson(offsets);
             sortByJson(tasks);
@@ -1655,7 +2149,7 @@ public class RmqspecConsumerAdapter {
                 result.put("protocol", 2L);
                 result.put("implementation", "docs/examples/RmqspecConsumerAdapter.java");
                 result.put("version", "4.9.8");
-                result.put("components", List.of("pushConsumer"));
+                result.put("components", List.of("pushConsumer", "pushConsumer.orderly"));
                 result.put("strategies", List.of("AVG", "AVG_BY_CIRCLE"));
                 return result;
             case "reset":
