@@ -1,6 +1,7 @@
 """Throughput and memory benchmark of ``rmqspec conform`` against ``serve-reference``.
 
-One conform run of ``sequences`` generated sequences over the v1 components (all seven) is timed,
+One conform run of ``sequences`` generated sequences over the v1 components (all seven; or the
+``components`` asked for, e.g. the protocol 2 consumer components) is timed,
 with every sequence's requests written to a scratch file as it ends; then the same requests are
 replayed through a fresh session (no generation), and the two rates are printed with
 their ratio: what generation costs on top of the requests themselves. The resident set size of this
@@ -20,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
+from rmqspec.conform import protocol as p
 from rmqspec.conform.driver import Session, conform, replay
 
 TARGET_REQUESTS_PER_S: Final = 5_000  # the daily-tool target for generated requests, one core
@@ -36,7 +38,13 @@ def rss_mib() -> float:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run_bench_conform(sequences: int = 10_000, steps: int = 40, seed: int = 0, one_core: bool = True) -> Iterator[str]:
+def run_bench_conform(
+    sequences: int = 10_000,
+    steps: int = 40,
+    seed: int = 0,
+    one_core: bool = True,
+    components: tuple[str, ...] = p.COMPONENTS_V1,
+) -> Iterator[str]:
     """Run the benchmark, yielding the printed lines as they are ready."""
     if one_core and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # the SUT, started later, inherits it
@@ -44,7 +52,8 @@ def run_bench_conform(sequences: int = 10_000, steps: int = 40, seed: int = 0, o
     with tempfile.TemporaryDirectory(prefix="rmqspec-bench-conform-") as scratch:
         out = Path(scratch)
         recorded = out / "requests.jsonl"
-        yield f"rmqspec bench-conform: {sequences:,} sequences of up to {steps} operations, all components"
+        which = "all v1 components" if set(components) == set(p.COMPONENTS_V1) else ", ".join(components)
+        yield f"rmqspec bench-conform: {sequences:,} sequences of up to {steps} operations, {which}"
         start_rss = rss_mib()
         yield f"  RSS at start:                 {start_rss:8.1f} MiB"
         with open(recorded, "w", encoding="utf-8") as sink:
@@ -52,7 +61,15 @@ def run_bench_conform(sequences: int = 10_000, steps: int = 40, seed: int = 0, o
             def keep(script: list[dict[str, Any]]) -> None:
                 sink.write(json.dumps(script) + "\n")
 
-            result = conform(command, out / "run", examples=sequences, steps=steps, seed=seed, on_sequence=keep)
+            result = conform(
+                command,
+                out / "run",
+                examples=sequences,
+                steps=steps,
+                seed=seed,
+                on_sequence=keep,
+                components=components,
+            )
         end_rss = rss_mib()
         generated = result.requests / result.seconds
         yield f"  RSS at end:                   {end_rss:8.1f} MiB  (growth {end_rss - start_rss:+.1f} MiB)"
@@ -60,7 +77,7 @@ def run_bench_conform(sequences: int = 10_000, steps: int = 40, seed: int = 0, o
             f"  generated (conform)           {generated:8,.0f} requests/s  "
             f"({result.requests:,} requests, {result.examples:,} sequences in {result.seconds:.1f} s)"
         )
-        session = Session(command, 10.0, out / "replay")
+        session = Session(command, 10.0, out / "replay", components)
         try:
             started = session.requests
             began = time.perf_counter()

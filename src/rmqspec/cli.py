@@ -695,8 +695,10 @@ def _cmd_bench_history(args: argparse.Namespace) -> int:
 
 def _cmd_bench_conform(args: argparse.Namespace) -> int:
     from rmqspec.bench_conform import run_bench_conform
+    from rmqspec.conform.protocol import COMPONENTS_V1
 
-    for line in run_bench_conform(args.sequences, args.steps, one_core=not args.all_cores):
+    components = tuple(c.strip() for c in args.components.split(",")) if args.components else COMPONENTS_V1
+    for line in run_bench_conform(args.sequences, args.steps, one_core=not args.all_cores, components=components):
         print(line, flush=True)
     return EXIT_OK
 
@@ -832,6 +834,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--sequences", type=_positive, default=10_000, help="generated sequences (default 10,000)")
     bench.add_argument("--steps", type=_positive, default=40, help="operations per sequence, at most (default 40)")
     bench.add_argument("--all-cores", action="store_true", help="do not pin conform and the SUT to one core")
+    bench.add_argument(
+        "--components", help="comma-separated components to generate for (default: the seven of protocol 1)"
+    )
     bench.set_defaults(func=_cmd_bench_conform)
     return parser
 
@@ -925,7 +930,7 @@ def _cmd_serve_reference(args: argparse.Namespace) -> int:
 
 def _add_conform_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from rmqspec.conform.protocol import COMPONENTS, VERSIONS
-    from rmqspec.conform.reference_adapter import PLANTS
+    from rmqspec.conform.reference_adapter import ALL_PLANTS as PLANTS
 
     conform = sub.add_parser(
         "conform",

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from rmqspec.conform import protocol as p
+from rmqspec.conform.consumers import REACHED, ConsumerScenario
 from rmqspec.conform.reference_adapter import ReferenceAdapter
 from rmqspec.conform.sut import SutFailure, SutProcess
 from rmqspec.jsonin import InputError, iter_lines
@@ -47,10 +48,20 @@ SCRIPT_FORMAT: Final = "rmqspec-conform-script"
 SCRIPT_VERSION: Final = 1
 KNOWN_FORMAT: Final = "rmqspec-conform-known"
 KNOWN_VERSION: Final = 1
-OBSERVERS: Final = ("pq.state", "store.clone", "com.table")  # requests that only read an object's state
+OBSERVERS: Final = (
+    "pq.state",
+    "store.clone",
+    "com.table",
+    "consumer.observe",
+)  # requests that only read an object's state
 # The op whose handle every other op of a family needs: when the SUT does not support it, the whole
 # family is dropped from generation.
-CREATORS: Final = {"pq.new": "process_queue", "store.new": "offset_store", "com.new": "offset_manager"}
+CREATORS: Final = {
+    "pq.new": "process_queue",
+    "store.new": "offset_store",
+    "com.new": "offset_manager",
+    "consumer.new": "push_consumer",
+}
 
 
 class ScriptError(ValueError):
@@ -193,6 +204,8 @@ class Session:
             wanted = set(components)
             if p.PROCESS_QUEUE_ORDERLY in wanted:  # its operations work on ProcessQueues pq.new makes
                 wanted.add(p.PROCESS_QUEUE)
+            if p.PUSH_CONSUMER_ORDERLY in wanted:  # its consumers are made by pushConsumer's consumer.new
+                wanted.add(p.PUSH_CONSUMER)
             declared = tuple(c for c in declared if c in wanted)
             if p.PULL_FROM_WHERE in declared and not {p.REMOTE_OFFSET_STORE, p.LOCAL_OFFSET_STORE} & set(declared):
                 self.sut.close()
@@ -204,6 +217,8 @@ class Session:
         # What the run reached: requests per (op, outcome), the outcome being "ok" or the Java
         # exception type the reference expected. A run that never reached an outcome proves nothing of it.
         self.outcomes: Counter[tuple[str, str]] = Counter()
+        # Consumer-level states the generated sequences reached (consumers.REACHED), by name.
+        self.reached: Counter[str] = Counter()
         # What the SUT does not support: operations (with its reason), result fields per operation.
         self.unsupported_ops: dict[str, str] = {}
         self.ignored_fields: dict[str, frozenset[str]] = {}
@@ -328,7 +343,10 @@ def shrink(session: Session, finding: Finding, budget_seconds: float) -> tuple[F
     def attempt(candidate: list[dict[str, Any]]) -> bool:
         nonlocal best
         stats.replays += 1
-        found = replay(session, candidate, fresh_process=isinstance(best, SutBroke))
+        try:
+            found = replay(session, candidate, fresh_process=isinstance(best, SutBroke))
+        except RejectedRequest:  # e.g. a pull.reply whose pull the candidate no longer sends
+            return False
         if found is not None and found.signature == best.signature and len(found.script) <= len(best.script):
             best = found
             return True
@@ -396,6 +414,19 @@ def _simpler_candidates(op: str, args: dict[str, Any]) -> Iterator[dict[str, Any
                 if isinstance(element, dict) and key in ("msgs", "answers"):
                     for simpler in _simpler_ints(element):
                         yield {**args, key: [*value[:i], simpler, *value[i + 1 :]]}
+        elif isinstance(value, dict) and key == "answers":  # protocol 2: answers by request code
+            for code, queue in value.items():
+                if isinstance(queue, list):
+                    for i in reversed(range(len(queue))):
+                        yield {**args, key: {**value, code: queue[:i] + queue[i + 1 :]}}
+            if value:
+                yield {**args, key: {}}
+    if isinstance(args.get("answer"), dict) and isinstance(args["answer"].get("msgs"), list):  # pull.reply
+        msgs = args["answer"]["msgs"]
+        for i in reversed(range(len(msgs))):
+            yield {**args, "answer": {**args["answer"], "msgs": msgs[:i] + msgs[i + 1 :]}}
+    if "consumer" in args:
+        return  # a consumer's settings and task arguments stay as drawn
     yield from _simpler_ints(args)
 
 
@@ -625,6 +656,8 @@ def drawable(request: dict[str, Any]) -> bool:
         return True
     if op == "store.persistAll":
         return isinstance(args.get("mqs"), list) and len(args["mqs"]) <= 4
+    if op == "time.advance":
+        return _is_int(args.get("ms")) and 0 <= args["ms"] <= CONSUMER_MAX_ADVANCE
     if op in ("com.commit", "com.query"):
         if args.get("queueId") not in COM_QUEUE_IDS or not _is_int(args.get("queueId")):
             return False
@@ -650,6 +683,9 @@ def _drawable_allocation(args: dict[str, Any]) -> bool:
         return False
     queues = args.get("messageQueueList")
     return queues is None or (isinstance(queues, list) and len(queues) <= 4)
+
+
+CONSUMER_MAX_ADVANCE: Final = 60_000  # ms: the longest time.advance the consumer generator draws
 
 
 class SequenceEnded(Exception):
@@ -682,6 +718,7 @@ class Sequence:
         self.local_stores: list[str] = []
         self.coms: list[str] = []
         self.families = families(session)
+        self.consumer_scenario: ConsumerScenario | None = None
 
     def run(self, steps: int) -> None:
         """Swarm testing: each sequence works on a random non-empty subset of the families, so it
@@ -707,6 +744,17 @@ class Sequence:
     def pick_op(self, ops: tuple[str, ...]) -> str:
         supported = tuple(op for op in ops if op not in self.session.unsupported_ops)
         return self.rng.choice(supported or ops)
+
+    # whole push consumers (protocol 2): consumers.ConsumerScenario draws each step
+    def push_consumer(self) -> None:
+        if self.consumer_scenario is None:
+            orderly = p.PUSH_CONSUMER_ORDERLY in self.has
+
+            def reached(name: str) -> None:
+                self.session.reached[name] += 1
+
+            self.consumer_scenario = ConsumerScenario(self.rng, self.call, reached, orderly)
+        self.consumer_scenario.step()
 
     # allocation (R11): stateless
     def allocate(self) -> None:
@@ -844,6 +892,8 @@ def families(session: Session) -> list[str]:
             out.append("pull_from_where")
     if p.CONSUMER_OFFSET_MANAGER in has and "offset_manager" not in unsupported:
         out.append("offset_manager")
+    if p.PUSH_CONSUMER in has and "push_consumer" not in unsupported:
+        out.append("push_consumer")
     return out
 
 
@@ -868,6 +918,7 @@ class ConformResult:
     unsupported_ops: dict[str, str] = field(default_factory=dict)
     unsupported_fields: dict[str, list[str]] = field(default_factory=dict)
     outcomes: dict[str, int] = field(default_factory=dict)  # "op" or "op:ExceptionType" -> requests
+    reached: dict[str, int] = field(default_factory=dict)  # consumer-level state (consumers.REACHED) -> times
 
     @property
     def finding(self) -> Finding | None:
@@ -918,6 +969,7 @@ class ConformResult:
             "repeats": self.repeats,
             "unsupported": {"operations": self.unsupported_ops, "fields": self.unsupported_fields},
             "outcomes": self.outcomes,
+            "reached": self.reached,
         }
 
 
@@ -966,6 +1018,8 @@ def conform(
         session.on_sequence = None  # shrinking's replays are not generated sequences
         result.examples, result.requests = counted, session.requests
         result.outcomes = _outcomes(session)
+        if p.PUSH_CONSUMER in session.components:
+            result.reached = {name: session.reached.get(name, 0) for name in REACHED}
         result.known, result.repeats = dict(session.known_seen), session.repeats
         found = list(session.findings.values())
         if found and progress is not None:
@@ -1090,6 +1144,10 @@ def describe(result: ConformResult) -> str:
         lines.append("requests by operation and expected outcome:")
         items = [f"{k} {v:,}" for k, v in result.outcomes.items()]
         lines += ["  " + ", ".join(items[i : i + 6]) for i in range(0, len(items), 6)]
+    if result.reached:
+        lines.append("consumer states reached (times):")
+        items = [f"{k} {v:,}" for k, v in result.reached.items()]
+        lines += ["  " + ", ".join(items[i : i + 4]) for i in range(0, len(items), 4)]
     if result.unsupported_ops or result.unsupported_fields:
         lines.append("not supported by the SUT, so not generated (operations) or not compared (fields):")
         lines += [f"  {op}: {reason or 'no reason given'}" for op, reason in sorted(result.unsupported_ops.items())]

@@ -27,7 +27,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final
 
-PROTOCOL_VERSION: Final = 1
+PROTOCOL_VERSION: Final = 2  # what conform asks for in hello; a version 1 adapter answers 1
+PROTOCOL_VERSIONS: Final = (1, 2)
 
 # Components a SUT may declare in its hello reply, and the operations each one brings.
 ALLOCATE: Final = "allocate"
@@ -37,7 +38,10 @@ REMOTE_OFFSET_STORE: Final = "remoteOffsetStore"
 LOCAL_OFFSET_STORE: Final = "localOffsetStore"
 CONSUMER_OFFSET_MANAGER: Final = "consumerOffsetManager"
 PULL_FROM_WHERE: Final = "pullFromWhere"
-COMPONENTS: Final = (
+# Protocol version 2: whole push consumers (docs/oracle.md, "Protocol version 2: consumers under test").
+PUSH_CONSUMER: Final = "pushConsumer"
+PUSH_CONSUMER_ORDERLY: Final = "pushConsumer.orderly"
+COMPONENTS_V1: Final = (
     ALLOCATE,
     PROCESS_QUEUE,
     PROCESS_QUEUE_ORDERLY,
@@ -46,6 +50,8 @@ COMPONENTS: Final = (
     CONSUMER_OFFSET_MANAGER,
     PULL_FROM_WHERE,
 )
+CONSUMER_COMPONENTS: Final = (PUSH_CONSUMER, PUSH_CONSUMER_ORDERLY)
+COMPONENTS: Final = COMPONENTS_V1 + CONSUMER_COMPONENTS
 STRATEGIES: Final = ("AVG", "AVG_BY_CIRCLE", "CONSISTENT_HASH", "CONFIG", "MACHINE_ROOM", "MACHINE_ROOM_NEARBY")
 VERSIONS: Final = ("4.9.8", "5.x")  # 5.x: the latest 5.x line, as reference.mq_version.MQVersion
 READ_TYPES: Final = ("READ_FROM_MEMORY", "READ_FROM_STORE", "MEMORY_FIRST_THEN_STORE")
@@ -109,7 +115,19 @@ OPS: Final[dict[str, Op]] = {
     "com.restart": Op(CONSUMER_OFFSET_MANAGER, "R3.7", handle="com"),
     "com.table": Op(CONSUMER_OFFSET_MANAGER, "R3.1", handle="com"),
     "pullFromWhere": Op(PULL_FROM_WHERE, "R10.1, R10.4", handle="store"),
+    # protocol version 2
+    "consumer.new": Op(PUSH_CONSUMER, "R1.3, R4", creates="consumer"),
+    "consumer.start": Op(PUSH_CONSUMER, "R1.3, R1.9, R4.1, R4.2", handle="consumer"),
+    "consumer.shutdown": Op(PUSH_CONSUMER, "R4.4, R8.9", handle="consumer"),
+    "consumer.run": Op(PUSH_CONSUMER, "R4.1, R4.2, R5.1-R5.3, R5.7, R8.3, R8.5, R8.8, R9", handle="consumer"),
+    "consumer.observe": Op(PUSH_CONSUMER, "R1.5, R5.7, R6, R9.4", handle="consumer"),
+    "cluster.consumers": Op(PUSH_CONSUMER, "R9.3"),
+    "time.advance": Op(PUSH_CONSUMER, "R4.1"),
+    "pull.reply": Op(PUSH_CONSUMER, "R5.5-R5.7", handle="consumer"),
+    "consume.start": Op(PUSH_CONSUMER, "R7.1, R7.2, R8.5", handle="consumer"),
+    "consume.finish": Op(PUSH_CONSUMER, "R7.2-R7.4, R8.6, R8.7", handle="consumer"),
 }
+CONSUMER_OPS: Final = tuple(op for op, spec in OPS.items() if spec.component == PUSH_CONSUMER)
 CONTROL_OPS: Final = ("hello", "reset")
 
 
@@ -131,8 +149,9 @@ def check_hello(result: Any) -> tuple[str, tuple[str, ...], tuple[str, ...], str
     """The (version, components, strategies, implementation) a hello result declares."""
     if not isinstance(result, dict):
         raise ProtocolError(f"hello: result must be an object, got {_show(result)}")
-    if result.get("protocol") != PROTOCOL_VERSION:
-        raise ProtocolError(f"hello: result.protocol must be {PROTOCOL_VERSION}, got {_show(result.get('protocol'))}")
+    protocol = result.get("protocol")
+    if protocol not in PROTOCOL_VERSIONS or isinstance(protocol, bool):
+        raise ProtocolError(f"hello: result.protocol must be one of {list(PROTOCOL_VERSIONS)}, got {_show(protocol)}")
     version = result.get("version")
     if version not in VERSIONS:
         raise ProtocolError(f"hello: result.version must be one of {list(VERSIONS)}, got {_show(version)}")
@@ -148,6 +167,12 @@ def check_hello(result: Any) -> tuple[str, tuple[str, ...], tuple[str, ...], str
         raise ProtocolError("hello: a SUT with the allocate component must list at least one strategy")
     if PULL_FROM_WHERE in components and not {REMOTE_OFFSET_STORE, LOCAL_OFFSET_STORE} & set(components):
         raise ProtocolError("hello: pullFromWhere needs an offset store component to read from")
+    if protocol == 1 and set(components) & set(CONSUMER_COMPONENTS):
+        raise ProtocolError(
+            f"hello: the components {list(CONSUMER_COMPONENTS)} need protocol 2, the adapter answered 1"
+        )
+    if PUSH_CONSUMER_ORDERLY in components and PUSH_CONSUMER not in components:
+        raise ProtocolError("hello: pushConsumer.orderly needs pushConsumer (its consumers are made by consumer.new)")
     if PROCESS_QUEUE_ORDERLY in components and PROCESS_QUEUE not in components:
         raise ProtocolError("hello: processQueue.orderly needs processQueue (its operations work on pq.new's queues)")
     implementation = result.get("implementation", "unnamed")

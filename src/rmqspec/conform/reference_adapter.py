@@ -33,6 +33,7 @@ from typing import Any, Final, TextIO, cast
 
 from rmqspec import __version__
 from rmqspec.conform import protocol as p
+from rmqspec.conform.consumer_reference import CONSUMER_PLANTS, ConsumerWorld
 from rmqspec.jsonin import InputError, parse
 from rmqspec.reference.allocate import (
     AllocateMachineRoomNearby,
@@ -93,6 +94,8 @@ _JAVA_EXCEPTIONS: Final[dict[type[BaseException], str]] = {
     NoSuchElementError: "NoSuchElementException",
 }
 _JAVA_EXCEPTION_TYPES: Final = tuple(_JAVA_EXCEPTIONS)
+# Every plant serve-reference accepts: the component-level ones and the consumer-level ones.
+ALL_PLANTS: Final[dict[str, str]] = {**PLANTS, **CONSUMER_PLANTS}
 
 
 class ScriptedBroker:
@@ -190,8 +193,8 @@ class ReferenceAdapter:
     def __init__(self, version: str = "4.9.8", plant: str | None = None) -> None:
         if version not in p.VERSIONS:
             raise ValueError(f"version {version!r} is not implemented; accepted: {', '.join(p.VERSIONS)}")
-        if plant is not None and plant not in PLANTS:
-            raise ValueError(f"unknown plant {plant!r}; accepted: {', '.join(sorted(PLANTS))}")
+        if plant is not None and plant not in ALL_PLANTS:
+            raise ValueError(f"unknown plant {plant!r}; accepted: {', '.join(sorted(ALL_PLANTS))}")
         self.version, self.plant = version, plant
         self.mq_version = MQVersion("4.9.8" if plant == "declares_5x_behaves_4_9_8" else version)
         self.broker = ScriptedBroker(plant)
@@ -201,13 +204,16 @@ class ReferenceAdapter:
         self.stores: dict[str, OffsetStore] = {}
         self.coms: dict[str, ConsumerOffsetManager] = {}
         self._uids = 0
+        self.consumers = ConsumerWorld(version, plant, self.scratch)
 
-    def hello(self) -> dict[str, Any]:
+    def hello(self, asked: Any = 1) -> dict[str, Any]:
+        """Protocol 2 (with the consumer components) to a driver that asks for it, else 1."""
+        protocol = 2 if isinstance(asked, int) and not isinstance(asked, bool) and asked >= 2 else 1
         return {
-            "protocol": p.PROTOCOL_VERSION,
+            "protocol": protocol,
             "implementation": f"rmqspec {__version__} reference" + (f" (planted: {self.plant})" if self.plant else ""),
             "version": self.version,
-            "components": list(p.COMPONENTS),
+            "components": list(p.COMPONENTS if protocol == 2 else p.COMPONENTS_V1),
             "strategies": list(p.STRATEGIES),
         }
 
@@ -218,6 +224,7 @@ class ReferenceAdapter:
         self.coms.clear()
         shutil.rmtree(self.scratch, ignore_errors=True)
         self.scratch.mkdir(parents=True)
+        self.consumers = ConsumerWorld(self.version, self.plant, self.scratch)
 
     def close(self) -> None:
         shutil.rmtree(self.scratch, ignore_errors=True)
@@ -225,10 +232,12 @@ class ReferenceAdapter:
     def handle(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
         """The reply (without ``id``) to one request. A malformed request is an error reply of type
         ``ProtocolError``; a Java exception of the method is an error reply of its Java type."""
+        if op in p.CONSUMER_OPS:
+            return self._consumer_request(op, args)
         self.broker.begin(args.get("answers") or [])
         try:
             if op == "hello":
-                result: dict[str, Any] = self.hello()
+                result: dict[str, Any] = self.hello(args.get("protocol", 1))
             elif op == "reset":
                 self.reset()
                 result = {}
@@ -246,6 +255,18 @@ class ReferenceAdapter:
             detail = f"missing argument {e}" if isinstance(e, KeyError) else str(e)
             return {"ok": False, "error": {"type": "ProtocolError", "message": f"{op}: {detail}"}}
         return {"ok": True, "result": result, "sent": self.broker.sent}
+
+    def _consumer_request(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
+        """A protocol 2 request, carried out by the reference's own push consumers."""
+        world = self.consumers
+        try:
+            result = world.handle(op, args)
+        except MQClientException as e:
+            return {"ok": False, "error": {"type": "MQClientException", "message": str(e)}, "sent": world.sent}
+        except (p.ProtocolError, KeyError, TypeError, ValueError, OverflowError, AttributeError) as e:
+            detail = f"missing argument {e}" if isinstance(e, KeyError) else str(e)
+            return {"ok": False, "error": {"type": "ProtocolError", "message": f"{op}: {detail}"}}
+        return {"ok": True, "result": result, "sent": world.sent}
 
     # --- allocate (R11) ----------------------------------------------------------------------------
     def _allocate(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -494,7 +515,7 @@ _HANDLERS: Final = {
     "com.table": ReferenceAdapter._com_table,
     "pullFromWhere": ReferenceAdapter._pull_from_where,
 }
-assert set(_HANDLERS) == set(p.OPS), "every protocol op has a reference handler"
+assert set(_HANDLERS) | set(p.CONSUMER_OPS) == set(p.OPS), "every protocol op has a reference handler"
 
 
 def damage_file(path: Path, damage: str) -> None:
