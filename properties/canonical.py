@@ -158,9 +158,15 @@ class _Shift:
         )
 
     # ``begin`` (when an orderly run began, R8.5) is a time only while the run's listener runs; a submitted
-    # request and a concurrent consumer's carry the literal 0
+    # request and a concurrent consumer's carry the literal 0 (a resubmitted one keeps its old value, unread)
     def request(self, r: ConsumeRequest, running: bool) -> ConsumeRequest:
-        return r._replace(ready_at=self.ready(r.ready_at), begin=self.t(r.begin) if self.orderly and running else 0)
+        if not running:  # ready_at: when the consume executor may run it; any past time is "now"
+            return r._replace(ready_at=self.ready(r.ready_at), begin=0)
+        # a running orderly listener's ready_at is when it was called, which INV-12 compares with when a margin
+        # broke; a running concurrent listener's is unread (its start time is the pq's consume_started)
+        if self.orderly:
+            return r._replace(ready_at=self.t(r.ready_at), begin=self.t(r.begin))
+        return r._replace(ready_at=0, begin=0)
 
     def update(self, u: OffsetUpdate) -> OffsetUpdate:
         return u._replace(begin=self.t(u.begin)) if self.orderly else u

@@ -59,6 +59,68 @@ def add_check_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     check.add_argument("--json", action="store_true", help="print the result as JSON")
     check.add_argument("--quiet", action="store_true", help="no progress line on stderr")
     check.set_defaults(func=run_check, all=False)
+    bench = sub.add_parser(
+        "bench-counterexamples",
+        help="per planted bug: the exhaustive shortest counterexample beside the random search's shrunk one",
+    )
+    bench.add_argument("--seconds", type=float, default=60.0, help="time limit of each exhaustive search (default 60)")
+    bench.add_argument("--walks", type=int, default=200, help="random walks tried per mutation (default 200)")
+    bench.add_argument("--mutation", action="append", help="only these mutations (repeatable; default all)")
+    bench.set_defaults(func=_run_bench)
+    cov = sub.add_parser(
+        "state-coverage",
+        help="the fraction of an exhausted configuration's states that seeded random walks reach, as a curve",
+    )
+    cov.add_argument(
+        "--config", default="idle-consumer", help=f"a named configuration ({names}; default idle-consumer)"
+    )
+    cov.add_argument("--walks", type=int, default=40, help="random walks (default 40, as rmqspec run)")
+    cov.add_argument("--steps", type=int, default=400, help="steps per walk (default 400, as rmqspec run)")
+    cov.add_argument("--out", default="rmqspec-out/check", help="where the curve goes (default rmqspec-out/check)")
+    cov.set_defaults(func=_run_state_coverage)
+
+
+def _run_state_coverage(args: argparse.Namespace) -> int:
+    from rmqspec.properties.exhaustive import coverage_svg, named_configs, walk_coverage
+
+    named = named_configs()
+    if args.config not in named:
+        print(
+            f"rmqspec: error: --config {args.config}: not a named configuration ({', '.join(named)})", file=sys.stderr
+        )
+        return 2
+    if args.walks <= 0 or args.steps <= 0:
+        print("rmqspec: error: --walks and --steps: accepted: positive integers", file=sys.stderr)
+        return 2
+    cov = walk_coverage(named[args.config], args.walks, args.steps)
+    print(
+        f"{cov.config}: {cov.distinct_states:,} states in all (exhaustive); {args.walks} random walks of {args.steps} "
+        f"steps reach {cov.curve[-1]:,} of them ({cov.fraction:.1%}); {cov.outside} walks left the constrained space"
+    )
+    marks = sorted({0, len(cov.curve) // 4, len(cov.curve) // 2, 3 * len(cov.curve) // 4, len(cov.curve) - 1})
+    print("  after walks: " + ", ".join(f"{k + 1}: {cov.curve[k]:,}" for k in marks))
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / f"state-coverage-{cov.config}.svg"
+        path.write_text(coverage_svg(cov), encoding="utf-8")
+    except OSError as err:
+        print(f"rmqspec: error: {out}: cannot write: {err.strerror}", file=sys.stderr)
+        return 2
+    print(f"wrote {path}")
+    return EXIT_OK
+
+
+def _run_bench(args: argparse.Namespace) -> int:
+    from rmqspec.bench_check import bench_counterexamples, print_table
+
+    try:
+        rows = bench_counterexamples(args.seconds, args.walks, only=args.mutation)
+    except ConfigError as err:
+        print(f"rmqspec: error: --mutation: {err}", file=sys.stderr)
+        return 2
+    print_table(rows)
+    return EXIT_OK
 
 
 def _load(args: argparse.Namespace) -> Any:
