@@ -37,6 +37,11 @@ successors have equal canonical forms, and every property gives the same verdict
 
 from __future__ import annotations
 
+import hashlib
+import io
+import pickle
+import typing
+
 from rmqspec.spec.broker import CHANNEL_EXPIRED_TIMEOUT
 from rmqspec.spec.config import FROM_TIMESTAMP, Config
 from rmqspec.spec.orderly import BROKER_LOCK_MAX_LIVE_TIME, CLIENT_LOCK_MAX_LIVE_TIME
@@ -226,7 +231,62 @@ def canonical(state: State, config: Config, relative_time: bool = True, clamp_ms
 
 def fingerprint(state: State, config: Config, relative_time: bool = True, clamp_ms: int = DEFAULT_CLAMP_MS) -> int:
     """A fixed-width (64-bit) fingerprint of ``canonical(state)``: Python's hash of the value. Within one
-    process it is deterministic; the strings inside (tags, causes) hash differently across processes unless
-    PYTHONHASHSEED is fixed, which the Spark search does. The chance of a collision among n states is about
-    n^2 / 2^65: under 1e-5 at ten million states."""
+    process it is deterministic, but not across processes: the strings inside (tags, causes) hash with a
+    per-process salt unless PYTHONHASHSEED is fixed, and on Python 3.11 ``hash(None)`` is the address of
+    ``None``, which address-space randomisation moves in every interpreter. A search spread over processes
+    uses :func:`stable_fingerprint`. The chance of a collision among n states is about n^2 / 2^65: under 1e-5
+    at ten million states."""
     return hash(canonical(state, config, relative_time, clamp_ms))
+
+
+def _sorted_sets(value: object) -> object:
+    """A frozenset, or a tuple of frozensets, as sorted tuples: a frozenset's iteration order (and so its
+    pickle) depends on how it was built, e.g. ``frozenset([3, 11])`` and ``frozenset([11, 3])``."""
+    if type(value) is frozenset:
+        return tuple(sorted(value))
+    if type(value) is tuple and value and type(value[0]) is frozenset:
+        return tuple(tuple(sorted(x)) for x in value)
+    return value
+
+
+def _as_tuple(value: tuple[object, ...]) -> tuple[object, ...]:
+    return (tuple, (tuple(value),))
+
+
+def _as_tuple_sorted(value: tuple[object, ...]) -> tuple[object, ...]:
+    return (tuple, (tuple(_sorted_sets(x) for x in value),))
+
+
+def _reducers() -> dict[type, object]:
+    """How the stable fingerprint pickles each record type of a state: as a plain tuple of its fields (the
+    type takes no part, as in ``hash``), frozensets sorted in the types that have them."""
+    from rmqspec.spec import state as st
+
+    out: dict[type, object] = {}
+    for cls in vars(st).values():
+        if isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields"):
+            hints = typing.get_type_hints(cls)
+            has_sets = any("frozenset" in str(h) for h in hints.values())
+            out[cls] = _as_tuple_sorted if has_sets else _as_tuple
+    return out
+
+
+_REDUCERS: dict[type, object] | None = None
+
+
+def stable_fingerprint(
+    state: State, config: Config, relative_time: bool = True, clamp_ms: int = DEFAULT_CLAMP_MS
+) -> int:
+    """A 64-bit fingerprint of ``canonical(state)`` that every process computes alike (the Spark search's;
+    :func:`fingerprint` is not portable): BLAKE2b (8 bytes) of the canonical state pickled without memo (so
+    shared sub-values and equal copies give the same bytes), each record type as a plain tuple and each
+    frozenset sorted. It costs about as much again as :func:`canonical` (docs/check.md, "On Spark")."""
+    global _REDUCERS
+    if _REDUCERS is None:
+        _REDUCERS = _reducers()
+    buf = io.BytesIO()
+    pickler = pickle.Pickler(buf, protocol=5)
+    pickler.fast = True  # no memo: the bytes depend on the value only
+    pickler.dispatch_table = _REDUCERS  # type: ignore[assignment]
+    pickler.dump(canonical(state, config, relative_time, clamp_ms))
+    return int.from_bytes(hashlib.blake2b(buf.getvalue(), digest_size=8).digest(), "little", signed=True)

@@ -1,79 +1,108 @@
-"""``rmqspec bench-counterexamples``: for every planted bug, the exhaustive search's shortest counterexample
-beside the random search's shrunk one, on the named configurations that can express it.
+"""``rmqspec bench-check``: the exhaustive search on one process against the same search on Spark.
 
-Per mutation and named safety configuration (one with a horizon): the breadth-first search's first
-violation (its length, which is minimal, and the seconds to find it) and the seeded random walks' first
-counterexample (how many walks and seconds it took, and its length after delta-debugging). A mutation no
-configuration expresses within the time limits is listed as such: those need more consumers, queues or
-faults than an exhaustive search can afford (docs/check.md, "Planted bugs: shortest against shrunk").
-Figures, not assertions: the printed table is what docs/check.md quotes.
+Runs one configuration with ``properties.exhaustive.check`` and with ``properties.exhaustive_spark.check_on_spark``
+on a master (default ``local[2]``), checks that both give the same counts, and prints states/s of each, their
+ratio, the Spark session's start-up (left out of the rate), the cost of the portable fingerprint against
+Python's hash, and where the Spark search's time went, per level and in total: expand (the successors, the
+checks, the fingerprints), dedup-shuffle (``reduceByKey``), visited-join (the co-partitioned union with the
+visited set, ``check_state``) and the driver's own work.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from collections.abc import Iterator
+from typing import Any
 
-from rmqspec.properties.exhaustive import check, named_configs
-from rmqspec.properties.explore import explore, shrink
-from rmqspec.spec.config import MUTATIONS
-
-
-@dataclass
-class Row:
-    mutation: str
-    config: str = ""
-    exhaustive_id: str = ""
-    exhaustive_steps: int | None = None
-    exhaustive_seconds: float = 0.0
-    random_walks: int | None = None
-    random_seconds: float = 0.0
-    random_steps: int | None = None
-    shrunk_steps: int | None = None
+from rmqspec.properties.canonical import canonical, stable_fingerprint, time_is_relative
+from rmqspec.properties.exhaustive import Bounds, check
+from rmqspec.properties.exhaustive_spark import LevelTiming, check_on_spark, spark_session
+from rmqspec.spec.config import Config
+from rmqspec.spec.model import Model
 
 
-def bench_counterexamples(
-    seconds_per_search: float = 60.0, walks: int = 200, steps: int = 200, only: list[str] | None = None
-) -> list[Row]:
-    """One row per mutation (see the module docstring)."""
-    safety = {n: nc for n, nc in named_configs().items() if nc.bounds.horizon_ms is not None}
-    rows = []
-    for mutation in only or list(MUTATIONS):
-        row = Row(mutation)
-        for name, nc in safety.items():
-            config = replace(nc.config, mutations=frozenset({mutation}))
-            started = time.perf_counter()
-            r = check(config, replace(nc.bounds, max_seconds=seconds_per_search)).result
-            if r.violations:
-                v = r.violations[0]
-                row.config, row.exhaustive_id, row.exhaustive_steps = name, v.id, v.depth
-                row.exhaustive_seconds = time.perf_counter() - started
-                started = time.perf_counter()
-                for k in range(walks):
-                    found = explore(config, 1, steps, first_seed=k)
-                    if found.counterexamples:
-                        c = found.counterexamples[0]
-                        row.random_walks, row.random_steps = k + 1, len(c.actions)
-                        row.random_seconds = time.perf_counter() - started
-                        row.shrunk_steps = len(shrink(c).actions)
-                        break
-                break
-        rows.append(row)
-    return rows
+def fingerprint_cost(config: Config, bounds: Bounds, states: int = 3000) -> tuple[float, float, float]:
+    """Microseconds per state of ``canonical``, of ``hash(canonical)`` and of ``stable_fingerprint``, on the
+    first ``states`` states of a breadth-first walk."""
+    model = Model(config)
+    relative = time_is_relative(config)
+    sample, frontier = [model.initial()], [model.initial()]
+    while frontier and len(sample) < states:
+        nxt = [model.step(s, a) for s in frontier for a in model.enabled(s)]
+        sample += nxt
+        frontier = nxt[:states]
+    sample = sample[:states]
+    out = []
+    for fn in (
+        lambda s: canonical(s, config, relative, bounds.clamp_ms),
+        lambda s: hash(canonical(s, config, relative, bounds.clamp_ms)),
+        lambda s: stable_fingerprint(s, config, relative, bounds.clamp_ms),
+    ):
+        t = time.perf_counter()
+        for s in sample:
+            fn(s)
+        out.append((time.perf_counter() - t) / len(sample) * 1e6)
+    return out[0], out[1], out[2]
 
 
-def print_table(rows: list[Row]) -> None:
-    print(
-        "| mutation | configuration | property | shortest (BFS) | BFS s | walks to find | random s "
-        "| random length | shrunk length |"
+def run_bench_check(name: str, config: Config, bounds: Bounds, master: str = "local[2]") -> Iterator[str]:
+    """The report's lines, as they become known."""
+    yield f"bench-check {name}: constraints {bounds.describe()}; Spark master {master}"
+    canon, hashed, stable = fingerprint_cost(config, bounds)
+    yield (
+        f"  fingerprint per state: canonical {canon:.1f} us, + hash {hashed - canon:.1f} us, "
+        f"+ portable BLAKE2b digest {stable - canon:.1f} us"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for r in rows:
-        if r.exhaustive_steps is None:
-            print(f"| {r.mutation} | none within the limits | | | | | | | |")
-            continue
-        walks = "not within the walks" if r.random_walks is None else str(r.random_walks)
-        print(
-            f"| {r.mutation} | {r.config} | {r.exhaustive_id} | {r.exhaustive_steps} | {r.exhaustive_seconds:.1f} "
-            f"| {walks} | {r.random_seconds:.1f} | {r.random_steps or ''} | {r.shrunk_steps or ''} |"
+    local = check(config, bounds, stop_at_first=False).result
+    yield (
+        f"  one process: {local.distinct_states:,} states, {local.transitions:,} transitions in "
+        f"{local.seconds:.2f} s: {local.states_per_second():,.0f} states/s"
+    )
+    started = time.perf_counter()
+    spark = spark_session(master)
+    startup = time.perf_counter() - started
+    try:
+        check_on_spark(config, Bounds(max_depth=1, **_constraints(bounds)), spark)  # the Python workers' start
+        timings: list[LevelTiming] = []
+        on_spark = check_on_spark(config, bounds, spark, stop_at_first=False, timings=timings)
+        parallelism = spark.sparkContext.defaultParallelism
+    finally:
+        spark.stop()
+    same = (
+        on_spark.distinct_states == local.distinct_states
+        and on_spark.transitions == local.transitions
+        and on_spark.depth_counts == local.depth_counts
+        and on_spark.action_counts == local.action_counts
+    )
+    yield (
+        f"  Spark {master} ({parallelism} cores): {on_spark.distinct_states:,} states in {on_spark.seconds:.2f} s: "
+        f"{on_spark.states_per_second():,.0f} states/s (session start-up {startup:.1f} s, not counted); "
+        f"counts {'equal to' if same else 'DIFFERENT FROM'} the local search's"
+    )
+    ratio = on_spark.states_per_second() / local.states_per_second() if local.seconds else 0.0
+    yield f"  ratio Spark / one process: {ratio:.2f}"
+    total = LevelTiming(-1, 0, 0, 0)
+    for t in timings:
+        for field in ("expand", "dedup_shuffle", "visited_join", "driver"):
+            setattr(total, field, getattr(total, field) + getattr(t, field))
+    yield (f"  Spark time by step over {len(timings)} levels: " + ", ".join(_share(total, f) for f in _FIELDS))
+    per_job = min((t.dedup_shuffle for t in timings), default=0.0)
+    yield f"  smallest level's dedup-shuffle (about the fixed cost of a job with a shuffle): {per_job:.2f} s"
+    yield "  per level (depth, frontier, successors, new states, expand / dedup-shuffle / visited-join / driver s):"
+    for t in timings:
+        yield (
+            f"    {t.depth:3d} {t.frontier:8,} {t.successors:9,} {t.new_states:8,}   "
+            f"{t.expand:6.2f} {t.dedup_shuffle:6.2f} {t.visited_join:6.2f} {t.driver:6.2f}"
         )
+
+
+_FIELDS = ("expand", "dedup_shuffle", "visited_join", "driver")
+
+
+def _share(total: LevelTiming, field: str) -> str:
+    value = getattr(total, field)
+    return f"{field.replace('_', '-')} {value:.1f} s ({value / total.total:.0%})" if total.total else field
+
+
+def _constraints(bounds: Bounds) -> dict[str, Any]:
+    return {"horizon_ms": bounds.horizon_ms, "max_channel": bounds.max_channel, "clamp_ms": bounds.clamp_ms}
