@@ -15,6 +15,8 @@ $(STAMP): pyproject.toml
 
 run: $(STAMP)
 	$(BIN)/rmqspec campaign
+	$(BIN)/rmqspec check --config idle-consumer --quiet
+	$(BIN)/rmqspec check --config one-message --quiet
 
 test: $(STAMP) lint typecheck pytest
 

@@ -275,3 +275,15 @@ def test_the_counterexample_bench_prints_the_shortest_beside_the_shrunk(capsys: 
     row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| commit_past_cached"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[1] == "one-message" and int(cells[3]) <= int(cells[8])  # BFS is never longer than shrunk
+
+
+def test_a_lasso_catches_a_rebalance_timer_that_stops_where_the_periodic_rebalance_is_the_only_way_on() -> None:
+    nc = named_configs()["query-error-5x"]
+    planted = check(replace(nc.config, mutations=frozenset({"rebalance_timer_stops"})), nc.bounds, keep_edges=True)
+    lassos = find_lassos(planted)
+    assert [lz.id for lz in lassos] == ["LIV-1"]
+    assert not any(type(a).__name__ == "Rebalance" for a in lassos[0].cycle)
+    # the correct model has no lasso among the same number of states (evidence, not proof: the search is cut)
+    correct = check(nc.config, nc.bounds, keep_edges=True)
+    assert correct.result.stopped_by == "max_states"
+    assert find_lassos(correct) == []
