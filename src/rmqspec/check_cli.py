@@ -223,8 +223,13 @@ def run_check(args: argparse.Namespace) -> int:
             liveness_note = liveness_note or ("searched the explored graph" + ("" if r.exhausted else " (partial)"))
     out = Path(args.out)
     written = _write_counterexamples(out, config, r, lassos)
+    graph_error = False
     if args.graph:
-        written.append(_write_graph(search, Path(args.graph)))
+        try:
+            written.append(_write_graph(search, Path(args.graph)))
+        except CheckInputError as err:  # the results are still printed; the exit code is 2
+            print(f"rmqspec: error: {err}", file=sys.stderr)
+            graph_error = True
     doc = {
         "config": name,
         "version": __version__,
@@ -244,7 +249,9 @@ def run_check(args: argparse.Namespace) -> int:
         _print_report(name, r, lassos, liveness_note, written, SOMETIMES)
     if interrupted:
         return 130
-    return EXIT_OK if doc["valid"] else EXIT_VIOLATION
+    if not doc["valid"]:
+        return EXIT_VIOLATION
+    return 2 if graph_error else EXIT_OK
 
 
 def run_bench_check(args: argparse.Namespace) -> int:
