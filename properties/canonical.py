@@ -12,15 +12,19 @@ and deduplicates on the canonical one's fingerprint):
   began, the ghost's "when did a margin break") is shifted so that ``now`` becomes ``CLOCK_ORIGIN``. Every
   decision of the model compares a timestamp with ``now`` or adds a constant delay to ``now``, so shifting all
   of them by the same amount changes nothing the model or a property can see.
-* **Old times are clamped.** A past time older than ``clamp_ms`` becomes exactly ``clamp_ms`` old. Every
-  window the model and its properties test a past time against (pull expiry 120 s, channel expiry 120 s, lock
-  lifetimes 30 s and 60 s, ``maxTimeConsumeContinuously`` 60 s, the consume timeout, the 30 s margins INV-12
-  and INV-12a tolerate after a stall or a lost lock table) is shorter than the default clamp, so a
-  comparison of a clamped time with ``now`` gives what the unclamped one gives. What a clamp can hide: two past
-  times both older than the clamp compare equal. The one property that compares two past times is INV-12's
-  "a margin broke within 30 s before the older listener began"; it can only be affected when a listener has
-  been running for longer than the clamp, and ``tests/test_check.py`` shows the orderly planted bugs are
-  refuted with the clamp on. The sentinel ``-1`` ("never") is kept as it is.
+* **Old times are clamped, per kind.** A past time that a rule compares with ``now`` against a window (pull
+  expiry 120 s, channel expiry 120 s, lock lifetimes 30 s and 60 s, the consume timeout, 5.x's minInterval)
+  is clamped at that window plus 1 ms (``_Shift.within``); a ready time in the past is "ready now"
+  (``_Shift.ready``); every other time is clamped at ``clamp_ms`` (600 s by default, longer than every
+  window: the longest is the 150 s Stall). A comparison of a clamped time with ``now`` then gives what the
+  unclamped one gives. What a clamp can hide: two past times both older than their clamp compare equal. The
+  one property that compares two past times is INV-12's "a margin broke within 30 s before the older
+  listener began"; it can only be affected when a listener has run for longer than ``clamp_ms``. The
+  sentinel ``-1`` ("never") is kept as it is.
+* **Values no rule reads are dropped**: where the model writes a literal ``0`` that is not a time (a produced
+  message's ``sent_back_at``, a stopped client's ``lastRebalanceTimestamp``, a concurrent pq's
+  ``lastLockTimestamp``, an unregistered channel's heartbeat, a queued request's ``begin``), and the store
+  times unless an admin reset searches by timestamp.
 * **Counters no property reads are dropped**: ``Ghost.deliveries``, ``Ghost.redeliveries`` and the per-cause
   redelivery counts are summaries for reports; every invariant reads the ledgers (bitmasks of offsets)
   instead, which stay.
@@ -30,9 +34,10 @@ The relative clock does not apply to ``CONSUME_FROM_TIMESTAMP``: the configured 
 the store times it is compared with must stay absolute (:func:`time_is_relative`). Such configurations are
 bounded by a logical-time horizon instead (``properties/exhaustive.py``).
 
-Soundness of the whole abstraction is tested as a one-step bisimulation on the states of random walks
-(``tests/test_check.py``): a state and its canonical form enable the same actions in the same order, their
-successors have equal canonical forms, and every property gives the same verdict on both.
+Soundness of the whole abstraction is tested as a one-step bisimulation on the states of random campaign walks
+and of every directed start of the campaign (``tests/test_check.py``): a state and its canonical form enable
+the same actions in the same order, their successors have equal canonical forms, and every property gives the
+same verdict on both. A canonical form that forgets ``lastPullTimestamp`` fails that test.
 """
 
 from __future__ import annotations
