@@ -58,6 +58,23 @@ class Bounds:
     max_seconds: float | None = None  # limit: wall-clock time
     clamp_ms: int = DEFAULT_CLAMP_MS  # canonical form: how old a past time may get before it is clamped
 
+    def admits(self, state: State) -> bool:
+        """Whether ``state`` lies within the constraints (a successor outside them is pruned)."""
+        if self.horizon_ms is not None and state.now > self.horizon_ms:
+            return False
+        return self.max_channel is None or all(len(c.channel) <= self.max_channel for c in state.clients)
+
+    def time_is_relative(self, config: Config) -> bool:
+        """Whether the search of ``config`` may use relative time (``canonical.time_is_relative``); a
+        configuration that may not needs a horizon to be finite, or this raises ValueError."""
+        relative = time_is_relative(config)
+        if not relative and self.horizon_ms is None:
+            raise ValueError(
+                "CONSUME_FROM_TIMESTAMP compares absolute times, so the clock cannot be relative: give a horizon "
+                "(Bounds.horizon_ms, --horizon MS) to make the state space finite"
+            )
+        return relative
+
     def describe(self) -> str:
         parts = []
         if self.horizon_ms is not None:
@@ -303,12 +320,7 @@ def check(
     from rmqspec.properties.lasso import liveness_bits
 
     model = Model(config)
-    relative = time_is_relative(config)
-    if not relative and bounds.horizon_ms is None:
-        raise ValueError(
-            "CONSUME_FROM_TIMESTAMP compares absolute times, so the clock cannot be relative: give a horizon "
-            "(Bounds.horizon_ms, --horizon MS) to make the state space finite"
-        )
+    relative = bounds.time_is_relative(config)
     result = CheckResult(config, bounds, relative)
     graph = _Graph(keep_edges)
     clamp = bounds.clamp_ms
@@ -362,9 +374,7 @@ def check(
                     if st.name not in result.sometimes:
                         actions, _ = replay(model, [*graph.path(index), j])
                         result.sometimes[st.name] = Found(st.name, st.name, st.description, name, actions, len(actions))
-            if (bounds.horizon_ms is not None and n.now > bounds.horizon_ms) or (
-                bounds.max_channel is not None and any(len(c.channel) > bounds.max_channel for c in n.clients)
-            ):
+            if not bounds.admits(n):
                 result.pruned += 1
                 if keep_edges:
                     graph.src.append(index)
@@ -490,9 +500,7 @@ def walk_coverage(named: NamedConfig, walks: int, steps: int, first_seed: int = 
         states: list[State] = []
         walk(model, seed, steps, on_state=states.append, check=False)
         for n in [model.initial(), *states]:
-            if (bounds.horizon_ms is not None and n.now > bounds.horizon_ms) or (
-                bounds.max_channel is not None and any(len(c.channel) > bounds.max_channel for c in n.clients)
-            ):
+            if not bounds.admits(n):
                 outside += 1
                 break
             key = hash(canonical(n, config, relative, bounds.clamp_ms))

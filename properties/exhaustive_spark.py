@@ -123,9 +123,7 @@ def _expand(config: Config, bounds: Bounds, items: Iterable[tuple[int, State]]) 
                     w = (fp, j, name)
                     if st.name not in witness or w < witness[st.name]:
                         witness[st.name] = w
-            if (bounds.horizon_ms is not None and n.now > bounds.horizon_ms) or (
-                bounds.max_channel is not None and any(len(c.channel) > bounds.max_channel for c in n.clients)
-            ):
+            if not bounds.admits(n):
                 pruned += 1
                 continue
             yield stable_fingerprint(n, config, relative, clamp), (n._replace(history=None), fp, j)
@@ -186,12 +184,7 @@ def check_on_spark(
     one is started on ``master`` and stopped at the end. ``partitions`` is the fingerprint partition count (default
     ``PARTITIONS_PER_CORE`` per core). Each level's ``LevelTiming`` is appended to ``timings``;
     ``progress(result, depth, frontier)`` is called after each level."""
-    relative = time_is_relative(config)
-    if not relative and bounds.horizon_ms is None:
-        raise ValueError(
-            "CONSUME_FROM_TIMESTAMP compares absolute times, so the clock cannot be relative: give a horizon "
-            "(Bounds.horizon_ms, --horizon MS) to make the state space finite"
-        )
+    bounds.time_is_relative(config)  # raises when a CONSUME_FROM_TIMESTAMP configuration has no horizon
     own = False
     if spark is None:
         from pyspark.sql import SparkSession

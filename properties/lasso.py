@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import networkx as nx
 
 from rmqspec.properties.liveness import _failures, allowed
-from rmqspec.spec.actions import Action, action_name
+from rmqspec.spec.actions import Action
 
 if TYPE_CHECKING:
     from rmqspec.properties.exhaustive import Search, _Graph
@@ -159,8 +159,3 @@ def _cycle_through(comp: nx.MultiDiGraph, entry: int, obliged: set[int], g: _Gra
             here = succ
         walk_to(entry) if here != entry else None
     return [g.action_list[k] for _, _, k in route]
-
-
-def lasso_names(lasso: Lasso) -> list[str]:
-    """The action names of a lasso's cycle (for reports)."""
-    return [action_name(a) for a in lasso.cycle]
