@@ -46,6 +46,8 @@ import hashlib
 import io
 import pickle
 import typing
+from collections.abc import Callable
+from typing import Any
 
 from rmqspec.spec.broker import CHANNEL_EXPIRED_TIMEOUT
 from rmqspec.spec.config import FROM_TIMESTAMP, Config
@@ -63,7 +65,6 @@ from rmqspec.spec.state import (
     OffsetFix,
     OffsetUpdate,
     ProcessQueue,
-    Scheduled,
     State,
 )
 
@@ -82,9 +83,48 @@ def time_is_relative(config: Config) -> bool:
     return config.consume_from_where != FROM_TIMESTAMP
 
 
+def _at(cls: type, *names: str) -> tuple[int, ...]:
+    """The positions of ``names`` among the fields of the record type ``cls``."""
+    fields: tuple[str, ...] = cls._fields  # type: ignore[attr-defined]
+    return tuple(fields.index(n) for n in names)
+
+
+# field positions the canonical key rewrites (a record's key is the plain tuple of its fields, some replaced)
+_M_STORE, _M_RECONSUME, _M_SENT = _at(Message, "store_time", "reconsume_times", "sent_back_at")
+(_Q_MESSAGES,) = _at(BrokerQueue, "messages")
+_B_QUEUES, _B_NEXT_FLUSH, _B_SCHEDULED, _B_DLQ, _B_LOCKS, _B_REGISTERED, _B_HEARTBEAT, _B_NEXT_SYNC = _at(
+    Broker, "queues", "next_flush", "scheduled", "dlq", "locks", "registered", "heartbeat_at", "next_sync"
+)
+_P_READY, _P_STATE, _P_LAST_LOCK, _P_LAST_PULL, _P_CONSUME_STARTED = _at(
+    ProcessQueue, "pull_ready_at", "pull_state", "last_lock", "last_pull", "consume_started"
+)
+_R_READY, _R_BEGIN = _at(ConsumeRequest, "ready_at", "begin")
+(_U_BEGIN,) = _at(OffsetUpdate, "begin")
+(_F_DUE,) = _at(OffsetFix, "due")
+_C_TIMERS = _at(
+    Client, "next_persist", "next_rebalance", "next_heartbeat", "next_lock_all", "reset_wake", "stalled_until",
+    "next_clean",
+)  # fmt: skip
+(
+    _C_PQS, _C_REQUESTS, _C_CONSUMING, _C_UPDATES, _C_FIXES, _C_RELOCKS, _C_UNLOCKS, _C_LAST_REBALANCE, _C_RUNNING,
+    _C_ORPHANED,
+) = _at(
+    Client, "pqs", "requests", "consuming", "offset_updates", "offset_fixes", "relocks", "unlocks", "last_rebalance",
+    "running", "orphaned",
+)  # fmt: skip
+_G_DELIVERIES, _G_REDELIVERIES, _G_CAUSES, _G_LOCK_LOST, _G_STALLED, _G_STALE_UNLOCKS = _at(
+    Ghost, "deliveries", "redeliveries", "redelivery_causes", "lock_table_lost_at", "stalled_at", "stale_unlocks"
+)
+_S_NOW, _S_BROKER, _S_CLIENTS, _S_GHOST, _S_HISTORY, _S_SLAVE = _at(
+    State, "now", "broker", "clients", "ghost", "history", "slave"
+)
+
+
 class _Shift:
-    """Maps the absolute times of one state to canonical ones. Each kind of time is clamped at the longest
-    window any rule or property compares it with (the constants name the rule); the others at ``clamp_ms``."""
+    """Maps the absolute times of one state to canonical ones, building each record's canonical key: the
+    plain tuple of its fields with the times shifted and clamped and the unread values dropped (a plain tuple
+    equals, and hashes as, the record of the same fields). Each kind of time is clamped at the longest window
+    any rule or property compares it with (the constants name the rule); the others at ``clamp_ms``."""
 
     __slots__ = ("consume_timeout", "delta", "floor", "now", "orderly", "paced", "store_times")
 
@@ -119,119 +159,205 @@ class _Shift:
     def ghost_time(self, when: int) -> int:
         return when if when < 0 else self.t(when)  # -1: never
 
-    def scheduled(self, m: Message) -> Message:
+    def scheduled(self, m: Message) -> tuple[object, ...]:
         # a scheduled copy's sent_back_at is what INV-10 checks its due against when it is delivered (R7.5)
-        return m._replace(store_time=self.t(m.store_time), sent_back_at=self.t(m.sent_back_at))
+        k: list[object] = list(m)
+        k[_M_STORE] = self.t(m.store_time)
+        k[_M_SENT] = self.t(m.sent_back_at)
+        return tuple(k)
 
-    def stored(self, m: Message) -> Message:
+    def stored(self, m: Message) -> tuple[object, ...]:
         # a message in a queue or the DLQ: its times are read only by a timestamp search (see store_times)
+        k: list[object] = list(m)
         if self.store_times:
-            return m._replace(
-                store_time=self.t(m.store_time), sent_back_at=self.t(m.sent_back_at) if m.reconsume_times else 0
-            )
-        return m._replace(store_time=0, sent_back_at=0)
+            k[_M_STORE] = self.t(m.store_time)
+            k[_M_SENT] = self.t(m.sent_back_at) if m.reconsume_times else 0
+        else:
+            k[_M_STORE] = k[_M_SENT] = 0
+        return tuple(k)
 
-    def queue(self, q: BrokerQueue) -> BrokerQueue:
-        return q._replace(messages=tuple(self.stored(m) for m in q.messages)) if q.messages else q
+    def queue(self, q: BrokerQueue) -> tuple[object, ...]:
+        if not q.messages:
+            return q
+        k: list[object] = list(q)
+        k[_Q_MESSAGES] = tuple([self.stored(m) for m in q.messages])
+        return tuple(k)
 
-    def broker(self, b: Broker) -> Broker:
-        return b._replace(
-            queues=tuple(self.queue(q) for q in b.queues),
-            next_flush=self.opt(b.next_flush),
-            scheduled=tuple(Scheduled(self.t(x.due), self.scheduled(x.message)) for x in b.scheduled),
-            dlq=tuple(self.stored(m) for m in b.dlq),
-            # the broker's lock table: a lock expires 60 s after its lastUpdateTimestamp (R8.1)
-            locks=tuple(
-                None if lk is None else (lk[0], self.within(lk[1], BROKER_LOCK_MAX_LIVE_TIME)) for lk in b.locks
-            ),
-            # a channel's lastUpdateTimestamp is read only while the channel is registered, against the 120 s
-            # idle-channel scan; the model writes the literal 0 when it goes (R4.3)
-            heartbeat_at=tuple(
-                self.within(x, CHANNEL_EXPIRED_TIMEOUT) if i in b.registered else 0
-                for i, x in enumerate(b.heartbeat_at)
-            ),
-            next_sync=self.opt(b.next_sync),
+    def broker(self, b: Broker) -> tuple[object, ...]:
+        k: list[object] = list(b)
+        k[_B_QUEUES] = tuple([self.queue(q) for q in b.queues])
+        k[_B_NEXT_FLUSH] = self.opt(b.next_flush)
+        k[_B_SCHEDULED] = tuple([(self.t(x.due), self.scheduled(x.message)) for x in b.scheduled])
+        k[_B_DLQ] = tuple([self.stored(m) for m in b.dlq])
+        # the broker's lock table: a lock expires 60 s after its lastUpdateTimestamp (R8.1)
+        k[_B_LOCKS] = tuple(
+            [None if lk is None else (lk[0], self.within(lk[1], BROKER_LOCK_MAX_LIVE_TIME)) for lk in b.locks]
         )
+        # a channel's lastUpdateTimestamp is read only while the channel is registered, against the 120 s
+        # idle-channel scan; the model writes the literal 0 when it goes (R4.3)
+        registered = b.registered
+        k[_B_HEARTBEAT] = tuple(
+            [self.within(x, CHANNEL_EXPIRED_TIMEOUT) if i in registered else 0 for i, x in enumerate(b.heartbeat_at)]
+        )
+        k[_B_NEXT_SYNC] = self.opt(b.next_sync)
+        return tuple(k)
 
-    def pq(self, pq: ProcessQueue | None) -> ProcessQueue | None:
+    def pq(self, pq: ProcessQueue | None) -> tuple[object, ...] | None:
         if pq is None:
             return None
-        return pq._replace(
-            # the PullRequest's delay is read only while it waits in the executor (R5.1)
-            pull_ready_at=self.ready(pq.pull_ready_at) if pq.pull_state == PULL_READY else 0,
-            # lastLockTimestamp: read by orderly rules only, against the 30 s isLockExpired (R6.6) and the 20 s
-            # forced removal (R8.8)
-            last_lock=self.within(pq.last_lock, CLIENT_LOCK_MAX_LIVE_TIME) if self.orderly else 0,
-            last_pull=self.within(pq.last_pull, PULL_MAX_IDLE_TIME),  # isPullExpired, 120 s (R6.6)
-            # CONSUME_START_TIME against consumeTimeout (R6.8)
-            consume_started=tuple((o, self.within(w, self.consume_timeout)) for o, w in pq.consume_started),
-        )
+        k: list[object] = list(pq)
+        # the PullRequest's delay is read only while it waits in the executor (R5.1)
+        k[_P_READY] = self.ready(pq.pull_ready_at) if pq.pull_state == PULL_READY else 0
+        # lastLockTimestamp: read by orderly rules only, against the 30 s isLockExpired (R6.6) and the 20 s
+        # forced removal (R8.8)
+        k[_P_LAST_LOCK] = self.within(pq.last_lock, CLIENT_LOCK_MAX_LIVE_TIME) if self.orderly else 0
+        k[_P_LAST_PULL] = self.within(pq.last_pull, PULL_MAX_IDLE_TIME)  # isPullExpired, 120 s (R6.6)
+        # CONSUME_START_TIME against consumeTimeout (R6.8)
+        if pq.consume_started:
+            k[_P_CONSUME_STARTED] = tuple([(o, self.within(w, self.consume_timeout)) for o, w in pq.consume_started])
+        return tuple(k)
 
     # ``begin`` (when an orderly run began, R8.5) is a time only while the run's listener runs; a submitted
     # request and a concurrent consumer's carry the literal 0 (a resubmitted one keeps its old value, unread)
-    def request(self, r: ConsumeRequest, running: bool) -> ConsumeRequest:
+    def request(self, r: ConsumeRequest, running: bool) -> tuple[object, ...]:
+        k: list[object] = list(r)
         if not running:  # ready_at: when the consume executor may run it; any past time is "now"
-            return r._replace(ready_at=self.ready(r.ready_at), begin=0)
+            k[_R_READY] = self.ready(r.ready_at)
+            k[_R_BEGIN] = 0
         # a running orderly listener's ready_at is when it was called, which INV-12 compares with when a margin
         # broke; a running concurrent listener's is unread (its start time is the pq's consume_started)
-        if self.orderly:
-            return r._replace(ready_at=self.t(r.ready_at), begin=self.t(r.begin))
-        return r._replace(ready_at=0, begin=0)
+        elif self.orderly:
+            k[_R_READY] = self.t(r.ready_at)
+            k[_R_BEGIN] = self.t(r.begin)
+        else:
+            k[_R_READY] = k[_R_BEGIN] = 0
+        return tuple(k)
 
-    def update(self, u: OffsetUpdate) -> OffsetUpdate:
-        return u._replace(begin=self.t(u.begin)) if self.orderly else u
+    def update(self, u: OffsetUpdate) -> tuple[object, ...]:
+        if not self.orderly:
+            return u
+        k: list[object] = list(u)
+        k[_U_BEGIN] = self.t(u.begin)
+        return tuple(k)
 
-    def fix(self, f: OffsetFix) -> OffsetFix:
-        return f._replace(due=self.t(f.due))
+    def fix(self, f: OffsetFix) -> tuple[object, ...]:
+        k: list[object] = list(f)
+        k[_F_DUE] = self.t(f.due)
+        return tuple(k)
 
-    def client(self, c: Client) -> Client:
-        return c._replace(
-            pqs=tuple(self.pq(pq) for pq in c.pqs),
-            requests=tuple(self.request(r, False) for r in c.requests),
-            consuming=tuple(self.request(r, True) for r in c.consuming),
-            offset_updates=tuple(self.update(u) for u in c.offset_updates),
-            next_persist=self.opt(c.next_persist),
-            next_rebalance=self.opt(c.next_rebalance),
-            next_heartbeat=self.opt(c.next_heartbeat),
-            next_lock_all=self.opt(c.next_lock_all),
-            offset_fixes=tuple(self.fix(f) for f in c.offset_fixes),
-            reset_wake=self.opt(c.reset_wake),
-            relocks=tuple((uid, q, self.t(due)) for uid, q, due in c.relocks),
-            unlocks=tuple((q, self.t(due)) for q, due in c.unlocks),
-            stalled_until=self.opt(c.stalled_until),
-            # read only by 5.x's paced rebalance loop of a running client, against minInterval; otherwise the
-            # literal 0 the model writes at a 4.9.8 start and at every stop (R4.2)
-            last_rebalance=self.within(c.last_rebalance, REBALANCE_MIN_INTERVAL) if self.paced and c.running else 0,
-            next_clean=self.opt(c.next_clean),
-            orphaned=tuple(self.request(r, True) for r in c.orphaned),
-        )
+    def client(self, c: Client) -> tuple[object, ...]:
+        k: list[object] = list(c)
+        k[_C_PQS] = tuple([self.pq(pq) for pq in c.pqs])
+        if c.requests:
+            k[_C_REQUESTS] = tuple([self.request(r, False) for r in c.requests])
+        if c.consuming:
+            k[_C_CONSUMING] = tuple([self.request(r, True) for r in c.consuming])
+        if c.offset_updates:
+            k[_C_UPDATES] = tuple([self.update(u) for u in c.offset_updates])
+        for i in _C_TIMERS:
+            when = k[i]
+            if when is not None:
+                k[i] = self.t(when)  # type: ignore[arg-type]
+        if c.offset_fixes:
+            k[_C_FIXES] = tuple([self.fix(f) for f in c.offset_fixes])
+        if c.relocks:
+            k[_C_RELOCKS] = tuple([(uid, q, self.t(due)) for uid, q, due in c.relocks])
+        if c.unlocks:
+            k[_C_UNLOCKS] = tuple([(q, self.t(due)) for q, due in c.unlocks])
+        # read only by 5.x's paced rebalance loop of a running client, against minInterval; otherwise the
+        # literal 0 the model writes at a 4.9.8 start and at every stop (R4.2)
+        k[_C_LAST_REBALANCE] = self.within(c.last_rebalance, REBALANCE_MIN_INTERVAL) if self.paced and c.running else 0
+        if c.orphaned:
+            k[_C_ORPHANED] = tuple([self.request(r, True) for r in c.orphaned])
+        return tuple(k)
 
-    def ghost(self, g: Ghost) -> Ghost:
-        return g._replace(
-            deliveries=0,
-            redeliveries=0,
-            redelivery_causes=(),
-            lock_table_lost_at=self.ghost_time(g.lock_table_lost_at),
-            stalled_at=tuple(self.ghost_time(x) for x in g.stalled_at),
-            stale_unlocks=tuple(self.ghost_time(x) for x in g.stale_unlocks),
-        )
+    def ghost(self, g: Ghost) -> tuple[object, ...]:
+        k: list[object] = list(g)
+        k[_G_DELIVERIES] = k[_G_REDELIVERIES] = 0
+        k[_G_CAUSES] = ()
+        k[_G_LOCK_LOST] = self.ghost_time(g.lock_table_lost_at)
+        if g.stalled_at:
+            k[_G_STALLED] = tuple([self.ghost_time(x) for x in g.stalled_at])
+        if g.stale_unlocks:
+            k[_G_STALE_UNLOCKS] = tuple([self.ghost_time(x) for x in g.stale_unlocks])
+        return tuple(k)
+
+
+class CanonicalKeys:
+    """The canonical key of a state: a plain tuple equal to ``canonical(state)`` (so of the same hash), built
+    faster. It is memoised per sub-record: the successors of one state mostly share its broker, ghost and
+    clients as the same objects (a step replaces what it changes), so with an unchanged clock each of those
+    is keyed once. The memo holds the records it keys (an ``id`` is unique only while its object lives) and
+    is emptied when the clock changes or it reaches ``MEMO_LIMIT`` records."""
+
+    MEMO_LIMIT = 4096  # records; a state has a few dozen, so this spans many expansions at one clock
+
+    def __init__(self, config: Config, relative_time: bool = True, clamp_ms: int = DEFAULT_CLAMP_MS) -> None:
+        self.config = config
+        self.relative_time = relative_time
+        self.clamp_ms = clamp_ms
+        self._now: int | None = None
+        self._shift: _Shift | None = None
+        self._memo: dict[int, tuple[object, tuple[object, ...]]] = {}
+
+    def _renew(self, now: int) -> _Shift:
+        """Forget every key (each was built for the old clock) and shift for ``now``."""
+        self._memo.clear()
+        self._now = now
+        self._shift = _Shift(now, self.clamp_ms, self.config)
+        return self._shift
+
+    def _cached(self, record: tuple[object, ...], build: Callable[[Any], tuple[object, ...]]) -> tuple[object, ...]:
+        hit = self._memo.get(id(record))
+        if hit is not None and hit[0] is record:
+            return hit[1]
+        key = build(record)
+        self._memo[id(record)] = (record, key)
+        return key
+
+    def key(self, state: State) -> tuple[object, ...]:
+        """The canonical key of ``state`` (class docstring)."""
+        k: list[object] = list(state)
+        if not self.relative_time:
+            g: list[object] = list(state.ghost)
+            g[_G_DELIVERIES] = g[_G_REDELIVERIES] = 0
+            g[_G_CAUSES] = ()
+            k[_S_GHOST] = tuple(g)
+            k[_S_HISTORY] = None
+            return tuple(k)
+        sh = self._shift
+        if state.now != self._now or sh is None or len(self._memo) >= self.MEMO_LIMIT:
+            sh = self._renew(state.now)
+        cached = self._cached
+        k[_S_NOW] = CLOCK_ORIGIN
+        k[_S_BROKER] = cached(state.broker, sh.broker)
+        k[_S_CLIENTS] = tuple([cached(c, sh.client) for c in state.clients])
+        k[_S_GHOST] = cached(state.ghost, sh.ghost)
+        k[_S_HISTORY] = None
+        if state.slave is not None:
+            k[_S_SLAVE] = cached(state.slave, sh.broker)
+        return tuple(k)
+
+    def fingerprint(self, state: State) -> int:
+        """The 64-bit fingerprint of ``state``: the hash of its key (see :func:`fingerprint`)."""
+        return hash(self.key(state))
+
+
+def _rebuild(record: object, key: object) -> object:
+    """``key``, a canonical key of ``record``, as records of ``record``'s types."""
+    if key is None or type(key) is not tuple or not isinstance(record, tuple):
+        return key
+    parts = [_rebuild(r, k) for r, k in zip(record, key, strict=False)]
+    if hasattr(record, "_fields"):
+        return tuple.__new__(type(record), parts)
+    return tuple(parts)
 
 
 def canonical(state: State, config: Config, relative_time: bool = True, clamp_ms: int = DEFAULT_CLAMP_MS) -> State:
-    """The representative of ``state``'s class (module docstring). With ``relative_time`` false only the
-    counters are dropped and the history left out; times stay absolute."""
-    g = state.ghost._replace(deliveries=0, redeliveries=0, redelivery_causes=())
-    if not relative_time:
-        return state._replace(ghost=g, history=None)
-    sh = _Shift(state.now, clamp_ms, config)
-    return state._replace(
-        now=CLOCK_ORIGIN,
-        broker=sh.broker(state.broker),
-        clients=tuple(sh.client(c) for c in state.clients),
-        ghost=sh.ghost(state.ghost),
-        history=None,
-        slave=None if state.slave is None else sh.broker(state.slave),
-    )
+    """The representative of ``state``'s class (module docstring), as a State. With ``relative_time`` false
+    only the counters are dropped and the history left out; times stay absolute."""
+    key = CanonicalKeys(config, relative_time, clamp_ms).key(state)
+    return typing.cast(State, _rebuild(state, key))
 
 
 def fingerprint(state: State, config: Config, relative_time: bool = True, clamp_ms: int = DEFAULT_CLAMP_MS) -> int:
@@ -241,7 +367,7 @@ def fingerprint(state: State, config: Config, relative_time: bool = True, clamp_
     ``None``, which address-space randomisation moves in every interpreter. A search spread over processes
     uses :func:`stable_fingerprint`. The chance of a collision among n states is about n^2 / 2^65: under 1e-5
     at ten million states."""
-    return hash(canonical(state, config, relative_time, clamp_ms))
+    return CanonicalKeys(config, relative_time, clamp_ms).fingerprint(state)
 
 
 def _sorted_sets(value: object) -> object:

@@ -35,14 +35,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rmqspec.properties.canonical import DEFAULT_CLAMP_MS, canonical, time_is_relative
+from rmqspec.properties.canonical import DEFAULT_CLAMP_MS, CanonicalKeys, canonical, time_is_relative
+from rmqspec.properties.step_guards import StepChecks
 from rmqspec.spec import actions as act
 from rmqspec.spec import broker_rules as br
 from rmqspec.spec.actions import Action, action_name
 from rmqspec.spec.config import Config, ConfigError
-from rmqspec.spec.invariants import check_state, check_step
+from rmqspec.spec.invariants import ACTION_PROPERTIES, Violation, check_state
 from rmqspec.spec.model import Model
 from rmqspec.spec.orderly import client_lock_expired
+from rmqspec.spec.property_types import ActionProperty
 from rmqspec.spec.state import Commit, State
 
 
@@ -195,6 +197,7 @@ class CheckResult:
     exhausted: bool = False
     stopped_by: str = ""  # the search limit that cut it, or "violation" with stop_at_first
     seconds: float = 0.0
+    cpu_seconds: float = 0.0  # this process's CPU time: the rate on one core, even on a machine others share
     bytes_per_state: float = 0.0
 
     @property
@@ -207,6 +210,9 @@ class CheckResult:
 
     def states_per_second(self) -> float:
         return self.distinct_states / self.seconds if self.seconds else 0.0
+
+    def states_per_cpu_second(self) -> float:
+        return self.distinct_states / self.cpu_seconds if self.cpu_seconds else 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -223,6 +229,8 @@ class CheckResult:
             "actions": dict(self.action_counts.most_common()),
             "seconds": round(self.seconds, 3),
             "states_per_second": round(self.states_per_second()),
+            "cpu_seconds": round(self.cpu_seconds, 3),
+            "states_per_cpu_second": round(self.states_per_cpu_second()),
             "bytes_per_state": round(self.bytes_per_state),
             "violations": [_found_dict(f) for f in self.violations],
             "sometimes": {
@@ -313,23 +321,35 @@ def check(
     stop_at_first: bool = True,
     keep_edges: bool = False,
     progress: Callable[[CheckResult, int, int], None] | None = None,
+    optimised: bool = True,
 ) -> Search:
     """Explore every state of ``config`` reachable within ``bounds``, breadth first (module docstring).
     ``keep_edges`` keeps the transition graph and each state's failing liveness checks, which
-    ``properties.lasso`` needs. ``progress(result, depth, frontier)`` is called about once a second."""
+    ``properties.lasso`` needs. ``progress(result, depth, frontier)`` is called about once a second.
+    ``optimised=False`` computes each fingerprint from ``canonical()`` afresh and asks every action property
+    and sometimes-condition on every transition: the plain search the optimised one must agree with
+    (docs/check.md, "Performance"), and the baseline ``rmqspec bench-check`` measures it against."""
     from rmqspec.properties.lasso import liveness_bits
 
     model = Model(config)
     relative = bounds.time_is_relative(config)
     result = CheckResult(config, bounds, relative)
     graph = _Graph(keep_edges)
-    clamp = bounds.clamp_ms
-
-    def fp(s: State) -> int:
-        return hash(canonical(s, config, relative, clamp))
+    fp: Callable[[State], int]
+    step_properties: Callable[[Action], tuple[ActionProperty, ...]]
+    step_sometimes: Callable[[Action], tuple[Sometimes, ...]]
+    if optimised:
+        fp = CanonicalKeys(config, relative, bounds.clamp_ms).fingerprint
+        # the action properties and sometimes-conditions a step of each action type can fire (their opening guards)
+        step_properties = StepChecks(model, ACTION_PROPERTIES, lambda p: p.check).for_action
+        step_sometimes = StepChecks(model, SOMETIMES, lambda x: x.holds).for_action
+    else:
+        fp = lambda s: hash(canonical(s, config, relative, bounds.clamp_ms))  # noqa: E731
+        step_properties = lambda a: ACTION_PROPERTIES  # noqa: E731
+        step_sometimes = lambda a: SOMETIMES  # noqa: E731
 
     rss0 = _rss_bytes()
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     next_report = started + 1.0
     s0 = model.initial()
     seen: dict[int, int] = {fp(s0): 0}
@@ -365,10 +385,15 @@ def check(
             name = action_name(a)
             result.transitions += 1
             result.action_counts[name] += 1
-            if record(index, j, check_step(model, s, a, n), name):
+            broken = [
+                Violation(p.id, p.name, detail)
+                for p in step_properties(a)
+                if (detail := p.check(model, s, a, n)) is not None
+            ]
+            if broken and record(index, j, broken, name):
                 result.stopped_by = "violation"
                 break
-            for st in SOMETIMES:
+            for st in step_sometimes(a):
                 if st.holds(model, s, a, n):
                     result.sometimes_hits[st.name] += 1
                     if st.name not in result.sometimes:
@@ -412,6 +437,7 @@ def check(
     result.distinct_states = len(seen)
     result.exhausted = not frontier and not result.stopped_by
     result.seconds = time.perf_counter() - started
+    result.cpu_seconds = time.process_time() - cpu_started
     result.bytes_per_state = max(0, _rss_bytes() - rss0) / max(1, len(seen))
     return Search(result, graph, model, seen)
 
@@ -491,7 +517,7 @@ def walk_coverage(named: NamedConfig, walks: int, steps: int, first_seed: int = 
     if not search.result.exhausted:
         raise ValueError(f"{named.name}: the exhaustive search did not finish ({search.result.stopped_by})")
     config, bounds = named.config, named.bounds
-    relative = time_is_relative(config)
+    fp = CanonicalKeys(config, time_is_relative(config), bounds.clamp_ms).fingerprint
     model = search.model
     reached: set[int] = set()
     curve: list[int] = []
@@ -503,7 +529,7 @@ def walk_coverage(named: NamedConfig, walks: int, steps: int, first_seed: int = 
             if not bounds.admits(n):
                 outside += 1
                 break
-            key = hash(canonical(n, config, relative, bounds.clamp_ms))
+            key = fp(n)
             if key in search.visited:
                 reached.add(key)
         curve.append(len(reached))

@@ -15,14 +15,17 @@ import pytest
 from rmqspec.campaign.units import sample_config, with_allocation_strategy, with_faults
 from rmqspec.cli import main
 from rmqspec.properties import canonical as canon
-from rmqspec.properties.exhaustive import SOMETIMES, Bounds, check, named_configs, replay
+from rmqspec.properties.exhaustive import SOMETIMES, Bounds, Sometimes, check, named_configs, replay
 from rmqspec.properties.lasso import find_lassos
 from rmqspec.properties.scenario_starts import STARTS
+from rmqspec.properties.step_guards import StepChecks
 from rmqspec.spec.actions import Action
 from rmqspec.spec.admin_reset import AdminReset
+from rmqspec.spec.clock import Tick
 from rmqspec.spec.config import Config, ConfigError
-from rmqspec.spec.invariants import check_state, check_step
+from rmqspec.spec.invariants import ACTION_PROPERTIES, check_state, check_step
 from rmqspec.spec.model import Model
+from rmqspec.spec.property_types import ActionProperty
 from rmqspec.spec.state import State
 
 NO_FAULTS = {"client_crashes": 0, "client_shutdowns": 0, "broker_crashes": 0, "send_back_failures": 0}
@@ -96,10 +99,131 @@ def test_the_bisimulation_check_catches_a_canonical_form_that_forgets_a_time(mon
 
     def forgetful(self: canon._Shift, pq: object) -> object:
         out = original(self, pq)  # type: ignore[arg-type]
-        return None if out is None else out._replace(last_pull=canon.CLOCK_ORIGIN)
+        if out is None:
+            return None
+        key = list(out)
+        key[canon._P_LAST_PULL] = canon.CLOCK_ORIGIN
+        return tuple(key)
 
     monkeypatch.setattr(canon._Shift, "pq", forgetful)
     assert _bisimulation_mismatch(range(0, 40)) is not None
+
+
+def _walk_transitions(seeds: range, steps: int = 120) -> Iterator[tuple[Model, State, Action, State]]:
+    """Every transition of the campaign runs of ``_runs``: the scripted prefix, then a random walk."""
+    for _, config, prefix, rng in _runs(seeds):
+        model = Model(config)
+        s = model.initial()
+        for step in range(len(prefix) + steps):
+            acts = model.enabled(s)
+            if not acts:
+                break
+            for a in acts:
+                yield model, s, a, model.step(s, a)
+            s = model.step(s, prefix[step] if step < len(prefix) else acts[rng.randrange(len(acts))])
+
+
+def _memo_mismatch(seeds: range) -> str | None:
+    """The first state of the runs whose memoised canonical key (one ``CanonicalKeys`` for a whole run, as the
+    search uses it) differs from a key built afresh, or None."""
+    keys: canon.CanonicalKeys | None = None
+    for model, _, _, n in _walk_transitions(seeds, steps=60):
+        if keys is None or keys.config is not model.config:
+            keys = canon.CanonicalKeys(model.config, canon.time_is_relative(model.config))
+        fresh = canon.CanonicalKeys(model.config, keys.relative_time).key(n)
+        if keys.key(n) != fresh or hash(keys.key(n)) != hash(fresh):
+            return f"{model.config}: the memoised key of a state at {n.now} ms differs"
+    return None
+
+
+def test_the_memoised_canonical_key_equals_a_fresh_one_on_campaign_walks() -> None:
+    assert _memo_mismatch(range(0, 12)) is None
+
+
+def test_the_memo_check_catches_keys_kept_across_a_clock_change(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a memo that survives a Tick keeps the old clock's shifted times for the records the Tick left alone
+    def renew_keeping_the_memo(self: canon.CanonicalKeys, now: int) -> canon._Shift:
+        self._now = now
+        self._shift = canon._Shift(now, self.clamp_ms, self.config)
+        return self._shift
+
+    monkeypatch.setattr(canon.CanonicalKeys, "_renew", renew_keeping_the_memo)
+    assert _memo_mismatch(range(0, 12)) is not None
+
+
+def test_a_step_check_is_skipped_only_where_its_guard_returns_at_once() -> None:
+    # every check StepChecks leaves out for a transition would have returned "holds" / "not reached" on it
+    per_model: dict[Config, tuple[StepChecks[ActionProperty], StepChecks[Sometimes]]] = {}
+    skipped = 0
+    for model, s, a, n in _walk_transitions(range(0, 12)):
+        if model.config not in per_model:
+            per_model[model.config] = (
+                StepChecks(model, ACTION_PROPERTIES, lambda p: p.check),
+                StepChecks(model, SOMETIMES, lambda x: x.holds),
+            )
+        props, some = per_model[model.config]
+        asked_p, asked_s = props.for_action(a), some.for_action(a)
+        for p in ACTION_PROPERTIES:
+            if p not in asked_p:
+                skipped += 1
+                assert p.check(model, s, a, n) is None, (p.id, a)
+        for x in SOMETIMES:
+            if x not in asked_s:
+                skipped += 1
+                assert x.holds(model, s, a, n) is False, (x.name, a)
+    assert skipped > 100_000  # the guards do spare most calls
+
+
+def test_a_guard_that_reads_the_state_or_the_answer_is_never_trusted() -> None:
+    model = Model(Config(consumers=1, queues=1, messages_per_queue=0, **NO_FAULTS))
+
+    def reads_the_state(m: Model, s: State, a: Action, t: State) -> str | None:
+        if not isinstance(a, Tick) or s.now > 0:
+            return None
+        return "broken"
+
+    def guard_then_more(m: Model, s: State, a: Action, t: State) -> str | None:
+        if not isinstance(a, Tick):
+            print("not a tick")
+            return None
+        return "broken"
+
+    def model_guard(m: Model, s: State, a: Action, t: State) -> str | None:
+        if not m.orderly or not isinstance(a, Tick):
+            return None
+        return "broken"
+
+    checks = StepChecks(model, [reads_the_state, guard_then_more, model_guard], lambda f: f)
+    pull = next(x for x in model.enabled(model.initial()) if not isinstance(x, Tick))
+    # a Tick could fail the first two (the state decides, or the guard does more than return): both are asked;
+    # the third is spared on a concurrent consumer, whatever the action
+    assert checks.for_action(Tick()) == (reads_the_state, guard_then_more)
+    # any other action certainly makes the first return at once; the second's guard is not a plain return
+    assert checks.for_action(pull) == (guard_then_more,)
+
+
+def test_the_optimised_search_agrees_with_the_plain_one() -> None:
+    # memoised keys and guard-skipped checks change no count, no witness and no counterexample
+    one = named_configs()["one-message"]
+    cases = [
+        (named_configs()["idle-consumer"].config, named_configs()["idle-consumer"].bounds),
+        (one.config, replace(one.bounds, horizon_ms=8_000)),
+        (replace(one.config, mutations=frozenset({"commit_past_cached"})), replace(one.bounds, horizon_ms=12_000)),
+    ]
+    for config, bounds in cases:
+        fast = check(config, bounds, stop_at_first=False, optimised=True).result
+        plain = check(config, bounds, stop_at_first=False, optimised=False).result
+        assert (fast.distinct_states, fast.transitions, fast.pruned) == (
+            plain.distinct_states,
+            plain.transitions,
+            plain.pruned,
+        )
+        assert fast.depth_counts == plain.depth_counts and fast.action_counts == plain.action_counts
+        assert fast.sometimes_hits == plain.sometimes_hits
+        assert [(v.id, v.action, v.actions) for v in fast.violations] == [
+            (v.id, v.action, v.actions) for v in plain.violations
+        ]
+    assert fast.violations  # the planted bug is found by both
 
 
 def test_clock_shifts_and_report_counters_do_not_make_states_distinct() -> None:

@@ -313,9 +313,11 @@ def _print_report(
 ) -> None:
     how = "exhausted" if r.exhausted else f"NOT exhausted (stopped by {r.stopped_by})"
     print(f"check {name}: {how}; constraints: {r.bounds.describe()}; time relative to now: {r.relative_time}")
+    # the driver's CPU time says nothing of a Spark search's, which runs in the executors
+    cpu = f", {r.states_per_cpu_second():,.0f} per CPU second" if getattr(r, "cpu_seconds", 0) else ""
     print(
         f"  {r.distinct_states:,} distinct states, {r.transitions:,} transitions, {r.pruned:,} pruned by constraints, "
-        f"diameter {r.diameter}, {r.seconds:.1f} s ({r.states_per_second():,.0f} states/s), "
+        f"diameter {r.diameter}, {r.seconds:.1f} s ({r.states_per_second():,.0f} states/s{cpu}), "
         f"{r.bytes_per_state:,.0f} bytes per state"
     )
     print("  states per depth: " + " ".join(str(n) for n in r.depth_counts))
