@@ -55,7 +55,7 @@ class StateSpace:
     def keys_of_run(self, states: Iterable[State]) -> tuple[list[int], bool]:
         """The fingerprints of a run's states up to (not including) the first outside the constraints, and
         whether the run left them."""
-        out = []
+        out: list[int] = []
         for s in states:
             if not self.named.bounds.admits(s):
                 return out, True
@@ -103,10 +103,14 @@ class Reached:
     runs: int = 0
     steps: int = 0
     left: int = 0  # runs that left the constrained space
+    inside: int = 0  # states counted: those of each run before it left the constrained space
     unmatched: int = 0  # states inside the constraints whose fingerprint the exhaustive search never met
 
-    def add_keys(self, keys: Iterable[int], steps: int, left: bool = False) -> None:
-        """One run: the fingerprints of its states inside the constraints, and the steps it took."""
+    def add_keys(self, keys: Iterable[int], steps: int, left: bool = False, inside: int | None = None) -> None:
+        """One run: the fingerprints of its states inside the constraints, the steps it took, whether it left
+        the constraints, and how many of its states were inside them (default: one per key)."""
+        keys = list(keys)
+        self.inside += len(keys) if inside is None else inside
         for key in keys:
             if key in self.space.fingerprints:
                 self.keys.add(key)
@@ -139,6 +143,7 @@ class Reached:
             "reached": self.count,
             "fraction": round(self.fraction, 4),
             "runs_that_left_the_constraints": self.left,
+            "states_inside_per_run": round(self.inside / self.runs, 1) if self.runs else 0.0,
             "unmatched": self.unmatched,
             "curve": self.curve,
         }
@@ -237,7 +242,7 @@ def campaign_coverage(
             fixed_config=space.named.config,
             bounds=space.named.bounds,
         )
-        reached.add_keys(row.named_states, row.steps, row.left_constraints)
+        reached.add_keys(row.named_states, row.steps, row.left_constraints, row.states_inside)
     return reached
 
 

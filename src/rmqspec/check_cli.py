@@ -191,7 +191,8 @@ def _print_reached(r: Any, how: str = "") -> None:
     unmatched = f"; {r.unmatched} states NOT in the exhaustive set" if r.unmatched else ""
     print(
         f"  {r.searcher} ({r.budget}{', ' + how if how else ''}): reached {r.count:,} of {r.space.size:,} "
-        f"({r.fraction:.1%}) in {r.steps:,} steps; {r.left} of {r.runs} runs left the constraints{unmatched}",
+        f"({r.fraction:.1%}) in {r.steps:,} steps; {r.left} of {r.runs} runs left the constraints, "
+        f"after {r.inside / max(1, r.runs):.1f} states inside on average{unmatched}",
         flush=True,
     )
     print(f"    growth (steps: states): {growth}", flush=True)

@@ -285,7 +285,6 @@ def _bar_chart_svg(counts: Counter[str], title: str) -> str:
 
 def _cmd_campaign(args: argparse.Namespace) -> int:
     from rmqspec.campaign.report import state_coverage_line, summarize, write_report
-    from rmqspec.properties.search_coverage import sometimes_line, vacuous_lines
     from rmqspec.campaign.runner import (
         CampaignError,
         CampaignInterrupted,
@@ -294,6 +293,7 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
         run_campaign,
         save_failures,
     )
+    from rmqspec.properties.search_coverage import sometimes_line, vacuous_lines
     from rmqspec.spec.config import MUTATIONS
 
     unknown = sorted(set(args.mutation or ()) - set(MUTATIONS))

@@ -86,7 +86,7 @@ def state_coverage_summary(result: CampaignResult) -> dict[str, Any] | None:
         return {"config": named.name, "reason": f"no exhaustive count: {err}"}
     reached = Reached(space, "campaign units", f"{len(result.rows)} runs")
     for r in result.rows:
-        reached.add_keys(r.get("named_states", []), r["steps"], bool(r.get("left_constraints")))
+        reached.add_keys(r.get("named_states", []), r["steps"], bool(r.get("left_constraints")), r.get("states_inside"))
     result.state_coverage = reached
     return {
         "config": named.name,

@@ -521,7 +521,9 @@ def _row_problem(options: CampaignOptions, row: Any, own: range) -> str | None:
     if type(unit) is not int or unit not in own:
         return f"unit {unit!r} is not one of this batch's units {own.start}..{own.stop - 1}"
     k, seed, profile = unit_spec(unit, options)
-    fixed = {} if options.named is None else {"fixed_config": options.named.config, "bounds": options.named.bounds}
+    fixed: dict[str, Any] = {}
+    if options.named is not None:
+        fixed = {"fixed_config": options.named.config, "bounds": options.named.bounds}
     expected = run_unit(k, seed, profile, 0, options.mutations, lockstep=False, liveness=False, **fixed).as_row()
     expected.update(spec_arcs=None, spec_digest=None)
     for name, value in expected.items():
@@ -769,6 +771,7 @@ def _write_parquet(spark: Any, rows: list[dict[str, Any]], path: Path) -> None:
             StructField("sometimes_hits", MapType(StringType(), IntegerType()), False),
             StructField("named_states", ArrayType(LongType()), False),
             StructField("left_constraints", BooleanType(), False),
+            StructField("states_inside", IntegerType(), False),
             StructField("trace_hash", StringType(), False),
             StructField("seconds", DoubleType(), False),
         ]
@@ -783,6 +786,7 @@ def _write_parquet(spark: Any, rows: list[dict[str, Any]], path: Path) -> None:
         "sometimes_hits": {},
         "named_states": [],
         "left_constraints": False,
+        "states_inside": 0,
     }
     # ``late``: the fields that batches written by an older rmqspec lack
     data = [tuple(r[n] if n in r else late[n] for n in names) for r in rows]

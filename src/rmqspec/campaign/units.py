@@ -380,6 +380,7 @@ class RunResult:
     # outside the constraints, and whether the walk left them (properties/search_coverage.py)
     named_states: list[int] = field(default_factory=list)
     left_constraints: bool = False
+    states_inside: int = 0  # the walk's states before it left the constraints (the initial one included)
     trace_hash: str = ""
     seconds: float = 0.0
 
@@ -411,6 +412,7 @@ class RunResult:
             "sometimes_hits": dict(sorted(self.sometimes_hits.items())),
             "named_states": list(self.named_states),
             "left_constraints": self.left_constraints,
+            "states_inside": self.states_inside,
             "trace_hash": self.trace_hash,
             "seconds": self.seconds,
         }
@@ -546,6 +548,7 @@ def run_unit(
             shutil.rmtree(tmp, ignore_errors=True)
     if named is not None:
         result.named_states, result.left_constraints = sorted(named.keys), named.left
+        result.states_inside = named.inside
     result.deliveries, result.redeliveries = state.ghost.deliveries, state.ghost.redeliveries  # the walk's
     _record_fates(result, model, final, taken, violated)
     trace.update(repr(final[:5]).encode())  # the final (quiesced) state without its (ghost) history
@@ -563,6 +566,7 @@ class _NamedStates:
         self.relative = bounds.time_is_relative(config)
         self.keys: set[int] = set()
         self.left = False
+        self.inside = 0
 
     def add(self, state: State) -> None:
         if self.left:
@@ -570,6 +574,7 @@ class _NamedStates:
         if not self.bounds.admits(state):
             self.left = True
             return
+        self.inside += 1
         self.keys.add(stable_fingerprint(state, self.config, self.relative, self.bounds.clamp_ms))
 
 
