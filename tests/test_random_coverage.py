@@ -193,3 +193,27 @@ def test_a_fingerprint_that_ignores_the_pulls_in_flight_fails_the_coverage_claim
     keys, _ = planted.keys_of_run(states)
     mixed.add_keys(keys, len(states) - 1)
     assert any("outside the exhaustive set" in p for p in coverage_problems(idle, mixed, IDLE_STATES))
+
+
+def test_state_coverage_prints_every_searcher_and_draws_a_curve_for_each(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["state-coverage", "--config", "idle-consumer", "--walks", "3", "--steps", "50", "--examples", "5"]
+    argv += ["--step-count", "20", "--campaign-runs", "4", "--campaign-steps", "50", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("idle-consumer: 1,201 distinct states in all (exhaustive")
+    for searcher in (
+        "rmqspec run (3 walks x 50 steps)",
+        "Hypothesis SpecMachine (5 examples",
+        "campaign units (4 runs",
+    ):
+        assert f"  {searcher}" in printed and "of 1,201 (" in printed
+    svg = (tmp_path / "state-coverage-idle-consumer.svg").read_text()
+    assert svg.count("<polyline") == 3
+
+
+def test_state_coverage_names_an_unknown_configuration_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["state-coverage", "--config", "no-such-configuration"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no-such-configuration" in err
