@@ -286,10 +286,13 @@ def sometimes_line(hits: Mapping[str, int]) -> str:
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")
 
 
-def growth_svg(space: StateSpace, searchers: list[Reached]) -> str:
+def growth_svg(
+    space: StateSpace, searchers: list[Reached], subtitle: str = "each searcher at its default budget"
+) -> str:
     """One line chart, a curve per searcher: distinct states of the space reached (y) against the steps taken
     (x, logarithmic: the budgets differ by orders of magnitude), each curve ending in a dot, with its count,
-    fraction and budget in the legend. The exhaustive count is the title's denominator."""
+    fraction and budget in the legend. The exhaustive count is the title's denominator; ``subtitle`` says what
+    the budgets are."""
     import math
     from html import escape
 
@@ -316,8 +319,8 @@ def growth_svg(space: StateSpace, searchers: list[Reached]) -> str:
         f'<rect width="{width}" height="{height}" fill="white"/>',
         f'<text x="{left}" y="22" font-size="15" font-weight="bold">{name}: distinct states reached, of '
         f"{space.size:,} in all (exhaustive)</text>",
-        f'<text x="{left}" y="40" fill="#555">each searcher at its default budget; a run counts until it first '
-        "leaves the constraints</text>",
+        f'<text x="{left}" y="40" fill="#555">{escape(subtitle)}; a run counts until it first leaves the '
+        "constraints</text>",
     ]
     for e in range(lx_lo, lx_hi + 1):  # x grid: powers of ten
         x = sx(10**e)

@@ -99,28 +99,50 @@ def add_check_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         epilog=f"named configurations: {names}. exit codes: 0 printed, 2 bad input.",
     )
     cov.add_argument(
-        "--config", default="idle-consumer", help=f"a named configuration ({names}; default idle-consumer)"
-    )
-    cov.add_argument("--walks", type=_positive, default=40, help="rmqspec run: walks (default 40, as rmqspec run)")
-    cov.add_argument("--steps", type=_positive, default=400, help="rmqspec run: steps per walk (default 400)")
-    cov.add_argument(
-        "--examples", type=_positive, help="Hypothesis: max_examples (default: the active profile's, as the suite)"
+        "--config",
+        default="idle-consumer",
+        metavar="NAME",
+        help=f"a named configuration ({names}; default idle-consumer)",
     )
     cov.add_argument(
-        "--step-count", type=_positive, help="Hypothesis: stateful_step_count (default: the active profile's)"
+        "--walks", type=_positive, metavar="N", default=40, help="rmqspec run: walks (default 40, as rmqspec run)"
     )
     cov.add_argument(
-        "--campaign-runs", type=_positive, default=1000, help="campaign: units (default 1000: about a default campaign)"
+        "--steps", type=_positive, metavar="N", default=400, help="rmqspec run: steps per walk (default 400)"
     )
-    cov.add_argument("--campaign-steps", type=_positive, default=300, help="campaign: steps per unit (default 300)")
+    cov.add_argument(
+        "--examples",
+        type=_positive,
+        metavar="N",
+        help="Hypothesis: max_examples (default: the active profile's, as the suite)",
+    )
+    cov.add_argument(
+        "--step-count",
+        type=_positive,
+        metavar="N",
+        help="Hypothesis: stateful_step_count (default: the active profile's)",
+    )
+    cov.add_argument(
+        "--campaign-runs",
+        type=_positive,
+        metavar="N",
+        default=1000,
+        help="campaign: units (default 1000: about a default campaign)",
+    )
+    cov.add_argument(
+        "--campaign-steps", type=_positive, metavar="N", default=300, help="campaign: steps per unit (default 300)"
+    )
     cov.add_argument(
         "--only",
         choices=("run", "hypothesis", "campaign"),
+        metavar="SEARCHER",
         action="append",
-        help="measure only these searchers (repeatable; default all three)",
+        help="measure only this searcher: run, hypothesis or campaign (repeatable; default all three)",
     )
     cov.add_argument("--json", action="store_true", help="also print the figures as JSON")
-    cov.add_argument("--out", default="rmqspec-out/check", help="where the picture goes (default rmqspec-out/check)")
+    cov.add_argument(
+        "--out", default="rmqspec-out/check", metavar="DIR", help="where the picture goes (default rmqspec-out/check)"
+    )
     cov.set_defaults(func=_run_state_coverage)
 
 

@@ -320,7 +320,8 @@ def write_report(result: CampaignResult, summary: dict[str, Any], out: Path, sto
         lines += ["", "## State coverage of the named configuration", "", coverage_line + "."]
         if result.state_coverage is not None:
             reached = result.state_coverage
-            (out / "state-coverage.svg").write_text(growth_svg(reached.space, [reached]), encoding="utf-8")
+            svg = growth_svg(reached.space, [reached], "this campaign's units, in unit order")
+            (out / "state-coverage.svg").write_text(svg, encoding="utf-8")
             lines += [
                 "",
                 f"Each unit's states count until it first leaves the constraints ({reached.left} of {reached.runs} "
