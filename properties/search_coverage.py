@@ -67,7 +67,8 @@ def exhaust(named: NamedConfig, fingerprint: Fingerprint = stable_fingerprint) -
     """Exhaust ``named`` (its bounds must make it finite; a time limit is dropped) and fingerprint each of its
     distinct states with ``fingerprint``. The search keeps, per state, its parent and the index of the action
     taken from it (breadth first, so a parent comes before its children): each state is rebuilt by one step
-    from its parent, and a parent is dropped once its last child is built."""
+    from its parent, and a parent is dropped once its last child is built. With the portable fingerprint the
+    count must equal the search's own (``fingerprint``, Python's hash): ValueError if it does not."""
     search = check(named.config, replace(named.bounds, max_seconds=None), stop_at_first=False)
     if not search.result.exhausted:
         raise ValueError(f"{named.name}: the exhaustive search did not finish ({search.result.stopped_by})")
@@ -87,6 +88,11 @@ def exhaust(named: NamedConfig, fingerprint: Fingerprint = stable_fingerprint) -
             enabled = model.enabled(s)
             for c in kids:
                 states[c] = model.step(s, enabled[graph.via[c]])
+    if fingerprint is stable_fingerprint and len(keys) != search.result.distinct_states:
+        raise ValueError(
+            f"{named.name}: the portable fingerprint gives {len(keys):,} distinct states where the search counted "
+            f"{search.result.distinct_states:,}: the two fingerprints disagree on which states are one"
+        )
     return StateSpace(named, frozenset(keys), relative, search.result.seconds, fingerprint)
 
 
