@@ -2,7 +2,8 @@
 
 This is the plain, dependency-free explorer: ``walk`` runs one random walk and stops at the first
 violation; ``explore`` runs many and aggregates flat, Jepsen-style results (steps, actions fired
-per name, distinct states, invariants checked, violations). The CLI's model run and the planted-bug
+per name, distinct states, invariants checked, violations, the transitions that met each
+sometimes-condition). The CLI's model run and the planted-bug
 tests use it; the Hypothesis state machines in ``machines.py`` add shrinking on top of the same
 checks.
 """
@@ -17,6 +18,7 @@ from typing import TypeVar
 
 from rmqspec.properties.fates import Fates, message_fates
 from rmqspec.properties.liveness import DeadTask, LivenessOutcome, check_liveness, death, describe
+from rmqspec.properties.search_coverage import count_sometimes
 from rmqspec.spec.actions import PERTURBING, Action, action_name
 from rmqspec.spec.config import Config
 from rmqspec.spec.invariants import ACTION_PROPERTIES, INVARIANTS, Violation, check_state, check_step
@@ -75,6 +77,8 @@ class ExploreResult:
     # properties/fates.py) and the redeliveries per cause (Ghost.redelivery_causes) of the same end states
     fates: Fates = field(default_factory=Fates)
     redelivery_causes: Counter[str] = field(default_factory=Counter)
+    # transitions that met each sometimes-condition (properties/exhaustive.py, SOMETIMES; search_coverage.py)
+    sometimes_hits: dict[str, int] = field(default_factory=dict)
 
     def count_fates(self, model: Model, end: State, outcome: LivenessOutcome | None = None) -> Fates:
         """Add the fates and redelivery causes of one walk's end state (after ``outcome``'s quiescence, whose
@@ -147,6 +151,7 @@ def walk(
             result.steps += 1
             result.actions[action_name(action)] += 1
             result.invariant_checks += checks_per_step
+            count_sometimes(model, state, action, after, result.sometimes_hits)
         if on_state is not None:
             on_state(after)
         state = after

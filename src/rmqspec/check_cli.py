@@ -89,19 +89,83 @@ def add_check_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     bench.set_defaults(func=_run_bench)
     cov = sub.add_parser(
         "state-coverage",
-        help="the fraction of an exhausted configuration's states that seeded random walks reach, as a curve",
+        help="the fraction of an exhausted configuration's states that rmqspec run, the Hypothesis machine and a "
+        "campaign reach, and its growth with budget as a picture",
+        description="Exhaust a named configuration, then count how many of its distinct states each random "
+        "searcher reaches with its default budget: rmqspec run's seeded walks, the Hypothesis machine "
+        "SpecMachine (the test suite's settings, derandomized) and a campaign's units (run in this process, "
+        "model only: the reference and the quiescence do not change a unit's walk). docs/check.md, "
+        "'A denominator for random search'.",
+        epilog=f"named configurations: {names}. exit codes: 0 printed, 2 bad input.",
     )
     cov.add_argument(
-        "--config", default="idle-consumer", help=f"a named configuration ({names}; default idle-consumer)"
+        "--config",
+        default="idle-consumer",
+        metavar="NAME",
+        help=f"a named configuration ({names}; default idle-consumer)",
     )
-    cov.add_argument("--walks", type=int, default=40, help="random walks (default 40, as rmqspec run)")
-    cov.add_argument("--steps", type=int, default=400, help="steps per walk (default 400, as rmqspec run)")
-    cov.add_argument("--out", default="rmqspec-out/check", help="where the curve goes (default rmqspec-out/check)")
+    cov.add_argument(
+        "--walks", type=_positive, metavar="N", default=40, help="rmqspec run: walks (default 40, as rmqspec run)"
+    )
+    cov.add_argument(
+        "--steps", type=_positive, metavar="N", default=400, help="rmqspec run: steps per walk (default 400)"
+    )
+    cov.add_argument(
+        "--examples",
+        type=_positive,
+        metavar="N",
+        help="Hypothesis: max_examples (default: the active profile's, as the suite)",
+    )
+    cov.add_argument(
+        "--step-count",
+        type=_positive,
+        metavar="N",
+        help="Hypothesis: stateful_step_count (default: the active profile's)",
+    )
+    cov.add_argument(
+        "--campaign-runs",
+        type=_positive,
+        metavar="N",
+        default=1000,
+        help="campaign: units (default 1000: about a default campaign)",
+    )
+    cov.add_argument(
+        "--campaign-steps", type=_positive, metavar="N", default=300, help="campaign: steps per unit (default 300)"
+    )
+    cov.add_argument(
+        "--only",
+        choices=("run", "hypothesis", "campaign"),
+        metavar="SEARCHER",
+        action="append",
+        help="measure only this searcher: run, hypothesis or campaign (repeatable; default all three)",
+    )
+    cov.add_argument("--json", action="store_true", help="also print the figures as JSON")
+    cov.add_argument(
+        "--out", default="rmqspec-out/check", metavar="DIR", help="where the picture goes (default rmqspec-out/check)"
+    )
     cov.set_defaults(func=_run_state_coverage)
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
 def _run_state_coverage(args: argparse.Namespace) -> int:
-    from rmqspec.properties.exhaustive import coverage_svg, named_configs, walk_coverage
+    from rmqspec.properties.exhaustive import named_configs
+    from rmqspec.properties.search_coverage import (
+        campaign_coverage,
+        exhaust,
+        growth_svg,
+        hypothesis_coverage,
+        hypothesis_settings,
+        run_coverage,
+    )
 
     named = named_configs()
     if args.config not in named:
@@ -109,26 +173,51 @@ def _run_state_coverage(args: argparse.Namespace) -> int:
             f"rmqspec: error: --config {args.config}: not a named configuration ({', '.join(named)})", file=sys.stderr
         )
         return 2
-    if args.walks <= 0 or args.steps <= 0:
-        print("rmqspec: error: --walks and --steps: accepted: positive integers", file=sys.stderr)
-        return 2
-    cov = walk_coverage(named[args.config], args.walks, args.steps)
-    print(
-        f"{cov.config}: {cov.distinct_states:,} states in all (exhaustive); {args.walks} random walks of {args.steps} "
-        f"steps reach {cov.curve[-1]:,} of them ({cov.fraction:.1%}); {cov.outside} walks left the constrained space"
-    )
-    marks = sorted({0, len(cov.curve) // 4, len(cov.curve) // 2, 3 * len(cov.curve) // 4, len(cov.curve) - 1})
-    print("  after walks: " + ", ".join(f"{k + 1}: {cov.curve[k]:,}" for k in marks))
     out = Path(args.out)
     try:
+        space = exhaust(named[args.config])
+    except ValueError as err:  # a named configuration its bounds do not make finite
+        print(f"rmqspec: error: --config {args.config}: {err}", file=sys.stderr)
+        return 2
+    only = set(args.only or ("run", "hypothesis", "campaign"))
+    print(f"{space.named.name}: {space.size:,} distinct states in all (exhaustive, {space.seconds:.1f} s)", flush=True)
+    searchers = []
+    if "run" in only:
+        searchers.append(run_coverage(space, args.walks, args.steps))
+        _print_reached(searchers[-1])
+    if "hypothesis" in only:
+        overrides = {"max_examples": args.examples, "stateful_step_count": args.step_count}
+        hyp = hypothesis_settings(**{k: v for k, v in overrides.items() if v is not None})
+        searchers.append(hypothesis_coverage(space, hyp))
+        _print_reached(searchers[-1])
+    if "campaign" in only:
+        searchers.append(campaign_coverage(space, args.campaign_runs, args.campaign_steps))
+        _print_reached(searchers[-1], "in this process, model only")
+    try:
         out.mkdir(parents=True, exist_ok=True)
-        path = out / f"state-coverage-{cov.config}.svg"
-        path.write_text(coverage_svg(cov), encoding="utf-8")
+        path = out / f"state-coverage-{space.named.name}.svg"
+        path.write_text(growth_svg(space, searchers), encoding="utf-8")
     except OSError as err:
         print(f"rmqspec: error: {out}: cannot write: {err.strerror}", file=sys.stderr)
         return 2
+    if args.json:
+        doc = {"config": space.named.name, "distinct_states": space.size, "searchers": [s.as_dict() for s in searchers]}
+        print(json.dumps(doc, indent=2))
     print(f"wrote {path}")
     return EXIT_OK
+
+
+def _print_reached(r: Any, how: str = "") -> None:
+    marks = sorted({len(r.curve) // 4, len(r.curve) // 2, 3 * len(r.curve) // 4, len(r.curve) - 1} - {0})
+    growth = ", ".join(f"{r.curve[k][0]:,}: {r.curve[k][1]:,}" for k in marks)
+    unmatched = f"; {r.unmatched} states NOT in the exhaustive set" if r.unmatched else ""
+    print(
+        f"  {r.searcher} ({r.budget}{', ' + how if how else ''}): reached {r.count:,} of {r.space.size:,} "
+        f"({r.fraction:.1%}) in {r.steps:,} steps; {r.left} of {r.runs} runs left the constraints, "
+        f"after {r.inside / max(1, r.runs):.1f} states inside on average{unmatched}",
+        flush=True,
+    )
+    print(f"    growth (steps: states): {growth}", flush=True)
 
 
 def _run_bench(args: argparse.Namespace) -> int:

@@ -80,6 +80,7 @@ def load_config(path: str) -> Config:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from rmqspec.properties.explore import explore, shrink
+    from rmqspec.properties.search_coverage import sometimes_figures
 
     configs = {Path(args.config).stem: load_config(args.config)} if args.config else dict(DEFAULT_CONFIGS)
     if args.mutation:
@@ -89,6 +90,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             raise CliError(f"--mutation: {err}") from None
     out_dir = Path(args.out)
     total_actions: Counter[str] = Counter()
+    total_sometimes: Counter[str] = Counter()
     rows = []
     failures = []
     started = time.perf_counter()
@@ -116,8 +118,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 "liveness": _liveness_figures(result),
                 **result.fates.as_dict(),  # "fates", "harm": per fate at the walks' ends (properties/fates.py)
                 "redelivery_causes": dict(result.redelivery_causes.most_common()),
+                **sometimes_figures(result.sometimes_hits),  # "sometimes_hits", "sometimes_vacuous"
             }
         )
+        total_sometimes.update(result.sometimes_hits)
         failures += [(name, c) for c in result.counterexamples]
     elapsed = time.perf_counter() - started
     summary = {
@@ -127,6 +131,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         "liveness": not args.no_liveness,
         "configs": rows,
         "actions": dict(total_actions.most_common()),
+        **sometimes_figures(total_sometimes),  # over every configuration: "sometimes_hits", "sometimes_vacuous"
     }
     _print_summary(summary)
     shrunk_failures = []
@@ -185,6 +190,7 @@ def _liveness_figures(result: ExploreResult) -> dict[str, object]:
 
 
 def _print_summary(summary: dict[str, object]) -> None:
+    from rmqspec.properties.search_coverage import sometimes_line, vacuous_lines
     from rmqspec.spec.invariants import ACTION_PROPERTIES, INVARIANTS
 
     rows: list[dict[str, Any]] = summary["configs"]  # type: ignore[assignment]
@@ -225,6 +231,10 @@ def _print_summary(summary: dict[str, object]) -> None:
         harm.update(r["harm"])
         causes.update(r["redelivery_causes"])
     _print_fates(fates, harm, causes, "after the quiescence" if summary["liveness"] else "at the end of each walk")
+    hits: dict[str, int] = summary["sometimes_hits"]  # type: ignore[assignment]
+    print(sometimes_line(hits))
+    for line in vacuous_lines(hits):
+        print(line)
     print(f"violations: {'none' if summary['valid'] else 'FOUND (see below)'}")
 
 
@@ -274,7 +284,7 @@ def _bar_chart_svg(counts: Counter[str], title: str) -> str:
 
 
 def _cmd_campaign(args: argparse.Namespace) -> int:
-    from rmqspec.campaign.report import summarize, write_report
+    from rmqspec.campaign.report import state_coverage_line, summarize, write_report
     from rmqspec.campaign.runner import (
         CampaignError,
         CampaignInterrupted,
@@ -283,6 +293,7 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
         run_campaign,
         save_failures,
     )
+    from rmqspec.properties.search_coverage import sometimes_line, vacuous_lines
     from rmqspec.spec.config import MUTATIONS
 
     unknown = sorted(set(args.mutation or ()) - set(MUTATIONS))
@@ -301,8 +312,10 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
     def progress(line: str) -> None:
         print(("\r" if interactive else "") + line, end="" if interactive else "\n", file=sys.stderr, flush=True)
 
+    named = _campaign_named_config(args.config) if args.config else None
     options = CampaignOptions(
         out=out,
+        named=named,
         master=args.master,
         runs=args.runs,
         duration=args.duration,
@@ -363,6 +376,12 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
     f = summary["fates"]
     _print_fates(f["fates"], f["harm"], f["redelivery_causes"], "at the end of the runs")
     print(_spec_coverage_line(summary["spec_branch_coverage"], out))
+    print(sometimes_line(summary["sometimes_hits"]))
+    for line in vacuous_lines(summary["sometimes_hits"], "the runs"):
+        print(line)
+    coverage_line = state_coverage_line(summary["state_coverage"])
+    if coverage_line is not None:
+        print(coverage_line)
     if result.failures:
         print(f"violations: {len(result.failures)} distinct (saved to {store}):")
         for f in summary["failures"]:
@@ -375,6 +394,25 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
     return EXIT_OK if result.valid else EXIT_VIOLATION
 
 
+def _campaign_named_config(text: str) -> Any:
+    """``campaign --config``: a named configuration, or a file in its format (``rmqspec check --config``); a
+    file whose Config equals a named one's is that one, bounds included (its report gets the coverage line: the
+    bounds only decide which of a unit's states are counted, never what a unit does)."""
+    from rmqspec.properties.exhaustive import load_named, named_configs
+
+    named = named_configs()
+    if text in named:
+        return named[text]
+    if not Path(text).is_file():
+        raise CliError(f"--config {text}: neither a named configuration ({', '.join(named)}) nor a file")
+    try:
+        loaded = load_named(Path(text))
+    except ConfigError as err:
+        raise CliError(f"--config {err}") from None
+    same = next((nc for nc in named.values() if nc.config == loaded.config), None)
+    return same if same is not None else loaded
+
+
 def _resume_command(args: argparse.Namespace, out: Path) -> str:
     """The command that continues an interrupted campaign: every setting the manifest pins, the same budget."""
     import shlex
@@ -384,6 +422,7 @@ def _resume_command(args: argparse.Namespace, out: Path) -> str:
     argv += ["--steps", str(args.steps), "--seed", str(args.seed), "--batch-size", str(args.batch_size)]
     argv += ["--coverage-every", str(args.coverage_every), "--store", str(args.store)]
     argv += ["--no-lockstep"] * args.no_lockstep + ["--no-liveness"] * args.no_liveness
+    argv += ["--config", args.config] if args.config else []
     for mutation in sorted(set(args.mutation or ())):
         argv += ["--mutation", mutation]
     return shlex.join(argv)
@@ -770,6 +809,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="do not quiesce each run's end state and check liveness (LIV-1..LIV-5; on by default)",
     )
     camp.add_argument("--mutation", action="append", help="plant a known bug (repeatable)")
+    camp.add_argument(
+        "--config",
+        metavar="NAME|FILE",
+        help="run every unit on this configuration (a named one of rmqspec check, or a file in its format) instead "
+        "of sampled ones; for a named one the report counts the distinct states reached of its exhaustive space",
+    )
     camp.add_argument(
         "--coverage-every",
         type=_non_negative,

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rmqspec.campaign.runner import CampaignResult
+from rmqspec.properties.search_coverage import growth_svg, sometimes_figures, vacuous_lines
 from rmqspec.spec_coverage import summary_figures, write_document
 
 COLORS = ("#4a7bd0", "#d0704a", "#3a9a5b", "#9a3a8a")
@@ -50,7 +51,82 @@ def summarize(result: CampaignResult, master: str) -> dict[str, Any]:
         "liveness": liveness_summary(rows),
         "fates": fates_summary(rows),
         "spec_branch_coverage": summary_figures(result.spec_coverage) if result.spec_coverage else None,
+        **sometimes_figures(_summed(rows, "sometimes_hits")),
+        "state_coverage": state_coverage_summary(result),
     }
+
+
+def _summed(rows: list[dict[str, Any]], name: str) -> Counter[str]:
+    total: Counter[str] = Counter()
+    for r in rows:
+        total.update(r.get(name, {}))  # rows of batches written by an older rmqspec lack it
+    return total
+
+
+def state_coverage_summary(result: CampaignResult) -> dict[str, Any] | None:
+    """With ``--config`` naming one of the shipped configurations (``properties/check_configs``) and no planted
+    bug: how many of its exhaustive distinct states the units reached (each unit's ``named_states``, portable
+    fingerprints of its states up to the first outside the constraints). Exhausts the configuration here, in
+    the driver (``search_coverage.exhaust``). Sets ``result.state_coverage`` (the running count, for the
+    picture). None without ``--config``; ``{"config", "reason"}`` when there is no denominator."""
+    from rmqspec.properties.exhaustive import named_configs
+    from rmqspec.properties.search_coverage import Reached, exhaust
+
+    named = result.named
+    if named is None:
+        return None
+    shipped = named_configs().get(named.name)
+    if shipped is None or shipped.config != named.config or shipped.bounds != named.bounds:
+        return {"config": named.name, "reason": "not one of the named configurations: no exhaustive count"}
+    if result.mutations:
+        return {"config": named.name, "reason": "a planted bug changes the model's space: no exhaustive count"}
+    try:
+        space = exhaust(shipped)
+    except ValueError as err:  # its bounds do not make it finite (a search limit cut it)
+        return {"config": named.name, "reason": f"no exhaustive count: {err}"}
+    reached = Reached(space, "campaign units", f"{len(result.rows)} runs")
+    for r in result.rows:
+        reached.add_keys(r.get("named_states", []), r["steps"], bool(r.get("left_constraints")), r.get("states_inside"))
+    result.state_coverage = reached
+    return {
+        "config": named.name,
+        "distinct_states": space.size,
+        "reached": reached.count,
+        "fraction": round(reached.fraction, 4),
+        "percent": round(100 * reached.fraction, 1),
+        "runs_that_left_the_constraints": reached.left,
+        "unmatched": reached.unmatched,
+    }
+
+
+def state_coverage_line(figures: dict[str, Any] | None) -> str | None:
+    """The campaign's coverage line for a named configuration, or None without ``--config``."""
+    if figures is None:
+        return None
+    if "reason" in figures:
+        return f"state coverage of {figures['config']}: {figures['reason']}"
+    unmatched = f"; {figures['unmatched']} states NOT in the exhaustive set" if figures["unmatched"] else ""
+    return (
+        f"reached {figures['reached']:,} of {figures['distinct_states']:,} distinct states of {figures['config']} "
+        f"({figures['percent']} %){unmatched}"
+    )
+
+
+def sometimes_report_lines(summary: dict[str, Any]) -> list[str]:
+    """report.md's section on the sometimes-conditions the runs met."""
+    hits = summary["sometimes_hits"]
+    lines = [
+        "## Sometimes-conditions",
+        "",
+        "Transitions of the runs' walks that met each condition that must be reachable (docs/check.md, "
+        "'Sometimes-properties'):",
+        "",
+        "| condition | transitions |",
+        "| --- | ---: |",
+    ]
+    lines += [f"| `{name}` | {n} |" for name, n in hits.items()]
+    vacuous = vacuous_lines(hits, "the runs")
+    return [*lines, "", *(f"- {line}" for line in vacuous), *([""] if vacuous else [])]
 
 
 def directed_starts_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -239,7 +315,22 @@ def write_report(result: CampaignResult, summary: dict[str, Any], out: Path, sto
     lines += ["", f"Directed starts: {directed['runs']} runs began with a scripted prefix (docs/campaign.md)."]
     for key, e in directed["per_start"].items():
         lines.append(f"- `{key}`: {e['runs']} runs, {e['whole_script']} ran the whole script")
-    lines += ["", *liveness_lines(summary)]
+    coverage_line = state_coverage_line(summary["state_coverage"])
+    if coverage_line is not None:
+        lines += ["", "## State coverage of the named configuration", "", coverage_line + "."]
+        if result.state_coverage is not None:
+            reached = result.state_coverage
+            svg = growth_svg(reached.space, [reached], "this campaign's units, in unit order")
+            (out / "state-coverage.svg").write_text(svg, encoding="utf-8")
+            lines += [
+                "",
+                f"Each unit's states count until it first leaves the constraints ({reached.left} of {reached.runs} "
+                "runs left them); docs/check.md, 'A denominator for random search'.",
+                "",
+                "![state coverage](state-coverage.svg)",
+            ]
+    lines += ["", *sometimes_report_lines(summary)]
+    lines += liveness_lines(summary)
     lines += fates_lines(summary)
     lines += spec_coverage_lines(result, out)
     lines += ["## Failures (deduplicated by signature)", ""]

@@ -38,6 +38,7 @@ from typing import Any
 
 from rmqspec.campaign.units import PROFILES, directed_start
 from rmqspec.jsonin import InputError, iter_lines, parse
+from rmqspec.properties.exhaustive import NamedConfig
 from rmqspec.spec_coverage import COVERAGE_EVERY
 
 DEFAULT_MASTER = "local[*]"
@@ -90,6 +91,9 @@ class CampaignOptions:
     liveness: bool = True  # quiesce each run's end state and check liveness (docs/spec.md, "Liveness at quiescence")
     coverage_every: int = COVERAGE_EVERY  # measure spec/ coverage in units k % coverage_every == 0 and directed ones
     mutations: frozenset[str] = frozenset()
+    # every unit walks this configuration instead of a sampled one (``--config NAME|FILE``); its bounds make the
+    # units report the fingerprints of their states inside the constraints (``RunResult.named_states``)
+    named: NamedConfig | None = None
     store: Path | None = None
     progress: Callable[[str], None] | None = None
     notice: Callable[[str], None] | None = None  # one line per batch --resume re-runs (default: stderr)
@@ -107,6 +111,18 @@ class CampaignOptions:
             "liveness": self.liveness,
             "mutations": sorted(self.mutations),
             "profiles": [p.name for p in PROFILES],
+            **({} if self.named is None else {"config": self.named_config_json()}),
+        }
+
+    def named_config_json(self) -> dict[str, Any]:
+        """The named configuration every unit walks, as the manifest records it."""
+        from rmqspec.properties.serialize import config_to_json
+
+        assert self.named is not None
+        return {
+            "name": self.named.name,
+            "config": config_to_json(self.named.config),
+            "bounds": {k: v for k, v in vars(self.named.bounds).items() if k != "max_seconds"},
         }
 
 
@@ -119,6 +135,10 @@ class CampaignResult:
     determinism_checks: int = 0
     parallelism: int = 0
     spec_coverage: dict[str, Any] | None = None  # coverage.json's document (spec_coverage.coverage_document)
+    named: NamedConfig | None = None  # the configuration every unit walked (CampaignOptions.named)
+    mutations: frozenset[str] = frozenset()
+    # the units' reach of the named configuration's exhaustive space (search_coverage.Reached), once summarized
+    state_coverage: Any = None
 
     @property
     def valid(self) -> bool:
@@ -130,22 +150,27 @@ def unit_spec(k: int, options: CampaignOptions) -> tuple[int, int, str]:
     return k, options.seed + k, PROFILES[k % len(PROFILES)].name
 
 
-def _execute(task: tuple[int, int, str, int, list[str], bool, bool, bool]) -> dict[str, Any]:
+Task = tuple[int, int, str, int, list[str], bool, bool, bool, Any]
+
+
+def _execute(task: Task) -> dict[str, Any]:
     """The Spark task: run one unit and return its row (imports stay inside for the workers). A measured
-    unit's row also holds the spec/ arcs it executed (``spec_arcs``, ``spec_digest``; not in Parquet)."""
+    unit's row also holds the spec/ arcs it executed (``spec_arcs``, ``spec_digest``; not in Parquet). The
+    last element is the named configuration every unit walks, or None."""
     from rmqspec.campaign.units import run_unit
 
-    unit, seed, profile, steps, mutations, lockstep, liveness, measure = task
+    unit, seed, profile, steps, mutations, lockstep, liveness, measure, named = task
+    fixed = {} if named is None else {"fixed_config": named.config, "bounds": named.bounds}
     if not measure:
         return {
-            **run_unit(unit, seed, profile, steps, frozenset(mutations), lockstep, liveness).as_row(),
+            **run_unit(unit, seed, profile, steps, frozenset(mutations), lockstep, liveness, **fixed).as_row(),
             "spec_arcs": None,
             "spec_digest": None,
         }
     from rmqspec.spec_coverage import ArcCollector, encode_arcs
 
     with ArcCollector() as collector:
-        row = run_unit(unit, seed, profile, steps, frozenset(mutations), lockstep, liveness).as_row()
+        row = run_unit(unit, seed, profile, steps, frozenset(mutations), lockstep, liveness, **fixed).as_row()
     arcs = None if collector.arcs is None else encode_arcs(collector.arcs)
     return {**row, "spec_arcs": arcs, "spec_digest": collector.digest if arcs is not None else None}
 
@@ -166,7 +191,11 @@ def run_campaign(options: CampaignOptions) -> CampaignResult:
             started = time.perf_counter()
             spark = _spark_session(options.master)
             signals.install()  # again: the SparkContext put its own SIGINT handler, which calls into the JVM
-            result = CampaignResult(spark_startup_seconds=round(time.perf_counter() - started, 2))
+            result = CampaignResult(
+                spark_startup_seconds=round(time.perf_counter() - started, 2),
+                named=options.named,
+                mutations=options.mutations,
+            )
             sc = spark.sparkContext
             result.parallelism = sc.defaultParallelism
             result.rows = [row for rows in done_rows.values() for row in rows]
@@ -385,8 +414,13 @@ BATCH_NAME = re.compile(r"batch-(\d{6,})\.jsonl")  # _write_batch's names
 ROW_DIGEST = "row_sha256"  # a batch row's digest of the rest of the row (_row_digest)
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 # The element types of a row's collections, as Parquet stores them (_write_parquet)
-_ROW_ELEMENTS: dict[str, type] = {"abstract_states": int, "violations": str, "liveness_harm": str}
-_ROW_MAPS = ("rules", "fates", "fate_harm", "redelivery_causes")  # str -> int
+_ROW_ELEMENTS: dict[str, type] = {
+    "abstract_states": int,
+    "violations": str,
+    "liveness_harm": str,
+    "named_states": int,
+}
+_ROW_MAPS = ("rules", "fates", "fate_harm", "redelivery_causes", "sometimes_hits")  # str -> int
 
 
 def _row_digest(row: dict[str, Any]) -> str:
@@ -487,7 +521,10 @@ def _row_problem(options: CampaignOptions, row: Any, own: range) -> str | None:
     if type(unit) is not int or unit not in own:
         return f"unit {unit!r} is not one of this batch's units {own.start}..{own.stop - 1}"
     k, seed, profile = unit_spec(unit, options)
-    expected = run_unit(k, seed, profile, 0, options.mutations, lockstep=False, liveness=False).as_row()
+    fixed: dict[str, Any] = {}
+    if options.named is not None:
+        fixed = {"fixed_config": options.named.config, "bounds": options.named.bounds}
+    expected = run_unit(k, seed, profile, 0, options.mutations, lockstep=False, liveness=False, **fixed).as_row()
     expected.update(spec_arcs=None, spec_digest=None)
     for name, value in expected.items():
         if name not in body:
@@ -551,11 +588,14 @@ def _run_batch(
         unit, seed, profile = unit_spec(k, options)
         # every run with a directed start is measured: those runs exist to reach branches the others do not
         sampled = options.coverage_every > 0 and unit % options.coverage_every == 0
-        measure = sampled or (options.coverage_every > 0 and directed_start(seed) is not None)
+        directed = options.named is None and directed_start(seed) is not None
+        measure = sampled or (options.coverage_every > 0 and directed)
+        mutations = sorted(options.mutations)
         tasks.append(
-            (unit, seed, profile, options.steps, sorted(options.mutations), options.lockstep, options.liveness, measure)
+            (unit, seed, profile, options.steps, mutations, options.lockstep, options.liveness, measure, options.named)
         )
-    rechecks = [(*t[:-1], False) for t in tasks if t[0] % DETERMINISM_SAMPLE == 0]  # the trace, not the arcs, again
+    # the trace, not the arcs, again
+    rechecks: list[Task] = [(*t[:7], False, t[8]) for t in tasks if t[0] % DETERMINISM_SAMPLE == 0]
     everything = tasks + rechecks
     rows: list[dict[str, Any]] = (
         sc.parallelize(everything, max(1, min(len(everything), parallelism * 4))).map(_execute).collect()
@@ -728,12 +768,26 @@ def _write_parquet(spark: Any, rows: list[dict[str, Any]], path: Path) -> None:
             StructField("fates", MapType(StringType(), IntegerType()), False),
             StructField("fate_harm", MapType(StringType(), IntegerType()), False),
             StructField("redelivery_causes", MapType(StringType(), IntegerType()), False),
+            StructField("sometimes_hits", MapType(StringType(), IntegerType()), False),
+            StructField("named_states", ArrayType(LongType()), False),
+            StructField("left_constraints", BooleanType(), False),
+            StructField("states_inside", IntegerType(), False),
             StructField("trace_hash", StringType(), False),
             StructField("seconds", DoubleType(), False),
         ]
     )
     names = [f.name for f in schema.fields]
-    late: dict[str, Any] = {"fates": {}, "fate_harm": {}, "redelivery_causes": {}, "start": "", "start_steps": 0}
+    late: dict[str, Any] = {
+        "fates": {},
+        "fate_harm": {},
+        "redelivery_causes": {},
+        "start": "",
+        "start_steps": 0,
+        "sometimes_hits": {},
+        "named_states": [],
+        "left_constraints": False,
+        "states_inside": 0,
+    }
     # ``late``: the fields that batches written by an older rmqspec lack
     data = [tuple(r[n] if n in r else late[n] for n in names) for r in rows]
     spark.createDataFrame(data, schema).coalesce(1).write.mode("overwrite").parquet(str(path))

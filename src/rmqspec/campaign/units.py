@@ -26,10 +26,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from rmqspec.properties.canonical import stable_fingerprint
+from rmqspec.properties.exhaustive import Bounds
 from rmqspec.properties.explore import Counterexample, liveness_counterexample, lost_counterexample, shrink
 from rmqspec.properties.fates import message_fates
 from rmqspec.properties.liveness import DeadTask, check_liveness, death
 from rmqspec.properties.scenario_starts import STARTS, Start
+from rmqspec.properties.search_coverage import count_sometimes
 from rmqspec.properties.serialize import action_to_json, config_to_json
 from rmqspec.spec import actions as act
 from rmqspec.spec.config import (
@@ -371,6 +374,13 @@ class RunResult:
     fates: dict[str, int] = field(default_factory=dict)
     fate_harm: dict[str, int] = field(default_factory=dict)
     redelivery_causes: dict[str, int] = field(default_factory=dict)
+    # transitions of the walk that met each sometimes-condition (properties/exhaustive.py, SOMETIMES)
+    sometimes_hits: dict[str, int] = field(default_factory=dict)
+    # with a named configuration's bounds: the portable fingerprints of the walk's states up to the first one
+    # outside the constraints, and whether the walk left them (properties/search_coverage.py)
+    named_states: list[int] = field(default_factory=list)
+    left_constraints: bool = False
+    states_inside: int = 0  # the walk's states before it left the constraints (the initial one included)
     trace_hash: str = ""
     seconds: float = 0.0
 
@@ -399,6 +409,10 @@ class RunResult:
             "fates": dict(self.fates),
             "fate_harm": dict(self.fate_harm),
             "redelivery_causes": dict(self.redelivery_causes),
+            "sometimes_hits": dict(sorted(self.sometimes_hits.items())),
+            "named_states": list(self.named_states),
+            "left_constraints": self.left_constraints,
+            "states_inside": self.states_inside,
             "trace_hash": self.trace_hash,
             "seconds": self.seconds,
         }
@@ -441,24 +455,34 @@ def run_unit(
     mutations: frozenset[str] = frozenset(),
     lockstep: bool = True,
     liveness: bool = True,
+    fixed_config: Config | None = None,
+    bounds: Bounds | None = None,
 ) -> RunResult:
     """Execute one run. Deterministic in its arguments (and the code version). With ``liveness`` a walk
     that ends without a violation is quiesced and checked (``liveness.check_liveness``): a failed check
     that a still-dead task explains is recorded as its harm (``liveness_harm``), any other as a violation
-    (shrunk, with ``walk_steps``). With ``lockstep`` the reference follows the quiescence steps too."""
+    (shrunk, with ``walk_steps``). With ``lockstep`` the reference follows the quiescence steps too.
+
+    ``fixed_config`` (``rmqspec campaign --config``): the run walks that configuration, with the campaign's
+    mutations, instead of drawing one, and without a directed start; of its swarm profile only whether the
+    listener may fail applies (the budgets stay the configuration's). With ``bounds`` (a named
+    configuration's) the run reports the portable fingerprints (``canonical.stable_fingerprint``) of its states
+    up to the first outside the constraints (``named_states``, ``left_constraints``)."""
     import time
 
     started = time.perf_counter()
     rng = random.Random(seed)
     profile = PROFILE_BY_NAME[profile_name]
-    start = directed_start(seed)
+    start = None if fixed_config is not None else directed_start(seed)
     prefix: tuple[act.Action, ...] = ()
-    if start is None:
+    if fixed_config is not None:
+        config = replace(fixed_config, mutations=fixed_config.mutations | mutations)
+    elif start is None:
         config = profile.apply(sample_config(rng, mutations, profile))
     else:
         config, prefix = start.prefix()
         config = _with_profile(config, profile, mutations)
-    if config.orderly and config.version == V4_9_8 and config.mode == CLUSTERING:
+    if fixed_config is None and config.orderly and config.version == V4_9_8 and config.mode == CLUSTERING:
         # orderly: a broker outage at a 4.9.8 orderly consumer's first locked pull is a real bug that
         # INV-19 reports (tests/test_orderly.py reproduces it): clean runs keep the broker up there.
         config = replace(config, broker_crashes=0)
@@ -477,6 +501,9 @@ def run_unit(
     deaths: list[DeadTask] = []
     violated = False
     checks = len(INVARIANTS) + len(ACTION_PROPERTIES)
+    named = _NamedStates(config, bounds) if bounds is not None else None
+    if named is not None:
+        named.add(state)
     try:
         for n in range(steps):
             if n < len(prefix) and prefix[n] in model.enabled(state):
@@ -495,6 +522,9 @@ def run_unit(
             result.steps += 1
             result.rules[type(action).__name__] += 1
             result.invariant_checks += checks
+            count_sometimes(model, state, action, after, result.sometimes_hits)
+            if named is not None:
+                named.add(after)
             violations = check_step(model, state, action, after) + check_state(model, after)
             if reference is not None and not violations:
                 reference.apply(action)
@@ -516,12 +546,36 @@ def run_unit(
             reference.close()
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+    if named is not None:
+        result.named_states, result.left_constraints = sorted(named.keys), named.left
+        result.states_inside = named.inside
     result.deliveries, result.redeliveries = state.ghost.deliveries, state.ghost.redeliveries  # the walk's
     _record_fates(result, model, final, taken, violated)
     trace.update(repr(final[:5]).encode())  # the final (quiesced) state without its (ghost) history
     result.trace_hash = trace.hexdigest()
     result.seconds = round(time.perf_counter() - started, 4)
     return result
+
+
+class _NamedStates:
+    """A run's states inside a named configuration's constraints, as portable fingerprints, up to the first
+    state outside them."""
+
+    def __init__(self, config: Config, bounds: Bounds) -> None:
+        self.config, self.bounds = config, bounds
+        self.relative = bounds.time_is_relative(config)
+        self.keys: set[int] = set()
+        self.left = False
+        self.inside = 0
+
+    def add(self, state: State) -> None:
+        if self.left:
+            return
+        if not self.bounds.admits(state):
+            self.left = True
+            return
+        self.inside += 1
+        self.keys.add(stable_fingerprint(state, self.config, self.relative, self.bounds.clamp_ms))
 
 
 def _record_fates(result: RunResult, model: Model, final: State, taken: list[act.Action], violated: bool) -> None:
