@@ -31,7 +31,7 @@ import time
 from array import array
 from collections import Counter, deque
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -485,77 +485,3 @@ def load_named(path: Path) -> NamedConfig:
             raise ConfigError(f"{path}: bounds.{k}: got {v!r}; accepted: a non-negative number or null")
     config = Config.from_mapping(doc.get("config", {}), where=str(path))
     return NamedConfig(path.stem, str(doc.get("description", "")), config, Bounds(**raw_bounds))
-
-
-# --- a denominator for random search -------------------------------------------------------------------
-@dataclass
-class WalkCoverage:
-    """How much of an exhausted configuration's state space seeded random walks reach: ``curve[k]`` is the
-    number of distinct states (of the exhaustive search's) reached after ``k + 1`` walks."""
-
-    config: str
-    distinct_states: int
-    walks: int
-    steps: int
-    curve: list[int]
-    outside: int  # walk states past a constraint (a walk's states after it first leaves the constrained space)
-
-    @property
-    def fraction(self) -> float:
-        return self.curve[-1] / self.distinct_states if self.curve else 0.0
-
-
-def walk_coverage(named: NamedConfig, walks: int, steps: int, first_seed: int = 0) -> WalkCoverage:
-    """Exhaust ``named`` (its bounds must make it finite), then run ``walks`` seeded random walks of
-    ``steps`` steps (``properties.explore.walk``, as ``rmqspec run`` does) and count the distinct states of the
-    exhaustive space they reach. A walk's states are counted until it first leaves the constrained space (a
-    connection holding more requests than ``max_channel``, a clock past the horizon): its later states are
-    outside the denominator."""
-    from rmqspec.properties.explore import walk
-
-    search = check(named.config, replace(named.bounds, max_seconds=None), stop_at_first=False)
-    if not search.result.exhausted:
-        raise ValueError(f"{named.name}: the exhaustive search did not finish ({search.result.stopped_by})")
-    config, bounds = named.config, named.bounds
-    fp = CanonicalKeys(config, time_is_relative(config), bounds.clamp_ms).fingerprint
-    model = search.model
-    reached: set[int] = set()
-    curve: list[int] = []
-    outside = 0
-    for seed in range(first_seed, first_seed + walks):
-        states: list[State] = []
-        walk(model, seed, steps, on_state=states.append, check=False)
-        for n in [model.initial(), *states]:
-            if not bounds.admits(n):
-                outside += 1
-                break
-            key = fp(n)
-            if key in search.visited:
-                reached.add(key)
-        curve.append(len(reached))
-    return WalkCoverage(named.name, search.result.distinct_states, walks, steps, curve, outside)
-
-
-def coverage_svg(cov: WalkCoverage) -> str:
-    """The coverage curve as a self-contained SVG line chart: distinct states reached against walks."""
-    w, h, left, bottom = 640, 320, 60, 40
-    top = cov.distinct_states or 1
-    pts = " ".join(
-        f"{left + (w - left - 20) * (k + 1) / max(1, cov.walks):.1f},{h - bottom - (h - bottom - 20) * n / top:.1f}"
-        for k, n in enumerate(cov.curve)
-    )
-    return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">'
-        f'<rect width="{w}" height="{h}" fill="white"/>'
-        f'<text x="{left}" y="14">{cov.config}: states reached by {cov.walks} random walks of {cov.steps} steps '
-        f"({cov.fraction:.1%} of {cov.distinct_states:,})</text>"
-        f'<line x1="{left}" y1="{h - bottom}" x2="{w - 20}" y2="{h - bottom}" stroke="black"/>'
-        f'<line x1="{left}" y1="20" x2="{left}" y2="{h - bottom}" stroke="black"/>'
-        f'<line x1="{left}" y1="20" x2="{w - 20}" y2="20" stroke="#999" stroke-dasharray="4 3"/>'
-        f'<text x="{left - 4}" y="24" text-anchor="end">{cov.distinct_states:,}</text>'
-        f'<text x="{left - 4}" y="{h - bottom}" text-anchor="end">0</text>'
-        f'<text x="{w - 20}" y="{h - bottom + 16}" text-anchor="end">{cov.walks} walks</text>'
-        f'<text x="{left}" y="{h - bottom + 16}">0</text>'
-        f'<polyline fill="none" stroke="#1f77b4" stroke-width="2" points="{pts}"/>'
-        "</svg>\n"
-    )

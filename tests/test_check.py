@@ -384,16 +384,6 @@ def test_check_command_names_a_bad_configuration(capsys: pytest.CaptureFixture[s
     assert "no-such-configuration" in capsys.readouterr().err
 
 
-def test_random_walks_reach_a_counted_fraction_of_an_exhausted_space(tmp_path: Path) -> None:
-    from rmqspec.properties.exhaustive import coverage_svg, walk_coverage
-
-    cov = walk_coverage(named_configs()["idle-consumer"], walks=6, steps=120)
-    assert cov.distinct_states == PINNED["idle-consumer"]["distinct_states"]
-    assert len(cov.curve) == 6 and cov.curve == sorted(cov.curve)  # a running count never falls
-    assert 0 < cov.curve[-1] < cov.distinct_states
-    assert "<polyline" in coverage_svg(cov)
-
-
 def test_the_counterexample_bench_prints_the_shortest_beside_the_shrunk(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench-counterexamples", "--mutation", "commit_past_cached", "--seconds", "30", "--walks", "20"]) == 0
     row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| commit_past_cached"))
