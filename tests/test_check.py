@@ -15,7 +15,8 @@ import pytest
 from rmqspec.campaign.units import sample_config, with_allocation_strategy, with_faults
 from rmqspec.cli import main
 from rmqspec.properties import canonical as canon
-from rmqspec.properties.exhaustive import SOMETIMES, Bounds, Sometimes, check, named_configs, replay
+from rmqspec.properties.exhaustive import SOMETIMES, Bounds, Search, Sometimes, check, named_configs, replay
+from rmqspec.properties.explain import explored_graph, unavoidable_steps
 from rmqspec.properties.lasso import find_lassos
 from rmqspec.properties.scenario_starts import STARTS
 from rmqspec.properties.step_guards import StepChecks
@@ -318,6 +319,60 @@ def test_a_planted_bug_is_refuted_with_a_shortest_counterexample_that_replays() 
     assert broken
 
 
+def _path_avoiding(search: Search, target: int, label: int) -> list[Action] | None:
+    """A path of actions from the initial state to state ``target`` of ``search``'s graph that never takes the
+    action interned as ``label``, or None."""
+    g = search.graph
+    adjacency: dict[int, list[tuple[int, int]]] = {}
+    for a, b, act in zip(g.src, g.dst, g.act, strict=True):
+        if b >= 0 and act != label:
+            adjacency.setdefault(a, []).append((b, act))
+    parent: dict[int, tuple[int, int]] = {0: (-1, -1)}
+    queue = [0]
+    for node in queue:
+        for b, act in adjacency.get(node, []):
+            if b not in parent:
+                parent[b] = (node, act)
+                queue.append(b)
+    if target not in parent:
+        return None
+    path = []
+    while target != 0:
+        target, act = parent[target]
+        path.append(g.action_list[act])
+    return path[::-1]
+
+
+def test_a_counterexample_marks_the_actions_every_path_takes_and_only_those() -> None:
+    # dlq_one_retry_late (R7.5): the first failure may be any failing answer, so that step is one way among
+    # others; the produce, the pulls and the second failure are not
+    one = named_configs()["one-message"]
+    config = replace(one.config, mutations=frozenset({"dlq_one_retry_late"}))
+    bounds = replace(one.bounds, horizon_ms=11_000)
+    found = check(config, bounds).result.violations[0]
+    search = explored_graph(config, bounds)
+    assert search is not None
+    u = unavoidable_steps(search, found)
+    assert 1 in u.steps and len(found.actions) in u.steps and u.dominator_steps[-1] == len(found.actions)
+    unmarked = [k for k in range(1, len(found.actions) + 1) if k not in u.steps]
+    assert unmarked  # the explanation tells essential steps from incidental ones
+    model = Model(config)
+    keys = canon.CanonicalKeys(config)
+    s = model.initial()
+    for a in found.actions[:-1]:  # an action property: the violating state is where the breaking step starts
+        s = model.step(s, a)
+    target = search.visited[keys.fingerprint(s)]
+    for k in unmarked:  # another path reaches the same violating state without that step's action
+        other = _path_avoiding(search, target, search.graph.actions[found.actions[k - 1]])
+        assert other is not None
+        t = model.initial()
+        for a in other:
+            t = model.step(t, a)
+        assert keys.fingerprint(t) == keys.fingerprint(s) and found.actions[k - 1] not in other
+    for k in u.steps[:-1]:  # and none without a marked one
+        assert _path_avoiding(search, target, search.graph.actions[found.actions[k - 1]]) is None
+
+
 def test_collecting_every_violation_keeps_one_per_property_and_action() -> None:
     base = named_configs()["one-message"]
     config = replace(base.config, mutations=frozenset({"commit_past_cached"}))
@@ -374,6 +429,7 @@ def test_check_command_writes_the_shortest_counterexample_as_trace_and_picture(
     out = capsys.readouterr().out
     assert code == 1
     assert "shortest path, 11 steps" in out
+    assert "every path to this violating state (of all 71,908 states) takes the actions of steps" in out
     traces = sorted(tmp_path.glob("violation-1-*.trace.jsonl"))
     assert traces and sorted(tmp_path.glob("violation-1-*.svg"))
     assert main(["check-trace", str(traces[0])]) == 1  # the trace replays to its violation against the model

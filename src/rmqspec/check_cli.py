@@ -53,6 +53,12 @@ def add_check_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     stop.add_argument("--all", dest="all", action="store_true", help="collect one violation per property and action")
     check.add_argument("--no-liveness", action="store_true", help="do not look for liveness lassos")
     check.add_argument(
+        "--no-explain",
+        action="store_true",
+        help="do not mark a counterexample's unavoidable steps (the dominators of its violation, found by "
+        "exploring the whole graph again; skipped above 200,000 states)",
+    )
+    check.add_argument(
         "--spark",
         action="store_true",
         help="run the search level by level on Spark (frontier and visited set as fingerprint-partitioned "
@@ -310,6 +316,10 @@ def run_check(args: argparse.Namespace) -> int:
                 interrupted = True
                 liveness_note = "interrupted"
             liveness_note = liveness_note or ("searched the explored graph" + ("" if r.exhausted else " (partial)"))
+    explained: dict[int, Any] = {}
+    explain_note = ""
+    if r.violations and not args.no_explain:
+        explained, explain_note = _explain(config, bounds, r.violations)
     out = Path(args.out)
     written = _write_counterexamples(out, config, r, lassos)
     graph_error = False
@@ -332,10 +342,14 @@ def run_check(args: argparse.Namespace) -> int:
         ],
         "written": [str(p) for p in written],
     }
+    for k, v in enumerate(doc["violations"]):
+        v["unavoidable_steps"] = explained[k].steps if k in explained else None
+    if explain_note:
+        doc["explain"] = explain_note
     if args.json:
         print(json.dumps(doc, indent=2))
     else:
-        _print_report(name, r, lassos, liveness_note, written, SOMETIMES)
+        _print_report(name, r, lassos, liveness_note, written, SOMETIMES, explained, explain_note)
     if interrupted:
         return 130
     if not doc["valid"]:
@@ -397,8 +411,29 @@ def _run_check_on_spark(args: argparse.Namespace, name: str, config: Any, bounds
     return EXIT_OK if r.valid else EXIT_VIOLATION
 
 
+def _explain(config: Any, bounds: Any, violations: list[Any]) -> tuple[dict[int, Any], str]:
+    """The unavoidable steps of each violation's counterexample (properties/explain.py), by index, or why
+    there are none."""
+    from rmqspec.properties.explain import MAX_STATES, explored_graph, unavoidable_steps
+
+    try:
+        search = explored_graph(config, bounds)
+    except KeyboardInterrupt:
+        return {}, "unavoidable steps: interrupted"
+    if search is None:
+        return {}, f"unavoidable steps: not computed (more than {MAX_STATES:,} states, or a search limit)"
+    return {k: unavoidable_steps(search, v) for k, v in enumerate(violations)}, ""
+
+
 def _print_report(
-    name: str, r: Any, lassos: list[Any], liveness_note: str, written: list[Path], sometimes: Any
+    name: str,
+    r: Any,
+    lassos: list[Any],
+    liveness_note: str,
+    written: list[Path],
+    sometimes: Any,
+    explained: dict[int, Any] | None = None,
+    explain_note: str = "",
 ) -> None:
     how = "exhausted" if r.exhausted else f"NOT exhausted (stopped by {r.stopped_by})"
     print(f"check {name}: {how}; constraints: {r.bounds.describe()}; time relative to now: {r.relative_time}")
@@ -417,10 +452,16 @@ def _print_report(
         hit = f"reached, shortest witness {f.depth} steps ({r.sometimes_hits[st.name]:,} transitions)" if f else "NEVER"
         print(f"    {st.name:30} {hit}")
     print(f"  liveness: {liveness_note}")
-    for v in r.violations:
+    explained = explained or {}
+    for i, v in enumerate(r.violations):
         print(f"\n{v.id} {v.name}: {v.detail}\nshortest path, {v.depth} steps, broken by {v.action}:")
+        marked = set(explained[i].steps) if i in explained else set()
         for k, a in enumerate(v.actions, 1):
-            print(f"  {k:3d}. {a!r}")
+            print(f"  {'*' if k in marked else ' '}{k:3d}. {a!r}")
+        if i in explained:
+            print("  " + explained[i].describe())
+    if explain_note and r.violations:
+        print(explain_note)
     for lz in lassos:
         print("\n" + lz.describe())
     if not r.violations and not lassos:
