@@ -457,3 +457,11 @@ def test_a_lasso_catches_a_rebalance_timer_that_stops_where_the_periodic_rebalan
     correct = check(nc.config, nc.bounds, keep_edges=True)
     assert correct.result.stopped_by == "max_states"
     assert find_lassos(correct) == []
+
+
+def test_the_check_bench_measures_the_models_own_ceiling_on_the_same_states() -> None:
+    from rmqspec.bench_check import step_share
+
+    nc = named_configs()["idle-consumer"]
+    line = step_share(nc.config, nc.bounds, check(nc.config, nc.bounds, stop_at_first=False).result)
+    assert "each of the 1,201 states" in line and "states per CPU second" in line
