@@ -405,19 +405,47 @@ def _reducers() -> dict[type, object]:
 _REDUCERS: dict[type, object] | None = None
 
 
+_G_RAISED, _G_READERS = _at(Ghost, "raised_by_tags", "readers")
+_STABLE_KEYS: dict[tuple[Config, bool, int], CanonicalKeys] = {}
+
+
+def _portable(key: tuple[object, ...]) -> tuple[object, ...]:
+    """``key`` with the frozensets of the broker and ghost keys as sorted tuples: a frozenset's iteration order,
+    and so its pickle, depends on how it was built (records left whole are sorted by the reducers instead)."""
+    k = list(key)
+    for i in (_S_BROKER, _S_SLAVE):
+        b = k[i]
+        if type(b) is tuple:
+            fields = list(b)
+            fields[_B_REGISTERED] = tuple(sorted(b[_B_REGISTERED]))
+            k[i] = tuple(fields)
+    g = k[_S_GHOST]
+    if type(g) is tuple:
+        fields = list(g)
+        fields[_G_RAISED] = tuple(sorted(g[_G_RAISED]))
+        fields[_G_READERS] = tuple(tuple(sorted(x)) for x in g[_G_READERS])
+        k[_S_GHOST] = tuple(fields)
+    return tuple(k)
+
+
 def stable_fingerprint(
     state: State, config: Config, relative_time: bool = True, clamp_ms: int = DEFAULT_CLAMP_MS
 ) -> int:
     """A 64-bit fingerprint of ``canonical(state)`` that every process computes alike (the Spark search's;
-    :func:`fingerprint` is not portable): BLAKE2b (8 bytes) of the canonical state pickled without memo (so
+    :func:`fingerprint` is not portable): BLAKE2b (8 bytes) of the canonical key pickled without memo (so
     shared sub-values and equal copies give the same bytes), each record type as a plain tuple and each
-    frozenset sorted. It costs about as much again as :func:`canonical` (docs/check.md, "On Spark")."""
+    frozenset sorted. The key is memoised per configuration as in the search (:class:`CanonicalKeys`); the
+    pickle and the digest cost about as much again as the key (docs/check.md, "On Spark")."""
     global _REDUCERS
     if _REDUCERS is None:
         _REDUCERS = _reducers()
+    keys = _STABLE_KEYS.get((config, relative_time, clamp_ms))
+    if keys is None:
+        _STABLE_KEYS.clear()  # one configuration at a time: a search or a campaign unit
+        keys = _STABLE_KEYS[(config, relative_time, clamp_ms)] = CanonicalKeys(config, relative_time, clamp_ms)
     buf = io.BytesIO()
     pickler = pickle.Pickler(buf, protocol=5)
     pickler.fast = True  # no memo: the bytes depend on the value only
     pickler.dispatch_table = _REDUCERS  # type: ignore[assignment]
-    pickler.dump(canonical(state, config, relative_time, clamp_ms))
+    pickler.dump(_portable(keys.key(state)))
     return int.from_bytes(hashlib.blake2b(buf.getvalue(), digest_size=8).digest(), "little", signed=True)
