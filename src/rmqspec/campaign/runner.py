@@ -284,6 +284,11 @@ def _stop_spark(spark: Any, stop_jvm: bool) -> None:
     if spark is not None:
         with suppress(Exception):
             spark.sparkContext.setLogLevel("OFF")  # the executors' errors about the cancelled tasks
+        with suppress(Exception):
+            # pyspark's accumulator server (a socketserver thread in this process) prints the traceback of a
+            # task's update that the stop cuts short (EOFError); the interrupt has its one line already
+            server = spark.sparkContext._accumulatorServer
+            server.handle_error = lambda request, client_address: None
 
         def stop() -> None:
             with suppress(Exception):
