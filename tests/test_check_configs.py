@@ -119,7 +119,7 @@ SHORTNESS_SHOWN = {
 }
 
 
-def test_every_shipped_configuration_with_a_horizon_is_pinned_or_was_pinned_before() -> None:
+def test_every_shipped_configuration_is_pinned_here_or_in_test_check() -> None:
     # idle-consumer, one-message and query-error-5x are pinned in tests/test_check.py
     assert {nc.name for nc in safety_configs()} == set(PINNED) | {"one-message"}
     assert set(named_configs()) == set(PINNED) | {"idle-consumer", "one-message", "query-error-5x"}
@@ -175,6 +175,20 @@ def test_the_planted_bug_is_refuted_in_its_smallest_configuration_with_a_shortes
         assert shorter.result.valid
 
 
-def test_every_planted_bug_in_the_table_is_a_planted_bug() -> None:
-    assert {m for m, *_ in REFUTED} <= set(MUTATIONS)
-    assert len({m for m, *_ in REFUTED}) == len(REFUTED)
+# The rest of docs/check.md's table: refuted by a lasso (tests/test_check.py), or not expressed by a small
+# configuration (the docs give the smallest configuration tried for each).
+BY_LASSO = {"persist_timer_stops", "rebalance_timer_stops"}
+NOT_EXPRESSED = {
+    "offset_illegal_fix_deferred",  # two 5.x consumers, a retention delete and more than 10 s
+    "client_reset_skips_update",  # time past the reset's 10 s sleep; admin-reset itself shows nothing
+    "orderly_ignores_lock_expiry",  # a 35 s stall over a running orderly listener
+    "orderly_no_queue_monitor",  # two 5.x orderly consumers, two queues, a stall and a shutdown
+    "pull_expiry_ignored",  # liveness over a pull stalled for 120 s
+}
+
+
+def test_every_planted_bug_is_refuted_in_a_named_configuration_by_a_lasso_or_named_as_not_expressed() -> None:
+    refuted = [m for m, *_ in REFUTED]
+    assert len(set(refuted)) == len(refuted)
+    assert set(refuted) | BY_LASSO | NOT_EXPRESSED == set(MUTATIONS)
+    assert len(refuted) + len(BY_LASSO) + len(NOT_EXPRESSED) == len(MUTATIONS) == 32
