@@ -111,32 +111,32 @@ def add_check_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help=f"a named configuration ({names}; default idle-consumer)",
     )
     cov.add_argument(
-        "--walks", type=_positive, metavar="N", default=40, help="rmqspec run: walks (default 40, as rmqspec run)"
+        "--walks", type=positive_int, metavar="N", default=40, help="rmqspec run: walks (default 40, as rmqspec run)"
     )
     cov.add_argument(
-        "--steps", type=_positive, metavar="N", default=400, help="rmqspec run: steps per walk (default 400)"
+        "--steps", type=positive_int, metavar="N", default=400, help="rmqspec run: steps per walk (default 400)"
     )
     cov.add_argument(
         "--examples",
-        type=_positive,
+        type=positive_int,
         metavar="N",
         help="Hypothesis: max_examples (default: the active profile's, as the suite)",
     )
     cov.add_argument(
         "--step-count",
-        type=_positive,
+        type=positive_int,
         metavar="N",
         help="Hypothesis: stateful_step_count (default: the active profile's)",
     )
     cov.add_argument(
         "--campaign-runs",
-        type=_positive,
+        type=positive_int,
         metavar="N",
         default=1000,
         help="campaign: units (default 1000: about a default campaign)",
     )
     cov.add_argument(
-        "--campaign-steps", type=_positive, metavar="N", default=300, help="campaign: steps per unit (default 300)"
+        "--campaign-steps", type=positive_int, metavar="N", default=300, help="campaign: steps per unit (default 300)"
     )
     cov.add_argument(
         "--only",
@@ -152,7 +152,7 @@ def add_check_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     cov.set_defaults(func=_run_state_coverage)
 
 
-def _positive(text: str) -> int:
+def positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rmqspec import __version__
-from rmqspec.check_cli import add_check_command
+from rmqspec.check_cli import add_check_command, positive_int
 from rmqspec.jsonin import InputError, read_file
 from rmqspec.spec.config import (
     AVG_BY_CIRCLE,
@@ -598,7 +598,7 @@ def _add_trace_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     check.add_argument("--json", action="store_true", help="print the report as JSON")
     check.add_argument("--no-invariants", action="store_true", help="check conformance only (faster)")
     check.add_argument(
-        "--max-violations", type=_positive, default=50, help="violations listed (all are counted; default 50)"
+        "--max-violations", type=positive_int, default=50, help="violations listed (all are counted; default 50)"
     )
     check.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report: a test case per property")
     check.set_defaults(func=_cmd_check_trace)
@@ -612,7 +612,7 @@ def _add_trace_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     )
     record.add_argument("--config", help="a JSON file of Config fields (default: Config())")
     record.add_argument("--seed", type=int, default=0, help="explorer seed (default 0)")
-    record.add_argument("--steps", type=_positive, default=100, help="at most this many events (default 100)")
+    record.add_argument("--steps", type=positive_int, default=100, help="at most this many events (default 100)")
     record.add_argument("--plant", action="append", help="observe with a planted bug (repeatable)")
     record.add_argument("--producer", help="the header's producer text")
     record.add_argument("--out", required=True, help="where to write the trace")
@@ -620,7 +620,7 @@ def _add_trace_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     bench = sub.add_parser("bench-trace", help="print check-trace events per second against JSON parsing")
     bench.add_argument(
         "--events",
-        type=_positive,
+        type=positive_int,
         nargs="+",
         default=[10_000, 100_000, 1_000_000],
         help="trace sizes (default 10000 100000 1000000)",
@@ -754,13 +754,13 @@ def _add_history_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
     check.add_argument("--json", action="store_true", help="print the full report as JSON")
     check.add_argument("--spark", action="store_true", help="read and analyse with PySpark (JSON Lines or Parquet)")
     check.add_argument("--master", default="local[*]", help="Spark master URL with --spark (default local[*])")
-    check.add_argument("--limit", type=_positive, default=5, help="entries shown per anomaly class (default 5)")
+    check.add_argument("--limit", type=positive_int, default=5, help="entries shown per anomaly class (default 5)")
     check.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report: a test case per anomaly")
     check.set_defaults(func=_cmd_check_history)
     bench = sub.add_parser("bench-history", help="print check-history events per second against JSON parsing")
     bench.add_argument(
         "--events",
-        type=_positive,
+        type=positive_int,
         nargs="+",
         default=[10_000, 100_000, 1_000_000],
         help="history sizes (default 10000 100000 1000000)",
@@ -774,8 +774,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="explore the model and print a summary (the main job)")
     run.add_argument("--config", help="a JSON file of Config fields (default: the built-in set)")
-    run.add_argument("--walks", type=_positive, default=40, help="random walks per configuration (default 40)")
-    run.add_argument("--steps", type=_positive, default=400, help="steps per walk (default 400)")
+    run.add_argument("--walks", type=positive_int, default=40, help="random walks per configuration (default 40)")
+    run.add_argument("--steps", type=positive_int, default=400, help="steps per walk (default 400)")
     run.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
     run.add_argument("--mutation", action="append", help="plant a known bug (repeatable); see spec/config.py")
     run.add_argument(
@@ -792,11 +792,11 @@ def build_parser() -> argparse.ArgumentParser:
     camp = sub.add_parser("campaign", help="a randomized campaign on Spark (the main job)")
     camp.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
     bound = camp.add_mutually_exclusive_group()
-    bound.add_argument("--runs", type=_positive, help="number of runs")
+    bound.add_argument("--runs", type=positive_int, help="number of runs")
     bound.add_argument("--duration", type=float, help="seconds to keep starting batches (default 120)")
-    camp.add_argument("--steps", type=_positive, default=300, help="steps per run (default 300)")
+    camp.add_argument("--steps", type=positive_int, default=300, help="steps per run (default 300)")
     camp.add_argument("--seed", type=int, default=0, help="campaign seed: unit k uses seed+k (default 0)")
-    camp.add_argument("--batch-size", type=_positive, default=32, help="runs per Spark job (default 32)")
+    camp.add_argument("--batch-size", type=positive_int, default=32, help="runs per Spark job (default 32)")
     camp.add_argument("--out", help="output directory (default rmqspec-out/campaign-<time>)")
     camp.add_argument(
         "--store", default="failures", help="failure store, replayed by the test suite (default failures/)"
@@ -833,7 +833,7 @@ def build_parser() -> argparse.ArgumentParser:
     where = cov.add_mutually_exclusive_group()
     where.add_argument("--campaign", metavar="DIR", help="a campaign's output directory")
     where.add_argument("--from", dest="from_file", metavar="FILE", help="a coverage.json (campaign or test suite)")
-    where.add_argument("--runs", type=_positive, help="run a campaign of this many runs first")
+    where.add_argument("--runs", type=positive_int, help="run a campaign of this many runs first")
     where.add_argument("--duration", type=float, help="run a campaign of this many seconds first (default 120)")
     cov.add_argument("--master", default="local[*]", help="Spark master for the campaign it runs (default local[*])")
     cov.add_argument(
@@ -845,11 +845,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cov.add_argument("--out", help="output directory of the campaign it runs (default rmqspec-out/coverage-<time>)")
     cov.add_argument("--json", action="store_true", help="print the analysis as JSON (every list in full)")
-    cov.add_argument("--limit", type=_positive, help="unreached branches listed (default: all)")
+    cov.add_argument("--limit", type=positive_int, help="unreached branches listed (default: all)")
     cov.set_defaults(func=_cmd_coverage)
     bench = sub.add_parser("bench", help="print spec and reference steps per second")
-    bench.add_argument("--steps", type=_positive, default=20_000, help="spec steps to time (default 20000)")
-    bench.add_argument("--reference-steps", type=_positive, default=5_000, help="reference steps (default 5000)")
+    bench.add_argument("--steps", type=positive_int, default=20_000, help="spec steps to time (default 20000)")
+    bench.add_argument("--reference-steps", type=positive_int, default=5_000, help="reference steps (default 5000)")
     bench.set_defaults(func=_cmd_bench)
     bc = sub.add_parser(
         "bench-campaign",
@@ -857,10 +857,10 @@ def build_parser() -> argparse.ArgumentParser:
         "planted bugs, Spark overheads",
     )
     bc.add_argument("--budget", type=float, default=45.0, help="seconds per throughput measurement (default 45)")
-    bc.add_argument("--steps", type=_positive, default=300, help="steps per run (default 300)")
-    bc.add_argument("--batch-size", type=_positive, default=32, help="runs per Spark job (default 32)")
+    bc.add_argument("--steps", type=positive_int, default=300, help="steps per run (default 300)")
+    bc.add_argument("--batch-size", type=positive_int, default=32, help="runs per Spark job (default 32)")
     bc.add_argument("--detect-budget", type=float, default=20.0, help="seconds per planted bug and side (default 20)")
-    bc.add_argument("--detect-seeds", type=_positive, default=3, help="campaign seeds per planted bug (default 3)")
+    bc.add_argument("--detect-seeds", type=positive_int, default=3, help="campaign seeds per planted bug (default 3)")
     bc.add_argument("--mutation", action="append", help="only these planted bugs in (c) (repeatable; default all)")
     bc.add_argument("--no-lockstep", action="store_true", help="model-only runs for (a), (b) and (d) too")
     bc.add_argument(
@@ -876,8 +876,8 @@ def build_parser() -> argparse.ArgumentParser:
         "bench-conform",
         help="print conform's requests per second against serve-reference, its ratio to a pure replay, and RSS",
     )
-    bench.add_argument("--sequences", type=_positive, default=10_000, help="generated sequences (default 10,000)")
-    bench.add_argument("--steps", type=_positive, default=40, help="operations per sequence, at most (default 40)")
+    bench.add_argument("--sequences", type=positive_int, default=10_000, help="generated sequences (default 10,000)")
+    bench.add_argument("--steps", type=positive_int, default=40, help="operations per sequence, at most (default 40)")
     bench.add_argument("--all-cores", action="store_true", help="do not pin conform and the SUT to one core")
     bench.add_argument(
         "--components", help="comma-separated components to generate for (default: the seven of protocol 1)"
@@ -988,8 +988,8 @@ def _add_conform_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
         "--sut", required=True, help='the command that starts the adapter, e.g. "java -jar adapter.jar"'
     )
     conform.add_argument("--replay", metavar="FILE", help="run a saved script instead of generating requests")
-    conform.add_argument("--examples", type=_positive, default=200, help="generated request sequences (default 200)")
-    conform.add_argument("--steps", type=_positive, default=40, help="operations per sequence, at most (default 40)")
+    conform.add_argument("--examples", type=positive_int, default=200, help="generated request sequences (default 200)")
+    conform.add_argument("--steps", type=positive_int, default=40, help="operations per sequence, at most (default 40)")
     conform.add_argument("--seed", type=int, default=0, help="generation seed; the same seed sends the same requests")
     conform.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for each reply (default 10)")
     conform.add_argument(
@@ -1003,7 +1003,7 @@ def _add_conform_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
     )
     conform.add_argument(
         "--max-findings",
-        type=_positive,
+        type=positive_int,
         default=1,
         help="findings of distinct signatures to collect before stopping, each shrunk and saved (default 1)",
     )
@@ -1032,16 +1032,6 @@ def _non_negative(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
-    return value
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
     return value
 
 
