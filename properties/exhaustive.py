@@ -454,6 +454,7 @@ class NamedConfig:
     description: str
     config: Config
     bounds: Bounds
+    default_run: bool = True  # checked by ``rmqspec check --config all`` (and so by ``make run``)
 
 
 def named_configs() -> dict[str, NamedConfig]:
@@ -466,16 +467,20 @@ _BOUND_FIELDS = ("horizon_ms", "max_channel", "max_states", "max_depth", "max_se
 
 def load_named(path: Path) -> NamedConfig:
     """A named configuration from its JSON file: ``{"description", "config": {Config fields}, "bounds":
-    {Bounds fields}}``. A bad file raises ConfigError naming the file and the field."""
+    {Bounds fields}, "default_run": false}`` (``default_run`` only for one too slow for every ``make run``;
+    its description must say why). A bad file raises ConfigError naming the file and the field."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
         raise ConfigError(f"{path}: cannot read a check configuration: {err}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("config", {}), dict):
         raise ConfigError(f'{path}: expected an object with "config" (Config fields) and "bounds"')
-    unknown = sorted(set(doc) - {"description", "config", "bounds"})
+    unknown = sorted(set(doc) - {"description", "config", "bounds", "default_run"})
     if unknown:
-        raise ConfigError(f"{path}: unknown key {unknown[0]!r}; accepted: description, config, bounds")
+        raise ConfigError(f"{path}: unknown key {unknown[0]!r}; accepted: description, config, bounds, default_run")
+    default_run = doc.get("default_run", True)
+    if not isinstance(default_run, bool):
+        raise ConfigError(f"{path}: default_run: got {default_run!r}; accepted: true or false")
     raw_bounds = doc.get("bounds", {})
     if not isinstance(raw_bounds, dict) or set(raw_bounds) - set(_BOUND_FIELDS):
         bad = sorted(set(raw_bounds) - set(_BOUND_FIELDS)) if isinstance(raw_bounds, dict) else ["bounds"]
@@ -484,4 +489,4 @@ def load_named(path: Path) -> NamedConfig:
         if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0):
             raise ConfigError(f"{path}: bounds.{k}: got {v!r}; accepted: a non-negative number or null")
     config = Config.from_mapping(doc.get("config", {}), where=str(path))
-    return NamedConfig(path.stem, str(doc.get("description", "")), config, Bounds(**raw_bounds))
+    return NamedConfig(path.stem, str(doc.get("description", "")), config, Bounds(**raw_bounds), default_run)

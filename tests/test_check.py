@@ -465,3 +465,33 @@ def test_the_check_bench_measures_the_models_own_ceiling_on_the_same_states() ->
     nc = named_configs()["idle-consumer"]
     line = step_share(nc.config, nc.bounds, check(nc.config, nc.bounds, stop_at_first=False).result)
     assert "each of the 1,201 states" in line and "states per CPU second" in line
+
+
+def test_check_all_runs_every_named_configuration_but_those_that_opt_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rmqspec.properties import exhaustive
+
+    shipped = exhaustive.NAMED_DIR
+    named = tmp_path / "configs"
+    named.mkdir()
+    for name in ("idle-consumer", "broadcast-restart-instant"):
+        (named / f"{name}.json").write_text((shipped / f"{name}.json").read_text())
+    slow = json.loads((shipped / "one-message.json").read_text())
+    (named / "slow.json").write_text(json.dumps({**slow, "default_run": False}))
+    monkeypatch.setattr(exhaustive, "NAMED_DIR", named)
+    assert main(["check", "--config", "all", "--quiet", "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "check idle-consumer: exhausted" in out and "check broadcast-restart-instant: exhausted" in out
+    assert "checked 2 named configurations: no violation; not run by default: slow" in out
+    # a planted bug makes the run fail, and each document is one line of JSON
+    argv = ["check", "--config", "all", "--quiet", "--json", "--no-explain", "--mutation", "pull_request_requeued"]
+    assert main([*argv, "--out", str(tmp_path / "out2")]) == 1
+    docs = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [d["config"] for d in docs] == ["broadcast-restart-instant", "idle-consumer"]
+    assert all(not d["valid"] for d in docs)
+
+
+def test_every_shipped_configuration_is_run_by_default_or_says_why_not() -> None:
+    for nc in named_configs().values():
+        assert nc.default_run or "Not run by `rmqspec check --config all`" in nc.description, nc.name

@@ -40,7 +40,10 @@ def add_check_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "1 a violation, 2 bad input, 130 interrupted.",
     )
     check.add_argument(
-        "--config", default="one-message", help="a named configuration or a JSON file (default one-message)"
+        "--config",
+        default="one-message",
+        help="a named configuration, a JSON file, or 'all': every named configuration not marked default_run false "
+        "(default one-message)",
     )
     check.add_argument("--mutation", action="append", help="plant a known bug (repeatable); see spec/config.py")
     check.add_argument("--horizon", type=int, metavar="MS", help="constraint: no state's clock passes MS")
@@ -270,10 +273,46 @@ def _load(args: argparse.Namespace) -> Any:
     return nc.name, config, bounds
 
 
+ALL = "all"
+
+
+def run_check_all(args: argparse.Namespace) -> int:
+    """``--config all``: every named configuration whose file does not opt out (``default_run``), one after
+    another, each with its own report (with ``--json``, one JSON document per line) and its counterexamples
+    under ``<out>/<name>``. The exit code is the worst of theirs: 130, then 2, then 1."""
+    from rmqspec.properties.exhaustive import named_configs
+
+    if args.graph or args.spark:
+        print("rmqspec: error: --config all: --graph and --spark take one configuration", file=sys.stderr)
+        return 2
+    chosen = [nc for nc in named_configs().values() if nc.default_run]
+    skipped = [nc.name for nc in named_configs().values() if not nc.default_run]
+    codes = {}
+    for nc in chosen:
+        one = argparse.Namespace(
+            **{**vars(args), "config": nc.name, "out": str(Path(args.out) / nc.name), "json_lines": True}
+        )
+        codes[nc.name] = code = run_check(one)
+        if code == 130:
+            return 130
+        if not args.json:
+            print()
+    if not args.json:
+        bad = [name for name, code in codes.items() if code != EXIT_OK]
+        print(
+            f"checked {len(codes)} named configurations: "
+            + (f"{len(bad)} failed ({', '.join(bad)})" if bad else "no violation")
+            + (f"; not run by default: {', '.join(skipped)} (see their descriptions)" if skipped else "")
+        )
+    return 2 if 2 in codes.values() else (EXIT_VIOLATION if EXIT_VIOLATION in codes.values() else EXIT_OK)
+
+
 def run_check(args: argparse.Namespace) -> int:
     from rmqspec.properties.exhaustive import SOMETIMES, CheckResult, check
     from rmqspec.properties.lasso import find_lassos
 
+    if args.config == ALL:
+        return run_check_all(args)
     try:
         name, config, bounds = _load(args)
     except CheckInputError as err:
@@ -347,7 +386,8 @@ def run_check(args: argparse.Namespace) -> int:
     if explain_note:
         doc["explain"] = explain_note
     if args.json:
-        print(json.dumps(doc, indent=2))
+        # one document per line when several configurations are checked (--config all)
+        print(json.dumps(doc) if getattr(args, "json_lines", False) else json.dumps(doc, indent=2))
     else:
         _print_report(name, r, lassos, liveness_note, written, SOMETIMES, explained, explain_note)
     if interrupted:
