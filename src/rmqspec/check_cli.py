@@ -465,6 +465,11 @@ def _explain(config: Any, bounds: Any, violations: list[Any]) -> tuple[dict[int,
     return {k: unavoidable_steps(search, v) for k, v in enumerate(violations)}, ""
 
 
+# Below this many states the growth of the process's peak RSS is the allocator's noise (arenas an earlier search freed
+# are reused), not the search's memory.
+MEASURABLE_STATES = 10_000
+
+
 def _print_report(
     name: str,
     r: Any,
@@ -482,7 +487,11 @@ def _print_report(
     print(
         f"  {r.distinct_states:,} distinct states, {r.transitions:,} transitions, {r.pruned:,} pruned by constraints, "
         f"diameter {r.diameter}, {r.seconds:.1f} s ({r.states_per_second():,.0f} states/s{cpu}), "
-        f"{r.bytes_per_state:,.0f} bytes per state"
+        + (
+            f"{r.bytes_per_state:,.0f} bytes per state"
+            if r.distinct_states >= MEASURABLE_STATES
+            else "too few states to measure memory per state"
+        )
     )
     print("  states per depth: " + " ".join(str(n) for n in r.depth_counts))
     print("  transitions per action: " + ", ".join(f"{k} {v:,}" for k, v in r.action_counts.most_common()))
