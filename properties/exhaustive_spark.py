@@ -2,17 +2,18 @@
 level on Spark, for configurations whose visited set or frontier does not fit one process.
 
 It lives beside the local search because it is the same search: the same ``Bounds``, the same
-``check_state``/``check_step``/``SOMETIMES``, the same ``CheckResult``, and ``replay`` to turn a path of
+``check_state``, the action properties, ``SOMETIMES``, the same ``CheckResult``, and ``replay`` to turn a path of
 action indices into actions. Spark is only where the sets live; the session is made by the caller
 (``spark_session`` here makes one like the campaign's).
 
 One level is four steps, each a Spark job (so its time can be reported apart):
 
 1. **expand**: the frontier, an RDD of (fingerprint, state) partitioned by fingerprint, is expanded with
-   ``mapPartitions`` (each task builds ``Model(config)`` once); every transition is checked (``check_step``,
-   the sometimes conditions) and counted there, and each partition returns one small record of counts and
-   findings beside its successors (fingerprint, (state, parent fingerprint, action index)). Successors
-   outside a constraint are counted as pruned and dropped.
+   ``mapPartitions`` (each task builds ``Model(config)`` once); every transition is checked (each action
+   property and sometimes-condition whose guard can fire, ``properties/step_guards.py``) and counted
+   there, and each partition returns one small record of counts and findings beside its successors
+   (fingerprint, (state, parent fingerprint, action index)). Successors outside a constraint are counted
+   as pruned and dropped.
 2. **dedup-shuffle**: ``reduceByKey`` over the fingerprint partitioner keeps one successor per fingerprint
    (the one with the least (parent, action index), so the result does not depend on task order). This is the
    level's shuffle.
@@ -38,23 +39,20 @@ search does. The ghost history is dropped from shipped states: no check reads it
 
 from __future__ import annotations
 
-import os
-import re
-import sys
 import time
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from rmqspec.properties.canonical import stable_fingerprint, time_is_relative
 from rmqspec.properties.exhaustive import SOMETIMES, Bounds, CheckResult, Found, replay
+from rmqspec.properties.step_guards import StepChecks
 from rmqspec.spec.actions import action_name
 from rmqspec.spec.config import Config
-from rmqspec.spec.invariants import check_state, check_step
+from rmqspec.spec.invariants import ACTION_PROPERTIES, check_state
 from rmqspec.spec.model import Model
 from rmqspec.spec.state import State
 
@@ -101,6 +99,9 @@ def _expand(config: Config, bounds: Bounds, items: Iterable[tuple[int, State]]) 
     model = _model(config)
     relative = time_is_relative(config)
     clamp = bounds.clamp_ms
+    # the step checks each action type can fire, as in the local search (properties/step_guards.py)
+    step_properties = StepChecks(model, ACTION_PROPERTIES, lambda p: p.check).for_action
+    step_sometimes = StepChecks(model, SOMETIMES, lambda x: x.holds).for_action
     transitions = pruned = 0
     actions: Counter[str] = Counter()
     hits: Counter[str] = Counter()
@@ -112,12 +113,15 @@ def _expand(config: Config, bounds: Bounds, items: Iterable[tuple[int, State]]) 
             name = action_name(a)
             transitions += 1
             actions[name] += 1
-            for v in check_step(model, s, a, n):
-                found = (fp, j, v.name, v.detail)
-                key = (v.id, name)
+            for prop in step_properties(a):
+                detail = prop.check(model, s, a, n)
+                if detail is None:
+                    continue
+                found = (fp, j, prop.name, detail)
+                key = (prop.id, name)
                 if key not in violations or found < violations[key]:
                     violations[key] = found
-            for st in SOMETIMES:
+            for st in step_sometimes(a):
                 if st.holds(model, s, a, n):
                     hits[st.name] += 1
                     w = (fp, j, name)
@@ -408,38 +412,11 @@ class _Search:
 
 # --- the session -------------------------------------------------------------------------------------
 def spark_session(master: str = "local[*]", quick_start: bool = False) -> Any:
-    """A Spark session like the campaign's (loopback for local masters, quiet logs, a failed task re-run up
-    to four times). ``quick_start`` (tests) trades JIT quality for a JVM that starts sooner."""
-    try:
-        from pyspark.sql import SparkSession
-    except ImportError as err:  # pragma: no cover - pyspark is a dependency
-        raise SparkCheckError(f"pyspark is not installed: {err}") from None
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    local = re.fullmatch(r"local(?:\[(\d+|\*)\])?", master)
-    if local:
-        master = f"local[{local.group(1) or 1},4]"
-    builder = SparkSession.builder.master(master).appName("rmqspec-check")
-    if master.startswith("local") or "127.0.0.1" in master:
-        builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-    import rmqspec.campaign
+    """A Spark session like the campaign's (``rmqspec.spark_session.start_spark``). ``quick_start`` (tests)
+    trades JIT quality for a JVM that starts sooner."""
+    from rmqspec.spark_session import SparkStartError, start_spark
 
-    log4j = Path(rmqspec.campaign.__file__).with_name("log4j2.properties")
-    opts = [f"-Dlog4j2.configurationFile=file:{log4j}"] if log4j.exists() else []
-    if quick_start:
-        opts += ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
-    builder = (
-        builder.config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.task.maxFailures", "4")
-    )
-    if opts:
-        builder = builder.config("spark.driver.extraJavaOptions", " ".join(opts))
-        builder = builder.config("spark.executor.extraJavaOptions", " ".join(opts))
     try:
-        spark = builder.getOrCreate()
-    except Exception as err:
-        raise SparkCheckError(f"cannot start Spark with master {master!r}: {str(err).splitlines()[0]}") from None
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+        return start_spark(master, "rmqspec-check", quick_start=quick_start)
+    except SparkStartError as err:
+        raise SparkCheckError(str(err)) from None

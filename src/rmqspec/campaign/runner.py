@@ -701,39 +701,12 @@ def save_failures(failures: dict[str, dict[str, Any]], store: Path) -> list[Path
 
 
 def _spark_session(master: str) -> Any:
+    from rmqspec.spark_session import SparkStartError, start_spark
+
     try:
-        from pyspark.sql import SparkSession
-    except ImportError as err:  # pragma: no cover - pyspark is a dependency
-        raise CampaignError(f"pyspark is not installed: {err}") from None
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # this machine's network is loopback only
-    log4j = Path(__file__).with_name("log4j2.properties")
-    # Local mode retries a failed task only when told how often: local[N] -> local[N,4].
-    local = re.fullmatch(r"local(?:\[(\d+|\*)\])?", master)
-    if local:
-        master = f"local[{local.group(1) or 1},4]"
-    builder = SparkSession.builder
-    if master.startswith("local") or "127.0.0.1" in master:
-        # Everything is on this machine: keep Spark on loopback. On a real cluster the driver's
-        # address comes from spark-submit or spark-defaults, so the executors can reach it.
-        builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-    try:
-        spark = (
-            builder.master(master)
-            .appName("rmqspec-campaign")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.task.maxFailures", "4")  # a lost task is re-run: units are deterministic
-            .config("spark.sql.shuffle.partitions", "4")
-            .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
-            .config("spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
-            .getOrCreate()
-        )
-    except Exception as err:
-        raise CampaignError(f"cannot start Spark with master {master!r}: {str(err).splitlines()[0]}") from None
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+        return start_spark(master, "rmqspec-campaign")
+    except SparkStartError as err:
+        raise CampaignError(str(err)) from None
 
 
 def _write_parquet(spark: Any, rows: list[dict[str, Any]], path: Path) -> None:
