@@ -284,7 +284,13 @@ def _bar_chart_svg(counts: Counter[str], title: str) -> str:
 
 
 def _cmd_campaign(args: argparse.Namespace) -> int:
-    from rmqspec.campaign.report import state_coverage_line, summarize, write_report
+    from rmqspec.campaign.report import (
+        reproduced_line,
+        search_line,
+        state_coverage_line,
+        summarize,
+        write_report,
+    )
     from rmqspec.campaign.runner import (
         CampaignError,
         CampaignInterrupted,
@@ -327,6 +333,8 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
         liveness=not args.no_liveness,
         coverage_every=args.coverage_every,
         mutations=frozenset(args.mutation or ()),
+        search=args.search,
+        corpus=None if args.corpus is None else Path(args.corpus),
         progress=progress,
     )
     try:
@@ -382,6 +390,8 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
     coverage_line = state_coverage_line(summary["state_coverage"])
     if coverage_line is not None:
         print(coverage_line)
+    print(search_line(summary["search"], out))
+    print(reproduced_line(summary))
     if result.failures:
         print(f"violations: {len(result.failures)} distinct (saved to {store}):")
         for f in summary["failures"]:
@@ -814,6 +824,18 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME|FILE",
         help="run every unit on this configuration (a named one of rmqspec check, or a file in its format) instead "
         "of sampled ones; for a named one the report counts the distinct states reached of its exhaustive space",
+    )
+    camp.add_argument(
+        "--search",
+        choices=("guided", "random"),
+        default="guided",
+        help="guided (default): keep a corpus of runs that reached new features and plan most units from it; "
+        "random: every unit drawn from its seed alone",
+    )
+    camp.add_argument(
+        "--corpus",
+        metavar="DIR",
+        help="start from another campaign's corpus (its <out>/corpus directory); this campaign writes its own",
     )
     camp.add_argument(
         "--coverage-every",

@@ -319,7 +319,7 @@ def _detect_campaign(
     index = 0
     while time.perf_counter() - start < opts.detect_budget:
         batch = list(range(index * opts.batch_size, (index + 1) * opts.batch_size))
-        rows, _ = _run_batch(sc, spec, batch, sc.defaultParallelism)
+        rows, _ = _run_batch(sc, spec, batch, sc.defaultParallelism, {})
         index += 1
         hits = sorted((r for r in rows if r["violation_count"]), key=lambda r: r["unit"])
         if hits:

@@ -53,7 +53,137 @@ def summarize(result: CampaignResult, master: str) -> dict[str, Any]:
         "spec_branch_coverage": summary_figures(result.spec_coverage) if result.spec_coverage else None,
         **sometimes_figures(_summed(rows, "sometimes_hits")),
         "state_coverage": state_coverage_summary(result),
+        "search": search_summary(result),
+        "reproduced_rocketmq_bugs": reproduced_summary(rows),
     }
+
+
+def reproduced_summary(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per RocketMQ bug the correct model reproduced (properties/rocketmq_bugs.py): the runs, the properties that
+    reported it, and the shortest example's length and unit."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        for text in r.get("reproduced") or []:
+            v = json.loads(text)
+            e = out.setdefault(v["rocketmq_bug"], {"runs": 0, "properties": {}, "shortest": None, "unit": None})
+            e["runs"] += 1
+            e["properties"][v["id"]] = e["properties"].get(v["id"], 0) + 1
+            if e["shortest"] is None or v["shrunk_steps"] < e["shortest"]:
+                e["shortest"], e["unit"] = v["shrunk_steps"], r["unit"]
+    return dict(sorted(out.items()))
+
+
+def reproduced_line(summary: dict[str, Any]) -> str:
+    """The campaign's line on the RocketMQ bugs its runs reproduced."""
+    bugs = summary["reproduced_rocketmq_bugs"]
+    if not bugs:
+        return "RocketMQ 4.9.8 bugs reproduced (not violations of the model): none"
+    return "RocketMQ 4.9.8 bugs reproduced (not violations of the model): " + "; ".join(
+        f"{k} in {e['runs']} runs ({', '.join(f'{p} {n}' for p, n in e['properties'].items())}; shortest "
+        f"{e['shortest']} steps, unit {e['unit']})"
+        for k, e in bugs.items()
+    )
+
+
+RAREST_LISTED = 25  # summary.json and report.md list this many of the rarest features
+
+
+def search_summary(result: CampaignResult) -> dict[str, Any]:
+    """The search's figures: guided or random, the features reached and the corpus, the runs and the new features
+    per origin (fresh, each operator), the feature curve, the rarest features, and the behaviour table: per action
+    and per state fact of the model (properties/features.behaviours), the runs whose configuration could express it
+    and the runs that reached it."""
+    from rmqspec.properties.features import behaviours, reached_behaviour
+    from rmqspec.properties.serialize import config_from_json
+
+    rows = result.rows
+    scheduler = result.scheduler
+    per_origin: dict[str, dict[str, int]] = {}
+    seen: set[str] = set()
+    fresh_curve: list[tuple[int, int]] = []
+    fresh_seen: set[str] = set()
+    for r in rows:
+        kind = r.get("origin", "fresh").split(" ")[0]
+        entry = per_origin.setdefault(kind, {"runs": 0, "new_features": 0})
+        entry["runs"] += 1
+        features = r.get("features") or []
+        entry["new_features"] += sum(1 for f in features if f not in seen)
+        seen.update(features)
+        if kind in ("fresh", "start"):
+            fresh_seen.update(features)
+            fresh_curve.append((len(fresh_curve) + 1, len(fresh_seen)))
+    configs = [config_from_json(json.loads(r["config"])) for r in rows]
+    table = []
+    for key, _name, gate in behaviours():
+        could = sum(1 for c in configs if gate(c))
+        reached = sum(1 for r in rows if reached_behaviour(key, r.get("features") or []))
+        table.append({"behaviour": key, "could": could, "reached": reached})
+    hits: Counter[str] = Counter()
+    for r in rows:
+        hits.update(r.get("features") or [])
+    return {
+        "mode": "random" if scheduler is None or not scheduler.guided else "guided",
+        "features": len(hits),
+        "corpus_entries": 0 if scheduler is None else len(scheduler.entries),
+        "per_origin": per_origin,
+        "curve": [] if scheduler is None else scheduler.curve,
+        "fresh_curve": fresh_curve[:: max(1, len(fresh_curve) // 200)],
+        "rarest": [{"feature": f, "runs": n} for f, n in sorted(hits.items(), key=lambda kv: (kv[1], kv[0]))][
+            :RAREST_LISTED
+        ],
+        "behaviours": table,
+        "behaviours_unreached": [b["behaviour"] for b in table if b["could"] and not b["reached"]],
+        "behaviours_inexpressible": [b["behaviour"] for b in table if not b["could"]],
+    }
+
+
+def search_line(s: dict[str, Any], out: Path) -> str:
+    """The campaign's line on its search."""
+    unreached, inexpressible = s["behaviours_unreached"], s["behaviours_inexpressible"]
+    reached = len(s["behaviours"]) - len(unreached) - len(inexpressible)
+    return (
+        f"search: {s['mode']}, {s['features']} distinct features, {s['corpus_entries']} corpus entries "
+        f"({out / 'corpus'}); behaviours reached: {reached} of {len(s['behaviours'])}"
+        + (f"; never reached where expressible: {', '.join(unreached)}" if unreached else "")
+        + (f"; expressible in no run: {', '.join(inexpressible)}" if inexpressible else "")
+    )
+
+
+def search_lines(summary: dict[str, Any], out: Path) -> list[str]:
+    """report.md's section on the search, and features.svg: the features reached against runs."""
+    s = summary["search"]
+    curve = [(p["runs"], p["features"]) for p in s["curve"]]
+    series = [(f"{s['mode']} search, all units", curve)]
+    if s["mode"] == "guided":
+        series.append(("the fresh units alone (a random search's draw)", [tuple(p) for p in s["fresh_curve"]]))
+    (out / "features.svg").write_text(line_chart("Distinct features reached", "runs", series), encoding="utf-8")
+    lines = [
+        "## Search",
+        "",
+        f"{s['mode'].capitalize()} search: {s['features']} distinct features (properties/features.py), "
+        f"{s['corpus_entries']} corpus entries (<out>/corpus).",
+        "",
+        "![features](features.svg)",
+        "",
+        "| origin | runs | features it was first to reach |",
+        "| --- | ---: | ---: |",
+    ]
+    lines += [f"| {k} | {v['runs']} | {v['new_features']} |" for k, v in sorted(s["per_origin"].items())]
+    lines += ["", "Rarest features (runs that reached each):", ""]
+    lines += [f"- `{r['feature']}`: {r['runs']}" for r in s["rarest"]]
+    lines += [
+        "",
+        "### Behaviours",
+        "",
+        "Per action and per state fact of the model: the runs whose configuration could express it, and those that "
+        "reached it.",
+        "",
+        "| behaviour | could | reached |",
+        "| --- | ---: | ---: |",
+    ]
+    lines += [f"| `{b['behaviour']}` | {b['could']} | {b['reached']} |" for b in s["behaviours"]]
+    lines.append("")
+    return lines
 
 
 def _summed(rows: list[dict[str, Any]], name: str) -> Counter[str]:
@@ -329,6 +459,8 @@ def write_report(result: CampaignResult, summary: dict[str, Any], out: Path, sto
                 "",
                 "![state coverage](state-coverage.svg)",
             ]
+    lines += ["", *search_lines(summary, out)]
+    lines += ["", "## RocketMQ bugs reproduced", "", reproduced_line(summary) + " (properties/rocketmq_bugs.py).", ""]
     lines += ["", *sometimes_report_lines(summary)]
     lines += liveness_lines(summary)
     lines += fates_lines(summary)

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rmqspec.campaign.corpus import Plan, Scheduler
 from rmqspec.campaign.units import PROFILES, directed_start
 from rmqspec.jsonin import InputError, iter_lines, parse
 from rmqspec.properties.exhaustive import NamedConfig
@@ -95,6 +96,10 @@ class CampaignOptions:
     # units report the fingerprints of their states inside the constraints (``RunResult.named_states``)
     named: NamedConfig | None = None
     store: Path | None = None
+    # the search (campaign/corpus.py): "guided" keeps a corpus of runs that reached new features and plans most
+    # units from it; "random" runs every unit fresh from its seed (the campaign of before the corpus)
+    search: str = "guided"
+    corpus: Path | None = None  # --corpus DIR: start from another campaign's corpus
     progress: Callable[[str], None] | None = None
     notice: Callable[[str], None] | None = None  # one line per batch --resume re-runs (default: stderr)
 
@@ -111,6 +116,8 @@ class CampaignOptions:
             "liveness": self.liveness,
             "mutations": sorted(self.mutations),
             "profiles": [p.name for p in PROFILES],
+            "search": self.search,
+            "corpus": None if self.corpus is None else str(self.corpus),
             **({} if self.named is None else {"config": self.named_config_json()}),
         }
 
@@ -139,6 +146,7 @@ class CampaignResult:
     mutations: frozenset[str] = frozenset()
     # the units' reach of the named configuration's exhaustive space (search_coverage.Reached), once summarized
     state_coverage: Any = None
+    scheduler: Scheduler | None = None  # the corpus and the feature curve (campaign/corpus.py)
 
     @property
     def valid(self) -> bool:
@@ -150,17 +158,20 @@ def unit_spec(k: int, options: CampaignOptions) -> tuple[int, int, str]:
     return k, options.seed + k, PROFILES[k % len(PROFILES)].name
 
 
-Task = tuple[int, int, str, int, list[str], bool, bool, bool, Any]
+Task = tuple[int, int, str, int, list[str], bool, bool, bool, Any, Any]
 
 
 def _execute(task: Task) -> dict[str, Any]:
     """The Spark task: run one unit and return its row (imports stay inside for the workers). A measured
     unit's row also holds the spec/ arcs it executed (``spec_arcs``, ``spec_digest``; not in Parquet). The
-    last element is the named configuration every unit walks, or None."""
+    last two elements are the named configuration every unit walks, or None, and the unit's plan (a guided
+    campaign's, campaign/corpus.py), or None."""
     from rmqspec.campaign.units import run_unit
 
-    unit, seed, profile, steps, mutations, lockstep, liveness, measure, named = task
-    fixed = {} if named is None else {"fixed_config": named.config, "bounds": named.bounds}
+    unit, seed, profile, steps, mutations, lockstep, liveness, measure, named, plan = task
+    fixed: dict[str, Any] = {"plan": plan}
+    if named is not None:
+        fixed.update(fixed_config=named.config, bounds=named.bounds)
     if not measure:
         return {
             **run_unit(unit, seed, profile, steps, frozenset(mutations), lockstep, liveness, **fixed).as_row(),
@@ -181,7 +192,15 @@ def run_campaign(options: CampaignOptions) -> CampaignResult:
         raise CampaignError("give --runs N or --duration SECONDS to bound the campaign")
     batches_dir = options.out / "batches"
     _prepare_output(options, batches_dir)
-    done_rows = _verified_batches(options, batches_dir)
+    scheduler = Scheduler(
+        options.seed, options.steps, guided=options.search == "guided", fixed=options.named is not None
+    )
+    if options.corpus is not None:
+        try:
+            scheduler.load(options.corpus)
+        except InputError as err:
+            raise CampaignError(f"{err}; give --corpus a campaign's corpus directory (<out>/corpus)") from None
+    done_rows = _verified_batches(options, batches_dir, scheduler)
     saved = [len(done_rows), sum(len(rows) for rows in done_rows.values())]  # batches, runs in <out>
     signals = _SignalsInterrupt()
     spark: Any = None
@@ -195,6 +214,7 @@ def run_campaign(options: CampaignOptions) -> CampaignResult:
                 spark_startup_seconds=round(time.perf_counter() - started, 2),
                 named=options.named,
                 mutations=options.mutations,
+                scheduler=scheduler,
             )
             sc = spark.sparkContext
             result.parallelism = sc.defaultParallelism
@@ -205,12 +225,19 @@ def run_campaign(options: CampaignOptions) -> CampaignResult:
             for batch in _batches(options, done_rows):
                 if _out_of_budget(options, result, started, batch):
                     break
-                rows, rechecked = _run_batch(sc, options, batch, result.parallelism)
+                index = batch[0] // options.batch_size
+                plans = scheduler.plans(batch, index)
+                rows, rechecked = _run_batch(sc, options, batch, result.parallelism, plans)
                 _check_determinism(rows, rechecked)
                 result.determinism_checks += len(rechecked)
-                _write_batch(batches_dir, batch[0] // options.batch_size, rows)
+                _absorb(scheduler, rows)
+                _write_batch(batches_dir, index, rows)
                 saved[0], saved[1] = saved[0] + 1, saved[1] + len(rows)
                 result.rows.extend(rows)
+                scheduler.record_round(
+                    len(result.rows), time.perf_counter() - started, sum(r["steps"] for r in result.rows)
+                )
+                _save_corpus(scheduler, options.out / "corpus")
                 say(_progress_line(options, result, started))
             result.rows.sort(key=lambda r: r["unit"])
             result.failures = deduplicate(result.rows)
@@ -422,6 +449,7 @@ _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 _ROW_ELEMENTS: dict[str, type] = {
     "abstract_states": int,
     "violations": str,
+    "reproduced": str,
     "liveness_harm": str,
     "named_states": int,
 }
@@ -433,11 +461,17 @@ def _row_digest(row: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(row, sort_keys=True).encode("utf-8")).hexdigest()
 
 
-def _verified_batches(options: CampaignOptions, batches_dir: Path) -> dict[int, list[dict[str, Any]]]:
+def _verified_batches(
+    options: CampaignOptions, batches_dir: Path, scheduler: Scheduler | None = None
+) -> dict[int, list[dict[str, Any]]]:
     """The batches on disk that ``--resume`` may keep, by index, each as its rows in unit order. Any other
     batch is named on stderr (``options.notice``) with why, and left to be re-run: batch ``k`` must hold
     exactly units ``k * batch_size`` up to the next batch's first or ``--runs`` (``_verify_batch``). Files
-    that are not batches are ignored with a note; batches at or past ``--runs`` are left out of the result."""
+    that are not batches are ignored with a note; batches at or past ``--runs`` are left out of the result.
+
+    With a guided ``scheduler`` a batch's plans depend on every batch before it, so only the batches 0, 1, ... up to
+    the first missing or failing one are kept, each verified against the plans the scheduler gives it and then
+    merged into its corpus, as the campaign did when it wrote them; the later ones are named and re-run."""
     notice = options.notice or (lambda line: print(line, file=sys.stderr, flush=True))
     if not options.resume:
         return {}  # _prepare_output made sure there are none
@@ -453,6 +487,8 @@ def _verified_batches(options: CampaignOptions, batches_dir: Path) -> dict[int, 
     except OSError as err:
         raise CampaignError(f"{batches_dir}: cannot list: {err.strerror}; fix its permissions") from None
     done: dict[int, list[dict[str, Any]]] = {}
+    chained = scheduler is not None and scheduler.guided
+    gap = False  # chained: a batch is missing or failed, so every later one is re-run
     for path in paths:
         name = BATCH_NAME.fullmatch(path.name)
         if name is None:
@@ -466,16 +502,38 @@ def _verified_batches(options: CampaignOptions, batches_dir: Path) -> dict[int, 
             continue
         if not path.is_file():
             raise CampaignError(f"{path}: not a regular file, so it cannot be replaced; remove it, then resume again")
-        rows, problem = _verify_batch(options, path, index)
+        plans: dict[int, Plan | None] = {}
+        if chained and (gap or index != len(done)):
+            gap = True
+            notice(
+                f"rmqspec: {path}: comes after a batch that is re-run, and a guided campaign plans each batch from "
+                f"those before it; re-running batch {index}"
+            )
+            continue
+        picks = [] if scheduler is None else scheduler.snapshot()
+        if scheduler is not None:
+            own = range(first, first + options.batch_size)
+            units = own if options.runs is None else range(first, min(own.stop, options.runs))
+            plans = scheduler.plans(list(units), index)
+        rows, problem = _verify_batch(options, path, index, plans)
         if problem is None:
             done[index] = rows
+            if scheduler is not None:
+                scheduler.absorb(rows)
+                runs = sum(len(r) for r in done.values())
+                scheduler.record_round(runs, None, sum(r["steps"] for b in done.values() for r in b))
         else:
+            gap = True
+            if scheduler is not None:
+                scheduler.restore(picks)
             end = first + options.batch_size if options.runs is None else min(first + options.batch_size, options.runs)
             notice(f"rmqspec: {path}: {problem}; re-running batch {index} (units {first}..{end - 1})")
     return done
 
 
-def _verify_batch(options: CampaignOptions, path: Path, index: int) -> tuple[list[dict[str, Any]], str | None]:
+def _verify_batch(
+    options: CampaignOptions, path: Path, index: int, plans: dict[int, Plan | None] | None = None
+) -> tuple[list[dict[str, Any]], str | None]:
     """(the rows of units ``want`` in order, None) if batch file ``index`` holds exactly its own units, once
     each, every row valid (``_row_problem``); else ([], why, naming the line). A unit of the batch at or
     past ``--runs`` (the campaign was started with a larger bound) is left out."""
@@ -485,7 +543,7 @@ def _verify_batch(options: CampaignOptions, path: Path, index: int) -> tuple[lis
     rows: dict[int, dict[str, Any]] = {}
     try:
         for n, value in iter_lines(path, str(path)):
-            problem = _row_problem(options, value, own)
+            problem = _row_problem(options, value, own, plans or {})
             if problem is not None:
                 return [], f"line {n}: {problem}"
             if value["unit"] in rows:
@@ -505,7 +563,9 @@ def _verify_batch(options: CampaignOptions, path: Path, index: int) -> tuple[lis
     return [rows[u] for u in want], None
 
 
-def _row_problem(options: CampaignOptions, row: Any, own: range) -> str | None:
+def _row_problem(
+    options: CampaignOptions, row: Any, own: range, plans: dict[int, Plan | None] | None = None
+) -> str | None:
     """Why ``row`` is not a valid row of a batch holding units ``own``, or None. Checked: a JSON object whose
     ``row_sha256`` matches the rest of it (an edited or cut row fails here); a unit of this batch; every field
     of a row with its type (re-derived: ``run_unit`` of zero steps gives the unit's row without a walk, 0.3 ms);
@@ -529,19 +589,24 @@ def _row_problem(options: CampaignOptions, row: Any, own: range) -> str | None:
     fixed: dict[str, Any] = {}
     if options.named is not None:
         fixed = {"fixed_config": options.named.config, "bounds": options.named.bounds}
-    expected = run_unit(k, seed, profile, 0, options.mutations, lockstep=False, liveness=False, **fixed).as_row()
+    plan = (plans or {}).get(unit)
+    expected = run_unit(
+        k, seed, profile, 0, options.mutations, lockstep=False, liveness=False, plan=plan, **fixed
+    ).as_row()
     expected.update(spec_arcs=None, spec_digest=None)
+    if body.get("actions") is None:  # a row that did not become a corpus entry keeps no actions (_absorb)
+        expected["actions"] = None
     for name, value in expected.items():
         if name not in body:
             return f"no field {name!r}"
         got = body[name]
-        if not (type(got) is type(value) or _float_like(value, got) or name.startswith("spec_")):
+        if not (type(got) is type(value) or _float_like(value, got) or name.startswith("spec_") or value is None):
             return f"field {name!r} is {type(got).__name__}, expected {type(value).__name__}"
     if not (body["spec_arcs"] is None or isinstance(body["spec_arcs"], dict)) or not (
         body["spec_digest"] is None or isinstance(body["spec_digest"], str)
     ):
         return "field 'spec_arcs' or 'spec_digest' of the wrong type"
-    for name in ("seed", "profile", "start", "config"):
+    for name in ("seed", "profile", "start", "config", "origin"):
         if body[name] != expected[name]:
             return f"{name} is not the one the manifest's seed {options.seed} gives unit {unit}"
     if not 0 <= body["steps"] <= options.steps or not _SHA256_HEX.fullmatch(body["trace_hash"]):
@@ -552,6 +617,10 @@ def _row_problem(options: CampaignOptions, row: Any, own: range) -> str | None:
     for name in _ROW_MAPS:
         if any(type(v) is not int for v in body[name].values()):
             return f"field {name!r} maps to something other than int"
+    if any(type(f) is not str for f in body["features"]) or not (
+        body["actions"] is None or all(isinstance(a, dict) for a in body["actions"])
+    ):
+        return "field 'features' or 'actions' of the wrong type"
     if body["violation_count"] != len(body["violations"]):
         return "violation_count is not the number of violations"
     for text in body["violations"]:
@@ -585,22 +654,52 @@ def _out_of_budget(options: CampaignOptions, result: CampaignResult, started: fl
     return bool(result.rows) and time.perf_counter() - started >= options.duration
 
 
+def _absorb(scheduler: Scheduler, rows: list[dict[str, Any]]) -> None:
+    """Merge a batch's rows into the corpus; a row keeps its walk's actions only if it became an entry."""
+    kept = scheduler.absorb(rows)
+    for row in rows:
+        if row["unit"] not in kept:
+            row["actions"] = None
+
+
+def _save_corpus(scheduler: Scheduler, directory: Path) -> None:
+    try:
+        scheduler.save(directory)
+    except OSError as err:
+        raise CampaignError(
+            f"{err.filename or directory}: cannot write the corpus: {err.strerror}; make room or fix permissions, "
+            "then resume"
+        ) from None
+
+
 def _run_batch(
-    sc: Any, options: CampaignOptions, batch: list[int], parallelism: int
+    sc: Any, options: CampaignOptions, batch: list[int], parallelism: int, plans: dict[int, Plan | None]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     tasks = []
     for k in batch:
         unit, seed, profile = unit_spec(k, options)
         # every run with a directed start is measured: those runs exist to reach branches the others do not
         sampled = options.coverage_every > 0 and unit % options.coverage_every == 0
-        directed = options.named is None and directed_start(seed) is not None
+        plan = plans.get(unit)
+        directed = options.named is None and plan is None and directed_start(seed) is not None
         measure = sampled or (options.coverage_every > 0 and directed)
         mutations = sorted(options.mutations)
         tasks.append(
-            (unit, seed, profile, options.steps, mutations, options.lockstep, options.liveness, measure, options.named)
+            (
+                unit,
+                seed,
+                profile,
+                options.steps,
+                mutations,
+                options.lockstep,
+                options.liveness,
+                measure,
+                options.named,
+                plan,
+            )
         )
     # the trace, not the arcs, again
-    rechecks: list[Task] = [(*t[:7], False, t[8]) for t in tasks if t[0] % DETERMINISM_SAMPLE == 0]
+    rechecks: list[Task] = [(*t[:7], False, t[8], t[9]) for t in tasks if t[0] % DETERMINISM_SAMPLE == 0]
     everything = tasks + rechecks
     rows: list[dict[str, Any]] = (
         sc.parallelize(everything, max(1, min(len(everything), parallelism * 4))).map(_execute).collect()
@@ -738,6 +837,8 @@ def _write_parquet(spark: Any, rows: list[dict[str, Any]], path: Path) -> None:
             StructField("redeliveries", IntegerType(), False),
             StructField("violation_count", IntegerType(), False),
             StructField("violations", ArrayType(StringType()), False),
+            StructField("reproduced", ArrayType(StringType()), False),
+            StructField("origin", StringType(), False),
             StructField("liveness_checked", BooleanType(), False),
             StructField("liveness_reached", BooleanType(), False),
             StructField("liveness_settled", BooleanType(), False),
@@ -765,6 +866,8 @@ def _write_parquet(spark: Any, rows: list[dict[str, Any]], path: Path) -> None:
         "named_states": [],
         "left_constraints": False,
         "states_inside": 0,
+        "reproduced": [],
+        "origin": "fresh",
     }
     # ``late``: the fields that batches written by an older rmqspec lack
     data = [tuple(r[n] if n in r else late[n] for n in names) for r in rows]

@@ -24,13 +24,15 @@ import tempfile
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rmqspec.properties.canonical import stable_fingerprint
 from rmqspec.properties.exhaustive import Bounds
 from rmqspec.properties.explore import Counterexample, liveness_counterexample, lost_counterexample, shrink
 from rmqspec.properties.fates import message_fates
+from rmqspec.properties.features import Features
 from rmqspec.properties.liveness import DeadTask, check_liveness, death
+from rmqspec.properties.rocketmq_bugs import classify
 from rmqspec.properties.scenario_starts import STARTS, Start
 from rmqspec.properties.search_coverage import count_sometimes
 from rmqspec.properties.serialize import action_to_json, config_to_json
@@ -47,13 +49,15 @@ from rmqspec.spec.config import (
     MACHINE_ROOM_NEARBY,
     NEARBY_INNER_STRATEGIES,
     V4_9_8,
-    V5_X,
     VERSIONS,
     Config,
 )
 from rmqspec.spec.invariants import ACTION_PROPERTIES, INVARIANTS, Violation, check_state, check_step
 from rmqspec.spec.model import Model
 from rmqspec.spec.state import State
+
+if TYPE_CHECKING:
+    from rmqspec.campaign.corpus import Plan
 
 # Action families a profile can switch off. Healing and progress families are always on.
 PERTURBING_FAMILIES: dict[str, tuple[type, ...]] = {
@@ -164,8 +168,9 @@ def sample_config(
     if rng.random() < 0.25:
         tags, subscription = ("A", "B"), rng.choice((None, ("A",)))
     version = rng.choice(VERSIONS)
-    # Offset-query errors only under 5.x: under 4.9.8 they are RMQ-14, which INV-15 reports.
-    query_errors = rng.randint(0, 1) if version == V5_X else 0
+    # Offset-query errors under both versions: under 4.9.8 a violation they cause is RMQ-14, reported as a reproduced
+    # RocketMQ bug (properties/rocketmq_bugs.py), and the 4.9.8 paths they open are where real 4.x clients run.
+    query_errors = rng.randint(0, 1)
     config = Config(
         consumers=rng.randint(1, 4),
         queues=rng.randint(1, 6),
@@ -192,7 +197,8 @@ def sample_config(
     # admin reset: one CLUSTERING, non-orderly 5.x run in three gets an admin reset
     # (R3.10b). Under 4.9.8 a reset is RMQ-26, which INV-18 reports (tests/test_admin_reset.py). Drawn
     # last, after the draws above, so that those keep their values for a given seed.
-    if config.version == V5_X and config.mode == CLUSTERING and not config.orderly and rng.random() < 1 / 3:
+    # (4.9.8 too: a violation it causes there is RMQ-26, reported as a reproduced RocketMQ bug)
+    if config.mode == CLUSTERING and not config.orderly and rng.random() < 1 / 3:
         config = replace(config, admin_resets=1)
     # retention: one run in three gets commit-log retention (RetentionDelete, hence OFFSET_ILLEGAL).
     # The draw is made for every run, so later draws keep their values for a given seed, but under 4.9.8 it is
@@ -200,7 +206,9 @@ def sample_config(
     # tests/test_pull_expiry_and_offset_illegal.py reproduces it), and no configuration keeps a rebalance from
     # removing the pq inside the window: one consumer or BROADCASTING still drops a pull-expired pq (R6.6,
     # R9.4), which the quiescence at the end of every run reaches. Drawn last.
-    if rng.random() < 1 / 3 and config.version == V5_X:
+    # Under 4.9.8 too, in both modes: a violation of the late correction's window is reported as a reproduced RocketMQ
+    # bug (properties/rocketmq_bugs.py), and 4.9.8's delayed OFFSET_ILLEGAL task (FixOffsetIllegal) is reached.
+    if rng.random() < 1 / 3:
         config = replace(config, retention_deletes=rng.randint(1, 2))
     config = with_faults(rng, config)
     # orderly consume loop: one orderly run in four leaves autoCommit off (R8.6), drawn after the above
@@ -228,7 +236,33 @@ def sample_config(
     # in one run in six: a message removed in 11 of 52 such runs, the late failure answer in none.
     if not config.orderly and rng.random() < 1 / 4:
         config = replace(config, consume_timeout=SHORT_CONSUME_TIMEOUT)
+    # Flow control (the pull's pullThresholdForQueue clause, PullMixin._send_pull) in one run in four, drawn last: a
+    # threshold of 1 or 2 under a pull batch of at least 2 and at least three more messages per queue than the
+    # threshold, so that a pq holds more than the threshold while its listener is slow and its pull is deferred.
+    # Without it the draws above rarely engage flow control (3 of 96 runs that could, measured).
+    if rng.random() < 1 / 4:
+        threshold = rng.choice((1, 2))
+        config = replace(
+            config,
+            pull_threshold_for_queue=threshold,
+            pull_batch_size=max(config.pull_batch_size, 2),
+            messages_per_queue=min(60, max(config.messages_per_queue, threshold + 3)),
+        )
     return config
+
+
+# Long horizons: one run in four is *patient* (``patient_run``): whenever time may pass, its walk lets it pass with
+# probability PATIENT_TICK before choosing a family, so the run lasts past the broker's and the clients' longer
+# periods (the retry topic's delay levels of a minute and more, the 120 s pull and channel expiry, the 30 s lock
+# expiry, consumeTimeout) while its busy steps still interleave. A quarter keeps three quarters of the runs at the
+# walks the other figures were measured on.
+PATIENT_SHARE = 1 / 4
+PATIENT_TICK = 1 / 3
+
+
+def patient_run(seed: int) -> bool:
+    """Is the run with ``seed`` patient? Drawn from its own stream, so the run's other draws keep their values."""
+    return random.Random(f"patient {seed}").random() < PATIENT_SHARE
 
 
 SHORT_CONSUME_TIMEOUT = 2_000  # ms; sample_config's short consumeTimeout (the default is 15 s)
@@ -361,6 +395,9 @@ class RunResult:
     deliveries: int = 0
     redeliveries: int = 0
     violations: list[dict[str, Any]] = field(default_factory=list)
+    # violations that are RocketMQ 4.9.8's own bugs, reproduced by the correct model (properties/rocketmq_bugs.py):
+    # recorded like violations, each with its bug's id ("rocketmq_bug"), and reported apart
+    reproduced: list[dict[str, Any]] = field(default_factory=list)
     # liveness at quiescence: checked (the walk ended without a violation and liveness is on), the horizon
     # reached or the checks settled within the step bound, settled early, the quiescence's steps, and the
     # checks that failed only where a dead task explains them (each {id, detail, causes})
@@ -381,6 +418,11 @@ class RunResult:
     named_states: list[int] = field(default_factory=list)
     left_constraints: bool = False
     states_inside: int = 0  # the walk's states before it left the constraints (the initial one included)
+    # the guided campaign (campaign/corpus.py): where the run's plan came from ("fresh": drawn from its seed), its
+    # features (properties/features.py) and its walk's actions, which the driver keeps for the corpus entries only
+    origin: str = "fresh"
+    features: list[str] = field(default_factory=list)
+    actions: list[dict[str, Any]] | None = None
     trace_hash: str = ""
     seconds: float = 0.0
 
@@ -401,6 +443,7 @@ class RunResult:
             "redeliveries": self.redeliveries,
             "violation_count": len(self.violations),
             "violations": [json.dumps(v, sort_keys=True) for v in self.violations],
+            "reproduced": [json.dumps(v, sort_keys=True) for v in self.reproduced],
             "liveness_checked": self.liveness_checked,
             "liveness_reached": self.liveness_reached,
             "liveness_settled": self.liveness_settled,
@@ -413,6 +456,9 @@ class RunResult:
             "named_states": list(self.named_states),
             "left_constraints": self.left_constraints,
             "states_inside": self.states_inside,
+            "origin": self.origin,
+            "features": list(self.features),
+            "actions": self.actions,
             "trace_hash": self.trace_hash,
             "seconds": self.seconds,
         }
@@ -457,6 +503,7 @@ def run_unit(
     liveness: bool = True,
     fixed_config: Config | None = None,
     bounds: Bounds | None = None,
+    plan: Plan | None = None,
 ) -> RunResult:
     """Execute one run. Deterministic in its arguments (and the code version). With ``liveness`` a walk
     that ends without a violation is quiesced and checked (``liveness.check_liveness``): a failed check
@@ -467,16 +514,23 @@ def run_unit(
     mutations, instead of drawing one, and without a directed start; of its swarm profile only whether the
     listener may fail applies (the budgets stay the configuration's). With ``bounds`` (a named
     configuration's) the run reports the portable fingerprints (``canonical.stable_fingerprint``) of its states
-    up to the first outside the constraints (``named_states``, ``left_constraints``)."""
+    up to the first outside the constraints (``named_states``, ``left_constraints``).
+
+    ``plan`` (a guided campaign's, campaign/corpus.py): the run walks the plan's configuration with the campaign's
+    mutations, replays the plan's prefix (each action taken where enabled, skipped where not), then walks at random
+    from its seed. Every run reports its features (properties/features.py) and its walk's actions."""
     import time
 
     started = time.perf_counter()
     rng = random.Random(seed)
     profile = PROFILE_BY_NAME[profile_name]
-    start = None if fixed_config is not None else directed_start(seed)
+    start = None if fixed_config is not None or plan is not None else directed_start(seed)
     prefix: tuple[act.Action, ...] = ()
+    planned: tuple[act.Action, ...] = () if plan is None else plan.prefix
     if fixed_config is not None:
         config = replace(fixed_config, mutations=fixed_config.mutations | mutations)
+    elif plan is not None:
+        config = replace(plan.config, mutations=plan.config.mutations | mutations)
     elif start is None:
         config = profile.apply(sample_config(rng, mutations, profile))
     else:
@@ -488,6 +542,9 @@ def run_unit(
         config = replace(config, broker_crashes=0)
     model = Model(config)
     result = RunResult(unit, seed, profile_name, config, "" if start is None else start.key)
+    result.origin = plan.origin if plan is not None else "fresh" if start is None else f"start {start.key}"
+    features = Features(model)
+    patient = patient_run(seed)
     tmp: Path | None = None
     reference: Any = None
     if lockstep and not config.mutations:
@@ -505,13 +562,22 @@ def run_unit(
     if named is not None:
         named.add(state)
     try:
+        at = 0  # the next action of the plan's prefix
         for n in range(steps):
+            action: act.Action | None = None
             if n < len(prefix) and prefix[n] in model.enabled(state):
-                action: act.Action | None = prefix[n]  # the directed start's script
+                action = prefix[n]  # the directed start's script
                 result.start_steps += 1
-            else:  # past the script, or a planted bug changed what is enabled: the walk goes on at random
+            elif at < len(planned):  # the plan's prefix: each action where enabled, skipped where not
+                enabled = model.enabled(state)
+                while action is None and at < len(planned):
+                    if planned[at] in enabled:
+                        action = planned[at]
+                        result.start_steps += 1
+                    at += 1
+            if action is None:  # past the script, or a planted bug changed what is enabled: the walk goes on at random
                 prefix = ()
-                action = _choose(rng, model, state, profile)
+                action = _choose(rng, model, state, profile, patient)
             if action is None:
                 break
             after = model.step(state, action)
@@ -523,6 +589,7 @@ def run_unit(
             result.rules[type(action).__name__] += 1
             result.invariant_checks += checks
             count_sometimes(model, state, action, after, result.sometimes_hits)
+            features.observe(state, action, after)
             if named is not None:
                 named.add(after)
             violations = check_step(model, state, action, after) + check_state(model, after)
@@ -551,6 +618,13 @@ def run_unit(
         result.states_inside = named.inside
     result.deliveries, result.redeliveries = state.ghost.deliveries, state.ghost.redeliveries  # the walk's
     _record_fates(result, model, final, taken, violated)
+    g = final.ghost
+    causes = [c for c, _ in g.redelivery_causes] + [c for _, c, _ in g.skips] + [c for c in g.offset_lost if c]
+    features.add_end(causes, result.sometimes_hits, [*result.fates, *(f"harm:{h}" for h in result.fate_harm)])
+    features.names.update(f"v:{v['id']}" for v in result.violations)
+    features.names.update(f"l:{h['id']}" for h in result.liveness_harm)
+    result.features = sorted(features.names)
+    result.actions = [action_to_json(a) for a in taken]
     trace.update(repr(final[:5]).encode())  # the final (quiesced) state without its (ghost) history
     result.trace_hash = trace.hexdigest()
     result.seconds = round(time.perf_counter() - started, 4)
@@ -588,7 +662,7 @@ def _record_fates(result: RunResult, model: Model, final: State, taken: list[act
     result.fate_harm = dict(sorted(fates.harm.items()))
     result.redelivery_causes = dict(final.ghost.redelivery_causes)
     found = lost_counterexample(model, result.seed, taken, fates)
-    if found is not None and not violated and not result.violations:
+    if found is not None and not violated and not result.violations and not result.reproduced:
         _record_violations(result, found)
 
 
@@ -664,9 +738,12 @@ HOLD_STALL = 9 / 10
 HOLD_SHUTDOWN = 9 / 10
 
 
-def _choose(rng: random.Random, model: Model, state: State, profile: SwarmProfile) -> act.Action | None:
+def _choose(
+    rng: random.Random, model: Model, state: State, profile: SwarmProfile, patient: bool = False
+) -> act.Action | None:
     """Pick an enabled action the profile allows: a family first, then one of its actions, so that
-    rare families are as likely as busy ones."""
+    rare families are as likely as busy ones. A ``patient`` run lets time pass first with probability
+    ``PATIENT_TICK`` whenever it may."""
     by_family: dict[str, list[act.Action]] = {}
     for a in model.enabled(state):
         if isinstance(a, act.FinishConsume) and not profile.failing_listener and not _full_success(state, a):
@@ -674,6 +751,8 @@ def _choose(rng: random.Random, model: Model, state: State, profile: SwarmProfil
         by_family.setdefault(_FAMILY_OF[type(a)], []).append(a)
     if not by_family:
         return None
+    if patient and "tick" in by_family and len(by_family) > 1 and rng.random() < PATIENT_TICK:
+        return by_family["tick"][0]
     if not state.broker.up and len(by_family) > 1 and "broker_heal" in by_family and rng.random() < HOLD_OUTAGE:
         del by_family["broker_heal"]  # keep the master down a while: see HOLD_OUTAGE
     b = state.broker
@@ -720,18 +799,24 @@ def _record_violations(result: RunResult, found: Counterexample) -> None:
     walk = small.actions if small.walk_steps is None else small.actions[: small.walk_steps]
     original = found.actions if found.walk_steps is None else found.actions[: found.walk_steps]
     for v in small.violations:
-        record = {
+        actions = [action_to_json(a) for a in small.actions]
+        record: dict[str, Any] = {
             "id": v.id,
             "name": v.name,
             "detail": v.detail,
             "signature": signature(v.id, walk, quiesced=small.walk_steps is not None),
             "shrunk_steps": len(walk),
             "original_steps": len(original),
-            "actions": [action_to_json(a) for a in small.actions],
+            "actions": actions,
         }
         if small.walk_steps is not None:
             record["walk_steps"] = small.walk_steps
-        result.violations.append(record)
+        bug = classify(result.config, v.id, actions)
+        if bug is None:
+            result.violations.append(record)
+        else:
+            record["rocketmq_bug"] = bug.id
+            result.reproduced.append(record)
 
 
 # Kinds that say how a failure came about; plumbing (ticks, pulls, deliveries on the wire,

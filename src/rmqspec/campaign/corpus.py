@@ -1,0 +1,316 @@
+"""The coverage-guided campaign's corpus: runs that reached something new, and the plans of the next round.
+
+A guided campaign (``rmqspec campaign``, the default ``--search guided``) runs in rounds, one per batch of units.
+Every run reports its *features* (properties/features.py: the actions and their parameters, the effect of each
+step on each field of the state, the facts the model's enabling conditions and properties test and their pairs,
+consecutive actions, the ghost's causes, sometimes-conditions and fates). Between rounds the driver merges the
+rows in unit order: a run that reached a feature no earlier run had becomes a corpus *entry* (its configuration
+and its walk's actions). The next round's units are planned from the corpus (``Scheduler.plans``):
+
+- a share of the units stays *fresh*: a configuration and swarm profile drawn from the unit's seed, as the random
+  search does (``FRESH_SHARE``), so the swarm keeps finding configurations the corpus lacks;
+- the others take a parent entry, chosen with *energy*: the sum over the parent's features of 1 / (runs that
+  reached it), divided by how often it was picked already (AFL's favoured entries, HypoFuzz's rare branches), and
+  apply one operator to it, each given the same share: **cut** (replay a prefix of the parent, then walk at
+  random from the unit's seed), **perturb** (the prefix with a few edits: an action dropped, repeated, two
+  swapped, a ``Tick`` inserted), **splice** (a prefix of the parent, then a piece of another entry's walk) or
+  **reconfigure** (one knob of the parent's configuration redrawn, then its prefix). A planned prefix is
+  replayed action by action, each skipped where it is not enabled (``run_unit``), then the unit walks at random.
+
+Everything the scheduler decides comes from ``random.Random`` seeded by the campaign's seed and the round, and from
+the rows of earlier rounds merged in unit order, so a campaign is deterministic for its seed on any number of
+executors. The corpus is written to ``<out>/corpus/`` after every round (``save``) and a later campaign can start
+from it (``--corpus DIR``, ``load``), as fuzzers keep theirs. The random search (``--search random``) is the same
+loop with no corpus: every unit fresh, exactly the campaign of before.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from rmqspec.jsonin import InputError, iter_lines
+from rmqspec.properties.serialize import action_from_json, action_to_json, config_from_json, config_to_json
+from rmqspec.spec import actions as act
+from rmqspec.spec.config import (
+    BROADCASTING,
+    CLUSTERING,
+    CONSUME_FROM_WHERE,
+    V5_X,
+    VERSIONS,
+    Config,
+    ConfigError,
+)
+
+# One unit in three stays fresh once the corpus has entries: the swarm's draw of configurations is the only source
+# of new configurations (reconfigure changes one knob of a known one), and a third keeps the random search's breadth
+# while two thirds of the runs go deep from what is known.
+FRESH_SHARE = 1 / 3
+OPERATORS = ("cut", "perturb", "splice", "reconfigure")
+# perturb: up to this many edits of the prefix (AFL's havoc stacks 1-16 small edits; a walk of a few hundred steps
+# whose actions are skipped where not enabled tolerates few before it is a different walk)
+MAX_EDITS = 4
+CORPUS_FORMAT = "rmqspec-corpus"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a planned unit runs: ``config`` (without the campaign's mutations, which ``run_unit`` adds), the actions
+    replayed first (each skipped where not enabled), and where the plan came from (``origin``, kept in the row)."""
+
+    config: Config
+    prefix: tuple[act.Action, ...]
+    origin: str
+
+
+@dataclass
+class Entry:
+    """A corpus entry: a run that reached a feature no earlier run had."""
+
+    id: int
+    unit: int  # the unit of the campaign that found it (-1: loaded from another campaign's corpus)
+    config: Config
+    actions: tuple[act.Action, ...]
+    features: frozenset[str]  # every feature of the run
+    new: tuple[str, ...]  # the features it was the first to reach
+    picks: int = 0
+
+
+@dataclass
+class Scheduler:
+    """The corpus and the planner of a guided campaign (``guided``) or the plain random one (not ``guided``)."""
+
+    seed: int
+    steps: int
+    guided: bool = True
+    fixed: bool = False  # every unit walks one named configuration: reconfigure is not an operator
+    entries: list[Entry] = field(default_factory=list)
+    hits: Counter[str] = field(default_factory=Counter)  # feature -> runs that reached it
+    curve: list[dict[str, Any]] = field(default_factory=list)  # per round: runs, features, entries, seconds
+
+    # --- planning ------------------------------------------------------------------------------------------------
+    def plans(self, units: list[int], round_index: int) -> dict[int, Plan | None]:
+        """Each unit's plan for this round; None is a fresh unit (its seed draws everything, as in the random
+        search)."""
+        out: dict[int, Plan | None] = dict.fromkeys(units)
+        if not self.guided or not self.entries:
+            return out
+        rng = random.Random(f"rmqspec corpus {self.seed} round {round_index}")
+        for unit in units:
+            if rng.random() < FRESH_SHARE:
+                continue
+            parent = self._pick(rng)
+            operators = OPERATORS[:-1] if self.fixed else OPERATORS
+            op = operators[rng.randrange(len(operators))]
+            out[unit] = self._apply(rng, op, parent)
+        return out
+
+    def snapshot(self) -> list[int]:
+        """What ``plans`` changes (the entries' pick counts), for ``restore``."""
+        return [e.picks for e in self.entries]
+
+    def restore(self, picks: list[int]) -> None:
+        """Undo the ``plans`` calls since ``snapshot`` (a resumed batch that failed its check is planned again)."""
+        for e, n in zip(self.entries, picks, strict=True):
+            e.picks = n
+
+    def _pick(self, rng: random.Random) -> Entry:
+        weights = [self.energy(e) for e in self.entries]
+        entry = rng.choices(self.entries, weights=weights)[0]
+        entry.picks += 1
+        return entry
+
+    def energy(self, entry: Entry) -> float:
+        """The sum over the entry's features of 1 / (runs that reached it), over the square root of the times it
+        was picked: rare features draw the search, and a parent picked often gives way."""
+        rarity = sum(1.0 / max(1, self.hits[f]) for f in entry.features)
+        return rarity / (1 + entry.picks) ** 0.5 + 1e-9
+
+    def _apply(self, rng: random.Random, op: str, parent: Entry) -> Plan:
+        actions = parent.actions
+        cut = rng.randint(1, len(actions)) if actions else 0
+        prefix = actions[:cut]
+        config = parent.config
+        if op == "perturb" and prefix:
+            prefix = _perturb(rng, prefix)
+        elif op == "splice" and len(self.entries) > 1:
+            other = self.entries[rng.randrange(len(self.entries))]
+            if other is not parent and other.actions:
+                start = rng.randrange(len(other.actions))
+                prefix = prefix + other.actions[start : start + max(1, self.steps - len(prefix))]
+                op = f"splice {parent.id}+{other.id}"
+        elif op == "reconfigure":
+            changed = reconfigure(rng, config)
+            if changed is not None:
+                config, knob = changed
+                op = f"reconfigure {knob}"
+        prefix = prefix[: self.steps]
+        origin = op if " " in op else f"{op} {parent.id}"
+        return Plan(config, prefix, origin)
+
+    # --- merging --------------------------------------------------------------------------------------------------
+    def absorb(self, rows: list[dict[str, Any]]) -> set[int]:
+        """Merge a round's rows, in unit order: count their features and make each run that reached a new one an
+        entry. Returns the units that became entries (their rows keep their actions; the others need not)."""
+        kept: set[int] = set()
+        for row in sorted(rows, key=lambda r: r["unit"]):
+            features = row.get("features") or []
+            new = tuple(f for f in features if f not in self.hits)
+            self.hits.update(features)
+            if not new or not self.guided or row.get("actions") is None:
+                continue
+            try:
+                config = replace(config_from_json(json.loads(row["config"])), mutations=frozenset())
+                actions = tuple(action_from_json(a) for a in row["actions"])
+            except (InputError, ConfigError, ValueError, TypeError):
+                continue
+            self.entries.append(Entry(len(self.entries), row["unit"], config, actions, frozenset(features), new))
+            kept.add(row["unit"])
+        return kept
+
+    def record_round(self, runs: int, seconds: float | None, steps: int) -> None:
+        """A point of the feature curve: after ``runs`` runs and ``seconds`` of the campaign (None for a batch a
+        resumed campaign found on disk), ``steps`` walked."""
+        self.curve.append(
+            {
+                "runs": runs,
+                "seconds": None if seconds is None else round(seconds, 2),
+                "steps": steps,
+                "features": len(self.hits),
+                "entries": len(self.entries),
+            }
+        )
+
+    def rarest(self, n: int = 20) -> list[tuple[str, int]]:
+        """The ``n`` features reached by the fewest runs (ties by name)."""
+        return sorted(self.hits.items(), key=lambda kv: (kv[1], kv[0]))[:n]
+
+    # --- on disk --------------------------------------------------------------------------------------------------
+    def save(self, directory: Path) -> None:
+        """Write the corpus to ``directory`` (``entries.jsonl`` and ``features.json``), each file atomically."""
+        directory.mkdir(parents=True, exist_ok=True)
+        lines = []
+        for e in self.entries:
+            lines.append(
+                json.dumps(
+                    {
+                        "id": e.id,
+                        "unit": e.unit,
+                        "config": config_to_json(e.config),
+                        "actions": [action_to_json(a) for a in e.actions],
+                        "new": list(e.new),
+                    },
+                    sort_keys=True,
+                )
+            )
+        _atomic(directory / "entries.jsonl", "".join(line + "\n" for line in lines))
+        doc = {"format": CORPUS_FORMAT, "features": dict(sorted(self.hits.items())), "curve": self.curve}
+        _atomic(directory / "features.json", json.dumps(doc, indent=1) + "\n")
+
+    def load(self, directory: Path) -> int:
+        """Seed the corpus with the entries of another campaign's ``directory`` (``--corpus DIR``); their features
+        are re-measured when the campaign's units replay them, so only configurations and actions are read. Returns
+        how many entries were loaded. Raises ``InputError`` naming the file and line of a bad entry."""
+        path = directory / "entries.jsonl"
+        if not path.is_file():
+            raise InputError(str(path), "no corpus here (a campaign writes <out>/corpus/entries.jsonl)")
+        for n, value in iter_lines(path, str(path)):
+            if not isinstance(value, dict) or not isinstance(value.get("actions"), list):
+                raise InputError(str(path), "expected an object with 'config' and 'actions'", n)
+            try:
+                config = replace(config_from_json(value.get("config"), "config"), mutations=frozenset())
+                actions = tuple(action_from_json(a, f"actions[{k}]") for k, a in enumerate(value["actions"]))
+            except ValueError as err:  # ConfigError too
+                raise InputError(str(path), str(err), n) from None
+            self.entries.append(Entry(len(self.entries), -1, config, actions, frozenset(), ()))
+        return len(self.entries)
+
+
+def _perturb(rng: random.Random, prefix: tuple[act.Action, ...]) -> tuple[act.Action, ...]:
+    out = list(prefix)
+    for _ in range(rng.randint(1, MAX_EDITS)):
+        if not out:
+            break
+        k = rng.randrange(len(out))
+        edit = rng.randrange(4)
+        if edit == 0:
+            del out[k]
+        elif edit == 1:
+            out.insert(k, out[k])
+        elif edit == 2 and k + 1 < len(out):
+            out[k], out[k + 1] = out[k + 1], out[k]
+        else:
+            out.insert(k, act.Tick())
+    return tuple(out)
+
+
+# reconfigure: the knobs it may redraw, each with the values the swarm draws (units.sample_config) and a few more
+# at the edges a behaviour needs (a flow-control threshold of 1, a query error under either version).
+def _knob_values(config: Config) -> dict[str, tuple[Any, ...]]:
+    return {
+        "version": VERSIONS,
+        "mode": (CLUSTERING, BROADCASTING),
+        "consume_from_where": CONSUME_FROM_WHERE,
+        "pull_threshold_for_queue": (1, 2, 3),
+        "pull_batch_size": (1, 2, 4),
+        "messages_per_queue": (config.messages_per_queue + 1, config.messages_per_queue + 3),
+        "consume_timeout": (2_000, 5_000, 15_000),
+        "max_reconsume_times": (0, 1, 2, -1),
+        "client_crashes": (1, 2),
+        "client_shutdowns": (1, 2),
+        "broker_crashes": (1, 2),
+        "send_back_failures": (1, 2),
+        "query_errors": (1, 2),
+        "retention_deletes": (1, 2),
+        "commit_losses": (1,),
+        "view_faults": (1,),
+        "client_stalls": (1,),
+        "task_deaths": (1,),
+        "slave": (True, False),
+        "orderly": (True, False),
+        "consumers": (1, 2, 3),
+    }
+
+
+def reconfigure(rng: random.Random, config: Config) -> tuple[Config, str] | None:
+    """``config`` with one knob redrawn, and the knob's name; None if five draws all gave an invalid Config."""
+    values = _knob_values(config)
+    names = sorted(values)
+    for _ in range(5):
+        knob = names[rng.randrange(len(names))]
+        value = rng.choice(values[knob])
+        if knob == "messages_per_queue":
+            value = min(60, value)
+        try:
+            changed = replace(config, **{knob: value})
+        except ConfigError:
+            continue
+        if changed != config and _clean_combination(changed):
+            return changed, knob
+    return None
+
+
+def _clean_combination(config: Config) -> bool:
+    """Configurations whose violations are RocketMQ 4.9.8's own known bugs, which the correct model reproduces and
+    the swarm therefore draws under 5.x only (units.sample_config says why for each): an offset-query error
+    (RMQ-14), retention (the OFFSET_ILLEGAL window), an admin reset (RMQ-26), and a broker crash under a 4.9.8
+    CLUSTERING orderly consumer."""
+    if config.version == V5_X:
+        return True
+    if config.query_errors or config.retention_deletes or config.admin_resets:
+        return False
+    return not (config.orderly and config.mode == CLUSTERING and config.broker_crashes)
+
+
+def _atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
