@@ -200,7 +200,8 @@ def run_campaign(options: CampaignOptions) -> CampaignResult:
             scheduler.load(options.corpus)
         except InputError as err:
             raise CampaignError(f"{err}; give --corpus a campaign's corpus directory (<out>/corpus)") from None
-    done_rows = _verified_batches(options, batches_dir, scheduler)
+    deferred: dict[int, Path] = {}  # guided: batches on disk verified when the campaign reaches them
+    done_rows = _verified_batches(options, batches_dir, scheduler, deferred)
     saved = [len(done_rows), sum(len(rows) for rows in done_rows.values())]  # batches, runs in <out>
     signals = _SignalsInterrupt()
     spark: Any = None
@@ -223,16 +224,21 @@ def run_campaign(options: CampaignOptions) -> CampaignResult:
             if done_rows:
                 say(f"resuming: {len(done_rows)} batches ({len(result.rows)} runs) already on disk")
             for batch in _batches(options, done_rows):
-                if _out_of_budget(options, result, started, batch):
-                    break
                 index = batch[0] // options.batch_size
+                if index not in deferred and _out_of_budget(options, result, started, batch):
+                    break
                 plans = scheduler.plans(batch, index)
-                rows, rechecked = _run_batch(sc, options, batch, result.parallelism, plans)
-                _check_determinism(rows, rechecked)
-                result.determinism_checks += len(rechecked)
-                _absorb(scheduler, rows)
-                _write_batch(batches_dir, index, rows)
-                saved[0], saved[1] = saved[0] + 1, saved[1] + len(rows)
+                rows = _deferred_rows(options, deferred, index, plans)
+                if rows is None:
+                    rows, rechecked = _run_batch(sc, options, batch, result.parallelism, plans)
+                    _check_determinism(rows, rechecked)
+                    result.determinism_checks += len(rechecked)
+                    _absorb(scheduler, rows)
+                    _write_batch(batches_dir, index, rows)
+                    saved[0], saved[1] = saved[0] + 1, saved[1] + len(rows)
+                else:
+                    scheduler.absorb(rows)
+                    saved[0], saved[1] = saved[0] + 1, saved[1] + len(rows)
                 result.rows.extend(rows)
                 scheduler.record_round(
                     len(result.rows), time.perf_counter() - started, sum(r["steps"] for r in result.rows)
@@ -462,16 +468,20 @@ def _row_digest(row: dict[str, Any]) -> str:
 
 
 def _verified_batches(
-    options: CampaignOptions, batches_dir: Path, scheduler: Scheduler | None = None
+    options: CampaignOptions,
+    batches_dir: Path,
+    scheduler: Scheduler | None = None,
+    deferred: dict[int, Path] | None = None,
 ) -> dict[int, list[dict[str, Any]]]:
     """The batches on disk that ``--resume`` may keep, by index, each as its rows in unit order. Any other
     batch is named on stderr (``options.notice``) with why, and left to be re-run: batch ``k`` must hold
     exactly units ``k * batch_size`` up to the next batch's first or ``--runs`` (``_verify_batch``). Files
     that are not batches are ignored with a note; batches at or past ``--runs`` are left out of the result.
 
-    With a guided ``scheduler`` a batch's plans depend on every batch before it, so only the batches 0, 1, ... up to
-    the first missing or failing one are kept, each verified against the plans the scheduler gives it and then
-    merged into its corpus, as the campaign did when it wrote them; the later ones are named and re-run."""
+    With a guided ``scheduler`` a batch's plans depend on every batch before it, so the batches 0, 1, ... up to the
+    first missing or failing one are verified against the plans the scheduler gives them and merged into its corpus,
+    as the campaign did when it wrote them; the later ones go to ``deferred`` (by index), which the campaign verifies
+    when it reaches them, after re-running the batch before (``run_campaign``)."""
     notice = options.notice or (lambda line: print(line, file=sys.stderr, flush=True))
     if not options.resume:
         return {}  # _prepare_output made sure there are none
@@ -505,10 +515,8 @@ def _verified_batches(
         plans: dict[int, Plan | None] = {}
         if chained and (gap or index != len(done)):
             gap = True
-            notice(
-                f"rmqspec: {path}: comes after a batch that is re-run, and a guided campaign plans each batch from "
-                f"those before it; re-running batch {index}"
-            )
+            if deferred is not None:
+                deferred[index] = path
             continue
         picks = [] if scheduler is None else scheduler.snapshot()
         if scheduler is not None:
@@ -652,6 +660,22 @@ def _out_of_budget(options: CampaignOptions, result: CampaignResult, started: fl
         return False
     # Always run one batch, so a tiny duration still produces results.
     return bool(result.rows) and time.perf_counter() - started >= options.duration
+
+
+def _deferred_rows(
+    options: CampaignOptions, deferred: dict[int, Path], index: int, plans: dict[int, Plan | None]
+) -> list[dict[str, Any]] | None:
+    """A deferred batch's rows if its file verifies against this round's ``plans``; else None (it is re-run, named on
+    stderr)."""
+    path = deferred.pop(index, None)
+    if path is None:
+        return None
+    rows, problem = _verify_batch(options, path, index, plans)
+    if problem is None:
+        return rows
+    notice = options.notice or (lambda line: print(line, file=sys.stderr, flush=True))
+    notice(f"rmqspec: {path}: {problem}; re-running batch {index}")
+    return None
 
 
 def _absorb(scheduler: Scheduler, rows: list[dict[str, Any]]) -> None:
