@@ -688,6 +688,37 @@ def _cmd_bench_campaign(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_bench_search(args: argparse.Namespace) -> int:
+    from rmqspec.campaign.runner import CampaignError
+    from rmqspec.campaign.search_bench import SearchBenchOptions, main_time, report_lines, run_search_bench
+    from rmqspec.spec.config import MUTATIONS
+
+    unknown = sorted(set(args.mutation or ()) - set(MUTATIONS))
+    if unknown:
+        raise CliError(f"--mutation: unknown {unknown}; accepted: {sorted(MUTATIONS)}")
+    if args.runs is None and args.duration is None:
+        args.duration = 120.0
+    if args.duration is not None and not (0 < args.duration < float("inf")):
+        raise CliError(f"--duration: got {args.duration}; accepted: a positive, finite number of seconds")
+    out = Path(args.out or main_time())
+    options = SearchBenchOptions(
+        out=out,
+        master=args.master,
+        duration=args.duration,
+        runs=args.runs,
+        steps=args.steps,
+        seed=args.seed,
+        mutations=frozenset(args.mutation or ()),
+    )
+    try:
+        figures = run_search_bench(options, lambda line: print(f"... {line}", file=sys.stderr, flush=True))
+    except CampaignError as err:
+        raise CliError(str(err)) from None
+    for line in report_lines(figures, out):
+        print(line, flush=True)
+    return EXIT_OK
+
+
 # --- history checking (docs/oracle.md, "History checking") --------------------------------------
 CHECK_HISTORY_EPILOG = """\
 A history is JSON Lines (docs/history.schema.json): a header line {"format": "rmqspec-history",
@@ -890,6 +921,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bc.add_argument("--tmpdir", help="TMPDIR for the reference's scratch files, e.g. /dev/shm (default: unchanged)")
     bc.set_defaults(func=_cmd_bench_campaign)
+    bs = sub.add_parser(
+        "bench-search",
+        help="the coverage-guided campaign against the random one, side by side: features, behaviours, steps/s",
+    )
+    bs.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
+    bs_bound = bs.add_mutually_exclusive_group()
+    bs_bound.add_argument("--runs", type=positive_int, help="runs per campaign")
+    bs_bound.add_argument("--duration", type=float, help="seconds per campaign (default 120, as make run's)")
+    bs.add_argument("--steps", type=positive_int, default=300, help="steps per run (default 300)")
+    bs.add_argument("--seed", type=int, default=0, help="campaign seed of both (default 0)")
+    bs.add_argument("--out", help="output directory (default rmqspec-out/bench-search-<time>)")
+    bs.add_argument("--mutation", action="append", help="plant a known bug in both (repeatable)")
+    bs.set_defaults(func=_cmd_bench_search)
     add_check_command(sub)
     _add_trace_commands(sub)
     _add_history_commands(sub)

@@ -27,9 +27,11 @@ Categories:
 - ``defensive``: a guard against a call the model never makes in a run: an action it did not enable
   (a campaign's walk and its quiescence step only actions ``Model.enabled`` returned; ``check-trace``,
   replay and shrinking do step refused ones), an argument it cannot produce.
-- ``excluded-config``: reachable only in a configuration a default campaign never draws on purpose: an
-  admin reset under 4.9.8 (the client-side reset of R3.10a reports RMQ-26 through INV-18 in every run,
-  ``tests/test_admin_reset.py``), ``offset_check_in_slave`` (restores RMQ-17, INV-21).
+- ``excluded-config``: reachable only in a configuration a default campaign never draws on purpose:
+  ``offset_check_in_slave`` (restores RMQ-17, INV-21), the strict forms of the orderly exclusivity checks, a
+  broker outage under a 4.9.8 orderly CLUSTERING consumer (INV-19). (An admin reset, an offset-query error and
+  retention under 4.9.8 are drawn: a violation they cause is reported as the RocketMQ bug it reproduces,
+  properties/rocketmq_bugs.py.)
 - ``outside-campaign``: code a campaign run does not call at all: reading a configuration file
   (``Config.from_mapping``, ``rmqspec run --config``), names and histories for display.
 """
@@ -88,11 +90,6 @@ def _placed(category: str, reason: str, rows: list[tuple[Any, ...]]) -> list[Exc
 _VIOLATION = (
     "reports a violation of this property: a clean campaign of the correct model never takes it (one that "
     "does has found a bug, and the branch counts as reached); tests/test_planted_bugs.py and the rule tests do"
-)
-_RESET_498 = (
-    "the 4.9.8 client-side admin reset (R3.10a: RESET_CONSUMER_CLIENT_OFFSET, the paused client's 10 s "
-    "sleep): sample_config draws admin resets under 5.x only, since under 4.9.8 every such run reports "
-    "RMQ-26 through INV-18 (docs/spec.md, 'Known bug RMQ-26'); tests/test_admin_reset.py runs it"
 )
 _NOT_ENABLED = (
     "refuses an action that is not enabled: a campaign's walk and quiescence step only actions "
@@ -220,53 +217,6 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
         "concurrent_consume.py) removes an expired message without sending it back; a default campaign plants "
         "none, rmqspec campaign --mutation NAME and tests/test_planted_bugs.py do",
     ),
-    *_placed(
-        "excluded-config",
-        _RESET_498,
-        [
-            ("clock.py", "ClockMixin._next_deadline", "if cl.reset_wake is not None", "times.append(cl.reset_wake)"),
-            (
-                "consumer_process.py",
-                "ConsumerProcessMixin._persist_all",
-                "if cl.reset_held",
-                "return self._reset_persist_all(",
-            ),
-            (
-                "admin_reset.py",
-                "AdminResetMixin._reset_enabled",
-                "if cl.reset_inbox and cl.reset_wake is None",
-                "out.append(ClientResetReceive",
-            ),
-            (
-                "admin_reset.py",
-                "AdminResetMixin._reset_enabled",
-                "if cl.reset_wake is not None and cl.reset_wake <= s.now",
-                "out.append(ClientResetWake",
-            ),
-            (
-                "admin_reset.py",
-                "AdminResetMixin._admin_reset",
-                "if self.config.server_side_reset",
-                "if not b.registered",
-            ),
-            ("admin_reset.py", "AdminResetMixin._admin_reset", "if not b.registered", "", 2),
-            ("admin_reset.py", "AdminResetMixin._client_reset_receive", "", "", 6),
-            ("admin_reset.py", "AdminResetMixin._client_reset_wake", "", "", 14),
-            ("admin_reset.py", "AdminResetMixin._reset_persist_all", "", "", 8),
-            (
-                "admin_reset.py",
-                "AdminResetMixin._reset_send_pull",
-                "if not cl.paused",
-                "pq = pq._replace(last_pull=s.now",
-            ),
-            (
-                "admin_reset.py",
-                "AdminResetMixin._reset_rebalance",
-                "if not cl.paused",
-                "cl = cl._replace(next_rebalance=",
-            ),
-        ],
-    ),
     # every transition's refusal of a disabled action, per module of the model (51 in all)
     *(
         Exclusion(file, f"{cls}.*", "", "raise ActionNotEnabled(", "defensive", _NOT_ENABLED, count)
@@ -334,25 +284,6 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
                 "if master.status == br.OFFSET_ILLEGAL and master.next_begin == result.next_begin",
                 "",
                 2,
-            ),
-        ],
-    ),
-    *_placed(
-        "excluded-config",
-        "a failed offset query under 4.9.8 (R2.3), which reads as 'no offset' [RMQ-14] and which INV-15 "
-        "reports: sample_config draws query_errors under 5.x only, and no profile sets them",
-        [
-            (
-                "rebalance.py",
-                "RebalanceMixin._compute_pull_from_where",
-                "if not self.config.broker_error_reads_as_no_offset",
-                "stored = None",
-            ),
-            (
-                "ghost.py",
-                "GhostMixin.missing_offset_cause",
-                "if query_error and self.clustering and self.config.broker_error_reads_as_no_offset",
-                'return "query-error"',
             ),
         ],
     ),
@@ -566,8 +497,8 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
         "violation",
         "INV-6c's search for a fall's cause runs only where a BROADCASTING consumer's offsets.json entry falls "
         "outside a lagging write's race, and in a default campaign nothing else lowers it: Config refuses an admin "
-        "reset in BROADCASTING (so no ClientResetWake writes the file), 4.9.8's FixOffsetIllegal needs retention, "
-        "which sample_config draws under 5.x only, and 5.x's correction in the pull callback writes nextBeginOffset, "
+        "reset in BROADCASTING (so no ClientResetWake writes the file), 4.9.8's FixOffsetIllegal needs retention "
+        "and a queue the consumer lost meanwhile, and 5.x's correction in the pull callback writes nextBeginOffset, "
         "a minOffset above the pulled offset, so it raises (R5.7; 400 walks of BROADCASTING 5.x with retention, "
         "crashes and lagging writes met no fall). Planted bugs that lower the file reach it "
         "(tests/test_offset_file_writers.py, the INV-6c tests)",
