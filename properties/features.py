@@ -61,7 +61,7 @@ def action_feature(action: act.Action) -> str:
         value = getattr(action, f.name)
         if f.name == "ack_index" and isinstance(action, act.FinishConsume):
             continue  # a partial ack is an effect (the retry count, the offsets removed), not a name
-        params.append(f"{f.name}={_bucket(value) if isinstance(value, int) and not isinstance(value, bool) else value}")
+        params.append(f"{f.name}={value}")  # each a small set: a stall's length, a task, an answer, a target offset
     return f"a:{name}" + (":" + ",".join(params) if params else "")
 
 

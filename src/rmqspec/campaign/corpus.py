@@ -3,7 +3,8 @@
 A guided campaign (``rmqspec campaign``, the default ``--search guided``) runs in rounds, one per batch of units.
 Every run reports its *features* (properties/features.py: the actions and their parameters, the effect of each
 step on each field of the state, the facts the model's enabling conditions and properties test and their pairs,
-consecutive actions, the ghost's causes, sometimes-conditions and fates). Between rounds the driver merges the
+consecutive actions, the ghost's causes, sometimes-conditions and fates), and a measured unit its spec/ arcs
+(``branch_features``). Between rounds the driver merges the
 rows in unit order: a run that reached a feature no earlier run had becomes a corpus *entry* (its configuration
 and its walk's actions). The next round's units are planned from the corpus (``Scheduler.plans``):
 
@@ -160,8 +161,10 @@ class Scheduler:
         kept: set[int] = set()
         for row in sorted(rows, key=lambda r: r["unit"]):
             features = row.get("features") or []
-            new = tuple(f for f in features if f not in self.hits)
+            arcs = branch_features(row.get("spec_arcs"))
+            new = tuple(f for f in features if f not in self.hits) + tuple(f for f in arcs if f not in self.hits)
             self.hits.update(features)
+            self.hits.update(arcs)
             if not new or not self.guided or row.get("actions") is None:
                 continue
             try:
@@ -229,6 +232,20 @@ class Scheduler:
                 raise InputError(str(path), str(err), n) from None
             self.entries.append(Entry(len(self.entries), -1, config, actions, frozenset(), ()))
         return len(self.entries)
+
+
+def branch_features(encoded: Any) -> list[str]:
+    """The spec/ arcs a measured unit executed (its row's ``spec_arcs``, one unit in ``COVERAGE_EVERY``), as
+    features ``b:<file>:<from>><to>``: branch coverage of the model counts as new too. They are counted and make an
+    entry, but are not kept with it (a few thousand per run)."""
+    if not isinstance(encoded, dict):
+        return []
+    return [
+        f"b:{name}:{flat[k]}>{flat[k + 1]}"
+        for name, flat in sorted(encoded.items())
+        if isinstance(flat, list)
+        for k in range(0, len(flat) - 1, 2)
+    ]
 
 
 def _perturb(rng: random.Random, prefix: tuple[act.Action, ...]) -> tuple[act.Action, ...]:
