@@ -123,6 +123,8 @@ HELD_OUT_NAMES: Final[tuple[str, ...]] = (
     "dropped_pq_request_consumed",
     "query_error_reads_as_no_offset",
     "slave_corrects_from_own_bounds",
+    "broadcast_failure_kept_in_pq",
+    "orderly_first_pull_no_reread",
 )
 # Every name Config.mutations accepts.
 PLANTABLE: Final[frozenset[str]] = frozenset(MUTATIONS) | frozenset(HELD_OUT_NAMES)

@@ -131,13 +131,14 @@ WITNESSES: dict[str, tuple[Config, list[act.Action]]] = {
             orderly=True,
         ),
         [
-            act.Tick(),
             act.Start(client=1),
             act.Rebalance(client=1),
+            act.SendPull(client=1, queue=0),
             act.Produce(queue=1, tag="A"),
+            act.SendPull(client=1, queue=1),
             act.Start(client=0),
-            act.Rebalance(client=0),
             act.Rebalance(client=1),
+            act.Rebalance(client=0),
         ],
     ),
     "reset_rebalance_not_paused": (
@@ -291,6 +292,84 @@ WITNESSES: dict[str, tuple[Config, list[act.Action]]] = {
             act.BrokerReceive(client=0, overtakes=0),
         ],
     ),
+    "broadcast_failure_kept_in_pq": (
+        Config(
+            queues=1,
+            consumers=1,
+            messages_per_queue=2,
+            mode="BROADCASTING",
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+        ),
+        [
+            act.Start(client=0),
+            act.Rebalance(client=0),
+            act.Produce(queue=0, tag="A"),
+            act.SendPull(client=0, queue=0),
+            act.CoolQueueHead(queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.StartConsume(client=0, rid=1),
+            act.Produce(queue=0, tag="A"),
+            act.FinishConsume(client=0, rid=1, status="CONSUME_SUCCESS", ack_index=-1, send_back_fails=0),
+        ],
+    ),
+    "orderly_first_pull_no_reread": (
+        Config(
+            queues=1,
+            consumers=2,
+            messages_per_queue=3,
+            orderly=True,
+            client_crashes=0,
+            broker_crashes=0,
+            send_back_failures=0,
+        ),
+        [
+            act.Start(client=1),
+            act.Rebalance(client=1),
+            act.Produce(queue=0, tag="A"),
+            act.CoolQueueHead(queue=0),
+            act.SendPull(client=1, queue=0),
+            act.Produce(queue=0, tag="A"),
+            act.BrokerReceive(client=1, overtakes=0),
+            act.ReceivePull(client=1, pq_uid=0),
+            act.StartConsume(client=1, rid=2),
+            act.FinishConsume(client=1, rid=2, status="SUCCESS", ack_index=-1, send_back_fails=0),
+            act.SendPull(client=1, queue=1),
+            act.SendPull(client=1, queue=0),
+            act.Shutdown(client=1),
+            act.Tick(),
+            act.Start(client=1),
+            act.Rebalance(client=1),
+            act.Produce(queue=0, tag="A"),
+            act.BrokerReceive(client=1, overtakes=0),
+            act.BrokerFlush(),
+            act.SendPull(client=1, queue=1),
+            act.BrokerReceive(client=1, overtakes=0),
+            act.BrokerReceive(client=1, overtakes=0),
+            act.SendPull(client=1, queue=0),
+            act.Tick(),
+            act.LockAll(client=1),
+            act.Start(client=0),
+            act.Heartbeat(client=1),
+            act.Tick(),
+            act.Rebalance(client=1),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.LockAll(client=0),
+            act.BrokerReceive(client=1, overtakes=0),
+            act.SendPull(client=0, queue=1),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.BrokerReceive(client=1, overtakes=0),
+            act.ReceivePull(client=1, pq_uid=4),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.BrokerReceive(client=1, overtakes=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.StartConsume(client=0, rid=2),
+        ],
+    ),
 }
 
 
@@ -311,8 +390,8 @@ DIFFERS: dict[str, Callable[[State, State], bool]] = {
     ),
     # lockAll granted the queue but left its lastLockTimestamp
     "lock_all_keeps_lock_time": lambda ok, bug: _last_lock(bug) < _last_lock(ok),
-    # the removed queue's broker lock is still held by the client that removed it
-    "orderly_removal_keeps_lock": lambda ok, bug: _held_locks(bug) > _held_locks(ok),
+    # the queue's new owner cannot lock it: its previous owner removed it without unlocking
+    "orderly_removal_keeps_lock": lambda ok, bug: _locked_queues(bug, 0) < _locked_queues(ok, 0),
     # the rebalance ran during the reset's sleep and placed a new pq on the queue the reset dropped
     "reset_rebalance_not_paused": lambda ok, bug: ok.clients[0].pqs[0] is None and bug.clients[0].pqs[0] is not None,
     # the persist sent its commit to the slave while the master is up
@@ -328,6 +407,14 @@ DIFFERS: dict[str, Callable[[State, State], bool]] = {
     "query_error_reads_as_no_offset": lambda ok, bug: (
         ok.clients[0].pqs[0] is None and bug.clients[0].pqs[0] is not None
     ),
+    # the failed message is still cached, holding the offset update below it
+    "broadcast_failure_kept_in_pq": lambda ok, bug: (
+        _pq_tree(ok, 0, 0) == 0
+        and _pq_tree(bug, 0, 0) != 0
+        and bug.clients[0].offset_updates[-1].offset < ok.clients[0].offset_updates[-1].offset
+    ),
+    # the new owner's first locked pull started below what the previous owner consumed: a message comes again
+    "orderly_first_pull_no_reread": lambda ok, bug: bug.ghost.redeliveries > ok.ghost.redeliveries,
     # the slave answered the pull below its minOffset with a correction from its own bounds
     "slave_corrects_from_own_bounds": lambda ok, bug: (
         _pull_statuses(bug) == [br.OFFSET_ILLEGAL] and _pull_statuses(ok) == [br.NO_MATCHED_MSG]
@@ -341,8 +428,8 @@ def _last_lock(s: State) -> int:
     return pq.last_lock
 
 
-def _held_locks(s: State) -> int:
-    return sum(1 for entry in s.broker.locks if entry is not None)
+def _locked_queues(s: State, client: int) -> int:
+    return sum(1 for pq in s.clients[client].pqs if pq is not None and pq.locked)
 
 
 def _pull_statuses(s: State) -> list[str]:

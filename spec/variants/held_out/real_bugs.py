@@ -4,7 +4,7 @@ code did as its report describes it (the registry's ``citation``), overriding on
 from __future__ import annotations
 
 from rmqspec.spec import broker_rules as br
-from rmqspec.spec.concurrent_consume import StartConsume
+from rmqspec.spec.concurrent_consume import FinishConsume, StartConsume
 from rmqspec.spec.config import FROM_FIRST, FROM_TIMESTAMP
 from rmqspec.spec.enabling import ActionNotEnabled
 from rmqspec.spec.pull import ReceivePull
@@ -12,6 +12,7 @@ from rmqspec.spec.rebalance import Rebalance, RebalanceQueryError
 from rmqspec.spec.state import PULL_DROPPED, Client, Commit, History, ProcessQueue, PullResult, State
 from rmqspec.spec.state import Event as HistoryEvent
 from rmqspec.spec.state import bit_offsets as _bits
+from rmqspec.spec.state import lowest_offset as _low
 from rmqspec.spec.state import put_at as _put
 from rmqspec.spec.variants import Variant
 from rmqspec.spec.variants.held_out import HeldOutBug, held_out
@@ -283,3 +284,66 @@ class SlaveCorrectsFromOwnBounds(Variant):
         sub = None if q == self.retry_queue else self.config.subscription
         batch = min(self.config.pull_batch_size, br.MAX_TRANSFER_COUNT_ON_MESSAGE_IN_MEMORY)
         return br.slave_pull_result(s.slave.queues[q], offset, batch, sub, True)
+
+
+@held_out(
+    "broadcast_failure_kept_in_pq",
+    HeldOutBug(
+        "BROADCASTING: a message whose listener failed is logged as dropped but only the messages handled are "
+        "removed from the pq, so the failed one stays in it, is never consumed again, and holds the queue's "
+        "offset below it",
+        ("R7.3", "R6.3"),
+        "apache/rocketmq-client-go#977 'Offset updating for Broadcasting Consumer'",
+        (),
+    ),
+)
+class BroadcastFailureKeptInPq(Variant):
+    """processConsumeResult in BROADCASTING removes the acknowledged messages only; the failed ones stay cached."""
+
+    def _finish_consume(self, s: State, a: FinishConsume) -> State:
+        t = super()._finish_consume(s, a)
+        if self.clustering or self.orderly or t.ghost is s.ghost:  # the ghost is untouched when the pq was dropped
+            return t
+        i = a.client
+        r = next(r for r in s.clients[i].consuming if r.rid == a.rid)
+        before, cl = s.clients[i].pqs[r.queue], t.clients[i]
+        pq = cl.pqs[r.queue]
+        kept = [o for o, _ in r.msgs[a.ack_index + 1 :] if before is not None and before.tree >> o & 1]
+        if not kept or pq is None or before is None:
+            return t
+        queue = t.broker.queues[r.queue]
+        tree = pq.tree | sum(1 << o for o in kept)
+        stamps = tuple(sorted((*pq.consume_started, *(e for e in before.consume_started if e[0] in kept))))
+        pq = pq._replace(
+            tree=tree,
+            msg_count=pq.msg_count + len(kept),
+            msg_size=pq.msg_size + sum(br.body_size(queue.messages[o]) for o in kept),
+            consume_started=stamps,
+        )
+        updates = tuple(u._replace(offset=_low(tree)) if u.rid == r.rid else u for u in cl.offset_updates)
+        cl = cl._replace(pqs=_put(cl.pqs, r.queue, pq), offset_updates=updates)
+        # not dropped after all: the declared skip of the failures is not made
+        return t._replace(
+            clients=_put(t.clients, i, cl), ghost=t.ghost._replace(skipped=s.ghost.skipped, skips=s.ghost.skips)
+        )
+
+
+@held_out(
+    "orderly_first_pull_no_reread",
+    HeldOutBug(
+        "orderly: the first pull after the queue's broker lock is taken uses the nextOffset computed at rebalance "
+        "time instead of reading the committed offset again, so it starts before the previous owner's last commit "
+        "landed and consumes messages the previous owner already consumed",
+        ("R8.4", "R10.1"),
+        "apache/rocketmq commit ab573bd737 (2015-10-21: after the rebalance, the pull request must read the offset "
+        "again once the broker lock is held; fixes out-of-order consumption for a buyer/seller trading system)",
+        (),
+    ),
+)
+class OrderlyFirstPullNoReread(Variant):
+    """pullMessage of a locked orderly pq never re-reads the offset on its first pull (no lockedFirst)."""
+
+    def _orderly_pull_gate(self, s: State, i: int, q: int, pq: ProcessQueue) -> tuple[State, ProcessQueue, bool]:
+        if pq.locked and not pq.previously_locked:
+            return s, pq._replace(previously_locked=True), True
+        return super()._orderly_pull_gate(s, i, q, pq)
