@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -479,3 +480,12 @@ def test_the_variant_does_its_bug_on_its_witness(name: str) -> None:
 @pytest.mark.parametrize("name", HELD_OUT_NAMES)
 def test_the_registry_records_which_properties_see_it_on_its_witness(name: str) -> None:
     assert seen_on_witness(name) == set(HELD_OUT[name].seen_by)
+
+
+def test_the_cli_plants_a_held_out_bug_by_name(tmp_path: Path) -> None:
+    from rmqspec.cli import main
+
+    out = tmp_path / "run"
+    code = main(["run", "--mutation", HELD_OUT_NAMES[0], "--walks", "1", "--steps", "5", "--out", str(out)])
+    assert code in (0, 1)  # a measurement of the variant, not bad input
+    assert main(["run", "--mutation", "not_a_bug", "--walks", "1", "--steps", "5", "--out", str(out)]) == 2
