@@ -108,6 +108,28 @@ MUTATIONS: Final[dict[str, str]] = {
 }
 
 
+# Held-out real bugs (spec/variants/held_out/, docs/held_out.md): plantable with Config.mutations and --mutation like
+# the names above, but kept apart from MUTATIONS so that nothing iterating the planted bugs (their tests, the benches,
+# the check tables, the campaign) ever sees them. spec/variants/held_out checks at import that each name has exactly
+# one variant, in this order.
+HELD_OUT_NAMES: Final[tuple[str, ...]] = (
+    "local_offset_bak_never_written",
+    "clean_expired_unstarted",
+    "lock_all_keeps_lock_time",
+    "orderly_removal_keeps_lock",
+    "reset_rebalance_not_paused",
+    "commit_to_slave_while_master_up",
+    "no_correct_tags_offset",
+    "dropped_pq_request_consumed",
+    "query_error_reads_as_no_offset",
+    "slave_corrects_from_own_bounds",
+    "broadcast_failure_kept_in_pq",
+    "orderly_first_pull_no_reread",
+)
+# Every name Config.mutations accepts.
+PLANTABLE: Final[frozenset[str]] = frozenset(MUTATIONS) | frozenset(HELD_OUT_NAMES)
+
+
 class ConfigError(ValueError):
     """A configuration value is out of range; the message names the field and what is accepted."""
 
@@ -325,9 +347,11 @@ class Config:
                 "is not modelled together with broker locks, the admin reset or the idle-channel scan yet, "
                 "docs/spec.md, section slave)"
             )
-        unknown = sorted(set(self.mutations) - set(MUTATIONS))
+        unknown = sorted(set(self.mutations) - PLANTABLE)
         if unknown:
-            raise ConfigError(f"mutations: unknown {unknown}; accepted: {sorted(MUTATIONS)}")
+            raise ConfigError(
+                f"mutations: unknown {unknown}; accepted: {sorted(MUTATIONS)} and the held-out {list(HELD_OUT_NAMES)}"
+            )
 
     @property
     def effective_max_reconsume_times(self) -> int:

@@ -9,7 +9,8 @@ importing the model), ``breaks`` (the rules) and ``refuted_by`` (the properties 
 and ``tests/test_liveness.py`` show refuting it).
 
 ``Model(config)`` with ``config.mutations`` returns an instance of :func:`variant_model`: the one variant's
-class, or for several names a class composed of theirs (in ``MUTATIONS`` order) in front of ``Model``. Two
+class, or for several names a class composed of theirs (in ``MUTATIONS`` order, then the held-out ones of
+``variants/held_out``, which are not in ``VARIANTS``) in front of ``Model``. Two
 variants that override the same method cannot be composed: :class:`~rmqspec.spec.config.ConfigError`.
 """
 
@@ -68,10 +69,13 @@ def overrides(cls: type[Variant]) -> frozenset[str]:
 def variant_model(mutations: frozenset[str]) -> type[Model]:
     """The class of ``Model(config)`` for ``config.mutations``: cached, so constructing is as cheap as
     without variants."""
-    unknown = sorted(mutations - VARIANTS.keys())
+    from rmqspec.spec.variants.held_out import HELD_OUT_VARIANTS  # the held-out real bugs (docs/held_out.md)
+
+    unknown = sorted(mutations - VARIANTS.keys() - HELD_OUT_VARIANTS.keys())
     if unknown:
         raise ConfigError(f"mutations: unknown {unknown}")
-    return compose([VARIANTS[name] for name in MUTATIONS if name in mutations])
+    chosen = [VARIANTS[name] for name in MUTATIONS if name in mutations]
+    return compose(chosen + [cls for name, cls in HELD_OUT_VARIANTS.items() if name in mutations])
 
 
 def compose(chosen: list[type[Variant]]) -> type[Model]:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rmqspec import __version__
+from rmqspec.bench_held_out import add_parser as add_bench_held_out
 from rmqspec.check_cli import add_check_command, positive_int
 from rmqspec.jsonin import InputError, read_file
 from rmqspec.spec.config import (
@@ -300,11 +301,13 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
         save_failures,
     )
     from rmqspec.properties.search_coverage import sometimes_line, vacuous_lines
-    from rmqspec.spec.config import MUTATIONS
+    from rmqspec.spec.config import HELD_OUT_NAMES, MUTATIONS, PLANTABLE
 
-    unknown = sorted(set(args.mutation or ()) - set(MUTATIONS))
+    unknown = sorted(set(args.mutation or ()) - PLANTABLE)
     if unknown:
-        raise CliError(f"--mutation: unknown {unknown}; accepted: {sorted(MUTATIONS)}")
+        raise CliError(
+            f"--mutation: unknown {unknown}; accepted: {sorted(MUTATIONS)} and the held-out {list(HELD_OUT_NAMES)}"
+        )
     if args.runs is None and args.duration is None:
         args.duration = 120.0
     if args.out is None:
@@ -935,6 +938,7 @@ def build_parser() -> argparse.ArgumentParser:
     bs.add_argument("--mutation", action="append", help="plant a known bug in both (repeatable)")
     bs.set_defaults(func=_cmd_bench_search)
     add_check_command(sub)
+    add_bench_held_out(sub)
     _add_trace_commands(sub)
     _add_history_commands(sub)
     _add_conform_commands(sub)

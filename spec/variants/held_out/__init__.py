@@ -1,0 +1,74 @@
+"""The held-out set: variants of the model that plant real consumer-offset bugs reported against RocketMQ and
+its clients, kept apart from the planted bugs of ``config.MUTATIONS`` so that the search is judged on bugs
+nobody tuned it to (docs/held_out.md).
+
+Each variant is planted the way ``spec/variants`` plants a bug (a subclass of the model overriding one helper),
+by the intent of the buggy code as its issue describes it. :func:`held_out` registers it under its name with a
+:class:`HeldOutBug`: what it breaks, the rules of semantics it violates, the citation, and ``seen_by``, the
+properties that report it on its witness schedule (``tests/test_held_out.py``; empty when none does, which is a
+finding, not something to fix by changing the variant).
+
+The names are ``config.HELD_OUT_NAMES``, so that ``Config(mutations=...)`` validates them without importing the
+model; ``Model(config)`` builds them through ``variants.variant_model``. Nothing that iterates
+``config.MUTATIONS`` or ``variants.VARIANTS`` (the planted-bug tests, the benches, the check tables, the
+campaign's draws) sees them: they are judged, never trained on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from rmqspec.spec.config import HELD_OUT_NAMES
+from rmqspec.spec.model import Model
+from rmqspec.spec.variants import Variant, overrides
+
+
+@dataclass(frozen=True, slots=True)
+class HeldOutBug:
+    """One held-out real bug: what the variant breaks, the rules (semantics R-numbers) it violates, where it was
+    reported (repository, issue or pull request and its title), and the properties that report it on its
+    witness (empty: none does)."""
+
+    description: str
+    breaks: tuple[str, ...]
+    citation: str
+    seen_by: tuple[str, ...]
+
+
+HELD_OUT: dict[str, HeldOutBug] = {}  # name -> the bug, filled by @held_out
+HELD_OUT_VARIANTS: dict[str, type[Variant]] = {}  # name -> its variant class
+
+V = TypeVar("V", bound=type[Variant])
+
+
+def held_out(name: str, bug: HeldOutBug) -> Callable[[V], V]:
+    """Register the decorated subclass of ``Model`` as the held-out variant ``name`` (one of
+    ``config.HELD_OUT_NAMES``) planting ``bug``."""
+
+    def register(cls: V) -> V:
+        if name not in HELD_OUT_NAMES:
+            raise ValueError(f"{cls.__name__}: {name!r} is not a name of config.HELD_OUT_NAMES")
+        replaced = overrides(cls)
+        if not replaced or not all(hasattr(Model, method) for method in replaced):
+            raise ValueError(f"{cls.__name__}: must override methods of the correct model, not {sorted(replaced)}")
+        if name in HELD_OUT:
+            raise ValueError(f"{cls.__name__}: {name!r} is already {HELD_OUT_VARIANTS[name].__name__}")
+        cls.mutation = name
+        cls.description = bug.description
+        cls.breaks = bug.breaks
+        cls.refuted_by = bug.seen_by
+        HELD_OUT[name] = bug
+        HELD_OUT_VARIANTS[name] = cls
+        return cls
+
+    return register
+
+
+from rmqspec.spec.variants.held_out import real_bugs  # noqa: E402  (registers the variants)
+
+__all__ = ["HELD_OUT", "HELD_OUT_VARIANTS", "HeldOutBug", "held_out", "real_bugs"]
+
+if tuple(HELD_OUT) != HELD_OUT_NAMES:
+    raise ImportError(f"config.HELD_OUT_NAMES and the held-out variants differ: {set(HELD_OUT) ^ set(HELD_OUT_NAMES)}")

@@ -1,0 +1,105 @@
+"""``rmqspec bench-held-out``'s plumbing (src/rmqspec/bench_held_out.py), not the catch rate: names are checked, the
+campaign's batch files and the check's JSON lines are read for the first detection, and one tiny end-to-end run
+(a campaign of a few seconds on one held-out variant, no check) goes through the installed CLI and reports."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from rmqspec.bench_held_out import campaign_detection, check_detection, cli_command
+from rmqspec.cli import main
+from rmqspec.spec.config import HELD_OUT_NAMES
+
+
+def test_an_unknown_name_is_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench-held-out", "--names", f"{HELD_OUT_NAMES[0]},no_such_bug", "--no-check"]) == 2
+    err = capsys.readouterr().err
+    assert "--names: unknown ['no_such_bug']" in err and HELD_OUT_NAMES[0] in err
+
+
+def test_a_planted_bug_name_is_not_a_held_out_name(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench-held-out", "--names", "watermark_highest_consumed", "--no-check"]) == 2
+    assert "unknown ['watermark_highest_consumed']" in capsys.readouterr().err
+
+
+def _batch(path: Path, rows: list[dict[str, object]], mtime: float) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    os.utime(path, (mtime, mtime))
+
+
+def test_the_campaign_detection_is_the_first_violating_row_of_the_first_batch_holding_one(tmp_path: Path) -> None:
+    batches = tmp_path / "batches"
+    batches.mkdir()
+    clean = {"violation_count": 0, "violations": []}
+
+    def bad(prop: str, steps: int) -> dict[str, object]:
+        return {"violation_count": 1, "violations": [json.dumps({"id": prop, "shrunk_steps": steps})]}
+
+    _batch(batches / "batch-000000.jsonl", [{"unit": 0, **clean}, {"unit": 1, **clean}], 1_000.0)
+    _batch(batches / "batch-000001.jsonl", [{"unit": 3, **bad("INV-9", 7)}, {"unit": 2, **bad("INV-5", 12)}], 1_042.5)
+    _batch(batches / "batch-000002.jsonl", [{"unit": 4, **bad("INV-1", 3)}], 1_050.0)
+    assert campaign_detection(tmp_path, 1_000.0) == ("INV-5", 12, 42.5)
+    (batches / "batch-000001.jsonl").unlink()
+    (batches / "batch-000002.jsonl").unlink()
+    assert campaign_detection(tmp_path, 1_000.0) is None
+
+
+def test_the_check_detection_sums_the_searches_up_to_the_first_failing_configuration() -> None:
+    lines = [
+        "progress text that is not a document",
+        json.dumps({"config": "a", "seconds": 1.25, "violations": [], "lassos": []}),
+        json.dumps(
+            {
+                "config": "b",
+                "seconds": 2.0,
+                "violations": [],
+                "lassos": [{"id": "LIV-2", "prefix_steps": 5, "cycle_steps": 3}],
+            }
+        ),
+        json.dumps({"config": "c", "seconds": 9.0, "violations": [{"id": "INV-1", "steps": 4}], "lassos": []}),
+    ]
+    assert check_detection("\n".join(lines)) == ("LIV-2", 8, 3.2)
+    assert check_detection("\n".join(lines[:2])) is None
+
+
+def test_a_tiny_campaign_of_one_held_out_variant_is_measured_and_reported(tmp_path: Path) -> None:
+    name = HELD_OUT_NAMES[0]
+    argv = [*cli_command(), "bench-held-out", "--names", name, "--campaign-seconds", "2", "--no-check", "--json"]
+    done = subprocess.run([*argv, "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["of"] == doc["measured"] == 1 and doc["interrupted"] is False
+    (row,) = doc["variants"]
+    assert row["name"] == name and row["campaign"]["ran"] and not row["check"]["ran"]
+    assert row["campaign"]["exit_code"] in (0, 1) and row["campaign"]["error"] is None
+    assert row["caught_by"] == ("campaign" if row["campaign"]["caught"] else None)
+    assert doc["caught"] == (1 if row["caught_by"] else 0)
+    if row["campaign"]["caught"]:
+        assert row["campaign"]["property"] and row["campaign"]["counterexample_steps"] > 0
+        assert 0 < row["campaign"]["seconds_to_detection"] <= row["campaign"]["seconds"]
+    assert f"{name}: campaign ..." in done.stderr
+    assert (tmp_path / name / "campaign" / "batches").is_dir()  # the campaign wrote under --out, its store too
+    assert not (tmp_path / name / "check").exists()
+
+
+def test_ctrl_c_prints_what_was_measured_and_exits_130(tmp_path: Path) -> None:
+    names = ",".join(HELD_OUT_NAMES[:2])
+    argv = [*cli_command(), "bench-held-out", "--names", names, "--campaign-seconds", "60", "--no-check"]
+    proc = subprocess.Popen([*argv, "--out", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    batches = tmp_path / HELD_OUT_NAMES[0] / "campaign" / "batches"
+    deadline = time.monotonic() + 300
+    while not (batches.is_dir() and any(batches.glob("batch-*.jsonl"))) and time.monotonic() < deadline:
+        time.sleep(0.5)  # wait for the first campaign to be under way (its first batch written)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err
+    first = next(line for line in out.splitlines() if line.startswith(HELD_OUT_NAMES[0]))
+    assert "campaign: interrupted" in first and "(1 measured)" in out and " of 2 " in out
+    assert "interrupted" in err

@@ -1,0 +1,491 @@
+"""The held-out set (spec/variants/held_out, docs/held_out.md): each variant really does its bug, and which
+properties report it on its witness.
+
+A witness is a fixed action schedule from ``initial()`` of a small configuration. Both the correct model and the
+variant accept it; their end states differ in the way the bug describes (``DIFFERS``). Then the schedule is
+replayed with the variant planted through the existing replay (``properties/explore.py``): every invariant and
+action property at every step, liveness at quiescence from its end, and the message fates of the quiesced state.
+The properties that fire must be exactly the registry's ``seen_by``, an empty tuple for a bug no property sees
+on its witness. Nothing here is tuned to make a property fire: the registry records what is seen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from rmqspec.properties.explore import replay_liveness
+from rmqspec.properties.fates import message_fates
+from rmqspec.spec import actions as act
+from rmqspec.spec import broker_rules as br
+from rmqspec.spec.config import HELD_OUT_NAMES, MUTATIONS, Config
+from rmqspec.spec.model import Model
+from rmqspec.spec.state import Commit, State
+from rmqspec.spec.variants import VARIANTS
+from rmqspec.spec.variants.held_out import HELD_OUT, HELD_OUT_VARIANTS
+
+# name -> (configuration, witness schedule)
+WITNESSES: dict[str, tuple[Config, list[act.Action]]] = {
+    "local_offset_bak_never_written": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=3,
+            mode="BROADCASTING",
+            client_crashes=2,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            local_offset_file_corruptions=1,
+        ),
+        [
+            act.Start(client=0),
+            act.Produce(queue=0, tag="A"),
+            act.CoolQueueHead(queue=0),
+            act.Produce(queue=0, tag="A"),
+            act.Crash(client=0),
+            act.Start(client=0),
+            act.Produce(queue=0, tag="A"),
+            act.Tick(),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.Heartbeat(client=0),
+            act.Tick(),
+            act.BrokerFlush(),
+            act.SendPull(client=0, queue=0),
+            act.PersistOffsets(client=0, lagging=0),
+            act.Tick(),
+            act.PersistOffsets(client=0, lagging=0),
+            act.Crash(client=0),
+            act.CorruptLocalOffsetFile(client=0),
+            act.Start(client=0),
+            act.Rebalance(client=0),
+        ],
+    ),
+    "clean_expired_unstarted": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=3,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            consume_timeout=2000,
+        ),
+        [
+            act.Start(client=0),
+            act.Produce(queue=0, tag="A"),
+            act.CoolQueueHead(queue=0),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=1),
+            act.SendPull(client=0, queue=0),
+            act.Tick(),
+            act.Produce(queue=0, tag="A"),
+            act.Produce(queue=0, tag="A"),
+            act.Heartbeat(client=0),
+            act.Tick(),
+            act.CleanExpiredMsg(client=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=1),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.Tick(),
+            act.SendPull(client=0, queue=1),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.CleanExpiredMsg(client=0),
+            act.StartConsume(client=0, rid=3),
+            act.Tick(),
+            act.CleanExpiredMsg(client=0),
+        ],
+    ),
+    "lock_all_keeps_lock_time": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            orderly=True,
+        ),
+        [
+            act.Start(client=0),
+            act.Rebalance(client=0),
+            act.Tick(),
+            act.LockAll(client=0),
+        ],
+    ),
+    "orderly_removal_keeps_lock": (
+        Config(
+            queues=2,
+            messages_per_queue=2,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            orderly=True,
+        ),
+        [
+            act.Start(client=1),
+            act.Rebalance(client=1),
+            act.SendPull(client=1, queue=0),
+            act.Produce(queue=1, tag="A"),
+            act.SendPull(client=1, queue=1),
+            act.Start(client=0),
+            act.Rebalance(client=1),
+            act.Rebalance(client=0),
+        ],
+    ),
+    "reset_rebalance_not_paused": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=3,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            admin_resets=1,
+        ),
+        [
+            act.Start(client=0),
+            act.Rebalance(client=0),
+            act.Tick(),
+            act.Heartbeat(client=0),
+            act.SendPull(client=0, queue=1),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.Tick(),
+            act.PersistOffsets(client=0, lagging=0),
+            act.BrokerFlush(),
+            act.ReceivePull(client=0, pq_uid=1),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.SendPull(client=0, queue=1),
+            act.Tick(),
+            act.BrokerFlush(),
+            act.SendPull(client=0, queue=0),
+            act.PersistOffsets(client=0, lagging=0),
+            act.CleanExpiredMsg(client=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.AdminReset(queue=0, target=0, by_timestamp=False),
+            act.Tick(),
+            act.ClientResetReceive(client=0),
+            act.Rebalance(client=0),
+        ],
+    ),
+    "commit_to_slave_while_master_up": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            slave=True,
+        ),
+        [
+            act.Start(client=0),
+            act.Tick(),
+            act.Rebalance(client=0),
+            act.Heartbeat(client=0),
+            act.SendPull(client=0, queue=1),
+            act.Tick(),
+            act.SlaveSync(),
+            act.SendPull(client=0, queue=0),
+            act.Tick(),
+            act.BrokerFlush(),
+            act.PersistOffsets(client=0, lagging=0),
+        ],
+    ),
+    "no_correct_tags_offset": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=3,
+            tags=("A", "B"),
+            subscription=("A",),
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+        ),
+        [
+            act.Start(client=0),
+            act.Tick(),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.Produce(queue=0, tag="B"),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=0),
+        ],
+    ),
+    "dropped_pq_request_consumed": (
+        Config(queues=1, messages_per_queue=2, client_crashes=0, broker_crashes=0, send_back_failures=0),
+        [
+            act.Start(client=1),
+            act.Produce(queue=0, tag="A"),
+            act.CoolQueueHead(queue=0),
+            act.Start(client=0),
+            act.Shutdown(client=0),
+            act.Tick(),
+            act.Rebalance(client=1),
+            act.SendPull(client=1, queue=0),
+            act.SendPull(client=1, queue=1),
+            act.Produce(queue=0, tag="A"),
+            act.BrokerReceive(client=1, overtakes=0),
+            act.Start(client=0),
+            act.Rebalance(client=1),
+            act.Heartbeat(client=1),
+            act.Rebalance(client=0),
+            act.ReceivePull(client=1, pq_uid=0),
+            act.SendPull(client=0, queue=1),
+            act.StartConsume(client=1, rid=2),
+        ],
+    ),
+    "query_error_reads_as_no_offset": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            client_crashes=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            query_errors=1,
+            version="5.x",
+        ),
+        [
+            act.Start(client=0),
+            act.Tick(),
+            act.RebalanceQueryError(client=0, queue=0),
+        ],
+    ),
+    "slave_corrects_from_own_bounds": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=3,
+            client_crashes=0,
+            client_shutdowns=0,
+            send_back_failures=0,
+            retention_deletes=1,
+            slave=True,
+        ),
+        [
+            act.Tick(),
+            act.Start(client=0),
+            act.SlaveSync(),
+            act.Tick(),
+            act.Produce(queue=0, tag="A"),
+            act.CoolQueueHead(queue=0),
+            act.RetentionDelete(queue=0),
+            act.Rebalance(client=0),
+            act.Heartbeat(client=0),
+            act.SendPull(client=0, queue=1),
+            act.BrokerCrash(),
+            act.SendPull(client=0, queue=0),
+            act.Tick(),
+            act.BrokerReceive(client=0, overtakes=0),
+        ],
+    ),
+    "broadcast_failure_kept_in_pq": (
+        Config(
+            queues=1,
+            consumers=1,
+            messages_per_queue=2,
+            mode="BROADCASTING",
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+        ),
+        [
+            act.Start(client=0),
+            act.Rebalance(client=0),
+            act.Produce(queue=0, tag="A"),
+            act.SendPull(client=0, queue=0),
+            act.CoolQueueHead(queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.StartConsume(client=0, rid=1),
+            act.Produce(queue=0, tag="A"),
+            act.FinishConsume(client=0, rid=1, status="CONSUME_SUCCESS", ack_index=-1, send_back_fails=0),
+        ],
+    ),
+    "orderly_first_pull_no_reread": (
+        Config(
+            queues=1,
+            consumers=2,
+            messages_per_queue=3,
+            orderly=True,
+            client_crashes=0,
+            broker_crashes=0,
+            send_back_failures=0,
+        ),
+        [
+            act.Start(client=1),
+            act.Rebalance(client=1),
+            act.Produce(queue=0, tag="A"),
+            act.CoolQueueHead(queue=0),
+            act.SendPull(client=1, queue=0),
+            act.Produce(queue=0, tag="A"),
+            act.BrokerReceive(client=1, overtakes=0),
+            act.ReceivePull(client=1, pq_uid=0),
+            act.StartConsume(client=1, rid=2),
+            act.FinishConsume(client=1, rid=2, status="SUCCESS", ack_index=-1, send_back_fails=0),
+            act.SendPull(client=1, queue=1),
+            act.SendPull(client=1, queue=0),
+            act.Shutdown(client=1),
+            act.Tick(),
+            act.Start(client=1),
+            act.Rebalance(client=1),
+            act.Produce(queue=0, tag="A"),
+            act.BrokerReceive(client=1, overtakes=0),
+            act.BrokerFlush(),
+            act.SendPull(client=1, queue=1),
+            act.BrokerReceive(client=1, overtakes=0),
+            act.BrokerReceive(client=1, overtakes=0),
+            act.SendPull(client=1, queue=0),
+            act.Tick(),
+            act.LockAll(client=1),
+            act.Start(client=0),
+            act.Heartbeat(client=1),
+            act.Tick(),
+            act.Rebalance(client=1),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.LockAll(client=0),
+            act.BrokerReceive(client=1, overtakes=0),
+            act.SendPull(client=0, queue=1),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.BrokerReceive(client=1, overtakes=0),
+            act.ReceivePull(client=1, pq_uid=4),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.BrokerReceive(client=1, overtakes=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.StartConsume(client=0, rid=2),
+        ],
+    ),
+}
+
+
+def _pq_tree(s: State, client: int, q: int) -> int:
+    pq = s.clients[client].pqs[q]
+    return 0 if pq is None else pq.tree
+
+
+# name -> (correct end state, variant end state) -> does the variant's differ the way the bug says?
+DIFFERS: dict[str, Callable[[State, State], bool]] = {
+    # the restart after the corruption finds the stored offset in .bak, the variant an empty .bak
+    "local_offset_bak_never_written": lambda ok, bug: (
+        ok.ghost.starts[-1][2] == "stored-offset" and bug.ghost.starts[-1][2] == "consume-from-last"
+    ),
+    # the cleaner took a cached message whose listener never started out of the pq
+    "clean_expired_unstarted": lambda ok, bug: (
+        _pq_tree(bug, 0, 0) != _pq_tree(ok, 0, 0) and _pq_tree(bug, 0, 0) & ~_pq_tree(ok, 0, 0) == 0
+    ),
+    # lockAll granted the queue but left its lastLockTimestamp
+    "lock_all_keeps_lock_time": lambda ok, bug: _last_lock(bug) < _last_lock(ok),
+    # the queue's new owner cannot lock it: its previous owner removed it without unlocking
+    "orderly_removal_keeps_lock": lambda ok, bug: _locked_queues(bug, 0) < _locked_queues(ok, 0),
+    # the rebalance ran during the reset's sleep and placed a new pq on the queue the reset dropped
+    "reset_rebalance_not_paused": lambda ok, bug: ok.clients[0].pqs[0] is None and bug.clients[0].pqs[0] is not None,
+    # the persist sent its commit to the slave while the master is up
+    "commit_to_slave_while_master_up": lambda ok, bug: (
+        any(isinstance(r, Commit) and r.to_slave for r in bug.clients[0].channel)
+        and not any(isinstance(r, Commit) and r.to_slave for r in ok.clients[0].channel)
+    ),
+    # NO_MATCHED_MSG left the memory offset where it was: it never passes the filtered message
+    "no_correct_tags_offset": lambda ok, bug: (bug.clients[0].mem[0] or 0) < (ok.clients[0].mem[0] or 0),
+    # the dropped pq's request runs its listener
+    "dropped_pq_request_consumed": lambda ok, bug: len(bug.clients[1].consuming) > len(ok.clients[1].consuming),
+    # the failed read positioned the queue (5.x skips it this round)
+    "query_error_reads_as_no_offset": lambda ok, bug: (
+        ok.clients[0].pqs[0] is None and bug.clients[0].pqs[0] is not None
+    ),
+    # the failed message is still cached, holding the offset update below it
+    "broadcast_failure_kept_in_pq": lambda ok, bug: (
+        _pq_tree(ok, 0, 0) == 0
+        and _pq_tree(bug, 0, 0) != 0
+        and bug.clients[0].offset_updates[-1].offset < ok.clients[0].offset_updates[-1].offset
+    ),
+    # the new owner's first locked pull started below what the previous owner consumed: a message comes again
+    "orderly_first_pull_no_reread": lambda ok, bug: bug.ghost.redeliveries > ok.ghost.redeliveries,
+    # the slave answered the pull below its minOffset with a correction from its own bounds
+    "slave_corrects_from_own_bounds": lambda ok, bug: (
+        _pull_statuses(bug) == [br.OFFSET_ILLEGAL] and _pull_statuses(ok) == [br.NO_MATCHED_MSG]
+    ),
+}
+
+
+def _last_lock(s: State) -> int:
+    pq = s.clients[0].pqs[0]
+    assert pq is not None
+    return pq.last_lock
+
+
+def _locked_queues(s: State, client: int) -> int:
+    return sum(1 for pq in s.clients[client].pqs if pq is not None and pq.locked)
+
+
+def _pull_statuses(s: State) -> list[str]:
+    return [p.result.status for p in s.clients[0].pulls if p.result is not None]
+
+
+def _end(config: Config, schedule: list[act.Action]) -> State:
+    model = Model(config)
+    state = model.initial()
+    for action in schedule:
+        state = model.step(state, action)
+    return state
+
+
+def seen_on_witness(name: str) -> set[str]:
+    """The properties that report the variant ``name`` on its witness: safety at every step of the schedule, then
+    liveness at quiescence from its end, then a lost message fate (``FATES``) of the quiesced state."""
+    config, schedule = WITNESSES[name]
+    planted = replace(config, mutations=frozenset({name}))
+    safety, outcome = replay_liveness(planted, schedule, len(schedule))
+    seen = {v.id for v in safety}
+    if outcome is not None:
+        seen |= {v.id for v in outcome.violations}
+        if message_fates(Model(planted), outcome.quiescence.state).lost:
+            seen.add("FATES")
+    return seen
+
+
+def test_the_held_out_set_is_registered_apart_from_the_planted_bugs() -> None:
+    assert len(HELD_OUT) >= 10 and tuple(HELD_OUT) == HELD_OUT_NAMES == tuple(HELD_OUT_VARIANTS)
+    assert not set(HELD_OUT) & set(MUTATIONS) and not set(HELD_OUT) & set(VARIANTS)
+    assert set(WITNESSES) == set(DIFFERS) == set(HELD_OUT)
+    for name, bug in HELD_OUT.items():
+        assert bug.citation and bug.breaks and all(r.startswith("R") for r in bug.breaks)
+        assert type(Model(Config(mutations=frozenset({name})))) is HELD_OUT_VARIANTS[name]
+
+
+@pytest.mark.parametrize("name", HELD_OUT_NAMES)
+def test_the_variant_does_its_bug_on_its_witness(name: str) -> None:
+    config, schedule = WITNESSES[name]
+    ok = _end(config, schedule)
+    bug = _end(replace(config, mutations=frozenset({name})), schedule)
+    assert ok != bug
+    assert DIFFERS[name](ok, bug)
+
+
+@pytest.mark.parametrize("name", HELD_OUT_NAMES)
+def test_the_registry_records_which_properties_see_it_on_its_witness(name: str) -> None:
+    assert seen_on_witness(name) == set(HELD_OUT[name].seen_by)
+
+
+def test_the_cli_plants_a_held_out_bug_by_name(tmp_path: Path) -> None:
+    from rmqspec.cli import main
+
+    out = tmp_path / "run"
+    code = main(["run", "--mutation", HELD_OUT_NAMES[0], "--walks", "1", "--steps", "5", "--out", str(out)])
+    assert code in (0, 1)  # a measurement of the variant, not bad input
+    assert main(["run", "--mutation", "not_a_bug", "--walks", "1", "--steps", "5", "--out", str(out)]) == 2
