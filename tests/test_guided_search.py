@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from rmqspec.campaign.corpus import FRESH_SHARE, Plan, Scheduler, reconfigure
+from rmqspec.campaign.corpus import ARM_FLOOR, Plan, Scheduler, reconfigure
 from rmqspec.campaign.report import search_summary
 from rmqspec.campaign.runner import CampaignOptions, CampaignResult, run_campaign
 from rmqspec.campaign.units import PROFILES, patient_run, run_unit, sample_config
+from rmqspec.properties.explore import replay
 from rmqspec.properties.features import ACTION_GATES, FACT_GATES, FACTS, Features, action_feature, state_facts
 from rmqspec.properties.rocketmq_bugs import REPRODUCED, classify
-from rmqspec.properties.serialize import action_to_json, config_to_json
+from rmqspec.properties.serialize import action_from_json, action_to_json, config_to_json
 from rmqspec.spec import actions as act
 from rmqspec.spec.config import CLUSTERING, V4_9_8, V5_X, Config
 from rmqspec.spec.model import Model
@@ -125,30 +126,35 @@ def test_a_violation_is_a_reproduced_rocketmq_bug_only_with_its_version_gate_pro
     assert {b.id for b in REPRODUCED} >= {"RMQ-14", "RMQ-26"}
 
 
+def _reset_498(seed: int) -> Config:
+    """A 4.9.8 configuration with an admin reset, from what the swarm draws for ``seed``."""
+    base = PROFILES[0].apply(sample_config(random.Random(seed)))
+    return replace(
+        base,
+        version=V4_9_8,
+        mode=CLUSTERING,
+        orderly=False,
+        orderly_auto_commit=True,
+        admin_resets=1,
+        slave=False,
+        lagging_file_writes=0,
+        local_offset_file_corruptions=0,
+        client_stalls=0,
+        commit_losses=0,
+        view_faults=0,
+        duplicate_client_id=False,
+        task_deaths=0,
+        query_errors=0,
+        retention_deletes=0,
+    )
+
+
 def test_a_4_9_8_reset_run_reports_rmq26_apart_from_its_violations() -> None:
     """Seeds of 4.9.8 runs with an admin reset, walked with the correct model: the findings are reported as the bug
     they reproduce, never as violations, and each one's shrunk counterexample takes the reset."""
     found = 0
     for seed in range(40):
-        base = PROFILES[0].apply(sample_config(random.Random(seed)))
-        config = replace(
-            base,
-            version=V4_9_8,
-            mode=CLUSTERING,
-            orderly=False,
-            orderly_auto_commit=True,
-            admin_resets=1,
-            slave=False,
-            lagging_file_writes=0,
-            local_offset_file_corruptions=0,
-            client_stalls=0,
-            commit_losses=0,
-            view_faults=0,
-            duplicate_client_id=False,
-            task_deaths=0,
-            query_errors=0,
-            retention_deletes=0,
-        )
+        config = _reset_498(seed)
         row = run_unit(seed, seed, "calm", 300, lockstep=False, plan=Plan(config, (), "test")).as_row()
         assert row["violations"] == [], row["violations"][:1]
         for text in row["reproduced"]:
@@ -156,6 +162,24 @@ def test_a_4_9_8_reset_run_reports_rmq26_apart_from_its_violations() -> None:
             assert v["rocketmq_bug"] == "RMQ-26" and any(a["action"] == "AdminReset" for a in v["actions"])
             found += 1
     assert found > 0
+
+
+def test_under_a_planted_bug_a_finding_the_correct_model_does_not_share_stays_a_violation() -> None:
+    """With a planted bug in the 4.9.8 reset itself (the reset applied one below its target), the findings of the
+    same 4.9.8 reset runs are the planted bug's: the correct model, replaying the shrunk run, does not break the
+    property, so they are violations, not RMQ-26."""
+    violations = 0
+    for seed in range(12):
+        config = _reset_498(seed)
+        row = run_unit(
+            seed, seed, "calm", 300, frozenset({"client_reset_off_by_one"}), lockstep=False, plan=Plan(config, (), "t")
+        ).as_row()
+        violations += len(row["violations"])
+        for text in row["reproduced"]:  # what is still called RMQ-26 is broken by the correct model as well
+            v = json.loads(text)
+            _, broken = replay(config, [action_from_json(a) for a in v["actions"]])
+            assert v["id"] in {b.id for b in broken}
+    assert violations > 0
 
 
 # --- the corpus -----------------------------------------------------------------------------------------------------
@@ -188,8 +212,18 @@ def test_plans_depend_only_on_the_seed_the_round_and_the_rows_merged() -> None:
     assert first.plans(list(range(6, 30)), 1) == second.plans(list(range(6, 30)), 1)
     plans = first.plans(list(range(30, 90)), 2)
     fresh = sum(p is None for p in plans.values())
-    assert 0 < fresh < 60 and abs(fresh / 60 - FRESH_SHARE) < 0.2
+    assert 0 < fresh < 60 and abs(fresh / 60 - first.shares()["fresh"]) < 0.15
     assert {p.origin.split(" ")[0] for p in plans.values() if p is not None} >= {"cut", "perturb", "reconfigure"}
+
+
+def test_an_arm_that_found_more_per_run_gets_a_larger_share_and_none_falls_below_the_floor() -> None:
+    scheduler = Scheduler(seed=0, steps=50)
+    rows = [_row(k, [f"new{k}", f"more{k}"], [act.Start(0)]) for k in range(10)]  # fresh: two new features a run
+    rows += [{**_row(10 + k, ["new0"], [act.Start(0)]), "origin": "cut 0"} for k in range(10)]  # cuts: nothing new
+    scheduler.absorb(rows)
+    shares = scheduler.shares()
+    assert shares["fresh"] > shares["perturb"] > shares["cut"] >= ARM_FLOOR - 1e-9
+    assert abs(sum(shares.values()) - 1) < 1e-9
 
 
 def test_a_rare_feature_gives_its_entry_more_energy() -> None:

@@ -8,15 +8,20 @@ consecutive actions, the ghost's causes, sometimes-conditions and fates), and a 
 rows in unit order: a run that reached a feature no earlier run had becomes a corpus *entry* (its configuration
 and its walk's actions). The next round's units are planned from the corpus (``Scheduler.plans``):
 
-- a share of the units stays *fresh*: a configuration and swarm profile drawn from the unit's seed, as the random
-  search does (``FRESH_SHARE``), so the swarm keeps finding configurations the corpus lacks;
-- the others take a parent entry, chosen with *energy*: the sum over the parent's features of 1 / (runs that
-  reached it), divided by how often it was picked already (AFL's favoured entries, HypoFuzz's rare branches), and
-  apply one operator to it, each given the same share: **cut** (replay a prefix of the parent, then walk at
-  random from the unit's seed), **perturb** (the prefix with a few edits: an action dropped, repeated, two
-  swapped, a ``Tick`` inserted), **splice** (a prefix of the parent, then a piece of another entry's walk) or
-  **reconfigure** (one knob of the parent's configuration redrawn, then its prefix). A planned prefix is
-  replayed action by action, each skipped where it is not enabled (``run_unit``), then the unit walks at random.
+- a unit is either *fresh*: a configuration and swarm profile drawn from the unit's seed, as the random search
+  does, so the swarm keeps finding configurations the corpus lacks; or it takes a parent entry, chosen with
+  *energy*: the sum over the parent's features of 1 / (runs that reached it), divided by how often it was picked
+  already (AFL's favoured entries, HypoFuzz's rare branches), and applies one operator to it: **cut** (replay a
+  prefix of the parent, then walk at random from the unit's seed), **perturb** (the prefix with a few edits: an
+  action dropped, repeated, two swapped, a ``Tick`` inserted), **splice** (a prefix of the parent, then a piece of
+  another entry's walk) or **reconfigure** (one knob of the parent's configuration redrawn, then its prefix). A
+  planned prefix is replayed action by action, each skipped where it is not enabled (``run_unit``), then the unit
+  walks at random;
+- how many units each of these five *arms* gets is decided by what they have yielded so far (``shares``, a bandit
+  as AFL++'s MOpt schedules its mutators): each arm's share is proportional to the new features per run its units
+  found in the rounds merged so far, with a floor of ``ARM_FLOOR`` each, so an arm that stops paying gives way
+  and none is starved. Early on fresh draws find the most (a new configuration opens whole families of
+  features); as the swarm's draws repeat themselves, the corpus's arms take over.
 
 Everything the scheduler decides comes from ``random.Random`` seeded by the campaign's seed and the round, and from
 the rows of earlier rounds merged in unit order, so a campaign is deterministic for its seed on any number of
@@ -48,11 +53,11 @@ from rmqspec.spec.config import (
     ConfigError,
 )
 
-# One unit in three stays fresh once the corpus has entries: the swarm's draw of configurations is the only source
-# of new configurations (reconfigure changes one knob of a known one), and a third keeps the random search's breadth
-# while two thirds of the runs go deep from what is known.
-FRESH_SHARE = 1 / 3
 OPERATORS = ("cut", "perturb", "splice", "reconfigure")
+ARMS = ("fresh", *OPERATORS)
+# Each arm keeps at least this share of a round's units, so that an arm's yield is measured again as the corpus
+# grows (MOpt's pilot fuzzing): five arms at 8 % leave 60 % to the arms that pay best.
+ARM_FLOOR = 0.08
 # perturb: up to this many edits of the prefix (AFL's havoc stacks 1-16 small edits; a walk of a few hundred steps
 # whose actions are skipped where not enabled tolerates few before it is a different walk)
 MAX_EDITS = 4
@@ -93,6 +98,8 @@ class Scheduler:
     entries: list[Entry] = field(default_factory=list)
     hits: Counter[str] = field(default_factory=Counter)  # feature -> runs that reached it
     curve: list[dict[str, Any]] = field(default_factory=list)  # per round: runs, features, entries, seconds
+    arm_runs: Counter[str] = field(default_factory=Counter)  # per arm: the runs merged
+    arm_new: Counter[str] = field(default_factory=Counter)  # per arm: the features its runs were first to reach
 
     # --- planning ------------------------------------------------------------------------------------------------
     def plans(self, units: list[int], round_index: int) -> dict[int, Plan | None]:
@@ -102,14 +109,24 @@ class Scheduler:
         if not self.guided or not self.entries:
             return out
         rng = random.Random(f"rmqspec corpus {self.seed} round {round_index}")
+        shares = self.shares()
+        arms = list(shares)
+        weights = [shares[a] for a in arms]
         for unit in units:
-            if rng.random() < FRESH_SHARE:
+            arm = rng.choices(arms, weights=weights)[0]
+            if arm == "fresh":
                 continue
-            parent = self._pick(rng)
-            operators = OPERATORS[:-1] if self.fixed else OPERATORS
-            op = operators[rng.randrange(len(operators))]
-            out[unit] = self._apply(rng, op, parent)
+            out[unit] = self._apply(rng, arm, self._pick(rng))
         return out
+
+    def shares(self) -> dict[str, float]:
+        """Each arm's share of the next round's units: ``ARM_FLOOR``, plus the rest dealt in proportion to its new
+        features per run so far (one run finding one is assumed before any is measured)."""
+        arms = [a for a in ARMS if not (self.fixed and a == "reconfigure")]
+        rates = {a: (self.arm_new[a] + 1) / (self.arm_runs[a] + 1) for a in arms}
+        total = sum(rates.values())
+        spare = 1 - ARM_FLOOR * len(arms)  # what is left after each arm's floor, dealt by yield
+        return {a: ARM_FLOOR + spare * rates[a] / total for a in arms}
 
     def snapshot(self) -> list[int]:
         """What ``plans`` changes (the entries' pick counts), for ``restore``."""
@@ -165,6 +182,10 @@ class Scheduler:
             new = tuple(f for f in features if f not in self.hits) + tuple(f for f in arcs if f not in self.hits)
             self.hits.update(features)
             self.hits.update(arcs)
+            arm = str(row.get("origin", "fresh")).split(" ")[0]
+            arm = arm if arm in ARMS else "fresh"  # "start <key>": a fresh unit's directed start
+            self.arm_runs[arm] += 1
+            self.arm_new[arm] += len(new)
             if not new or not self.guided or row.get("actions") is None:
                 continue
             try:
