@@ -86,6 +86,11 @@ def reproduced_line(summary: dict[str, Any]) -> str:
 
 
 RAREST_LISTED = 25  # summary.json and report.md list this many of the rarest features
+EFFECTS_LISTED = 30  # report.md lists this many of the rarest effect branches; summary.json has them all
+
+
+def _always(config: Any) -> bool:
+    return True
 
 
 def search_summary(result: CampaignResult) -> dict[str, Any]:
@@ -121,6 +126,15 @@ def search_summary(result: CampaignResult) -> dict[str, Any]:
     hits: Counter[str] = Counter()
     for r in rows:
         hits.update(r.get("features") or [])
+    # every effect branch reached (e:<Action>:<field>:<change>), with the gate of its action: no list of effects
+    # exists before a run reaches them (the unreached branches of the model are the branch-coverage section's)
+    gates = {name: gate for _, name, gate in behaviours()}
+    effects: list[dict[str, Any]] = []
+    for feature, reached in hits.items():
+        if feature.startswith("e:"):
+            gate = gates.get(feature.split(":")[1], _always)
+            effects.append({"behaviour": feature, "could": sum(1 for c in configs if gate(c)), "reached": reached})
+    effects.sort(key=lambda b: (b["reached"] / max(1, b["could"]), b["behaviour"]))
     return {
         "mode": "random" if scheduler is None or not scheduler.guided else "guided",
         "features": len(hits),
@@ -132,6 +146,7 @@ def search_summary(result: CampaignResult) -> dict[str, Any]:
             :RAREST_LISTED
         ],
         "behaviours": table,
+        "effects": effects,
         "behaviours_unreached": [b["behaviour"] for b in table if b["could"] and not b["reached"]],
         "behaviours_inexpressible": [b["behaviour"] for b in table if not b["could"]],
     }
@@ -182,6 +197,15 @@ def search_lines(summary: dict[str, Any], out: Path) -> list[str]:
         "| --- | ---: | ---: |",
     ]
     lines += [f"| `{b['behaviour']}` | {b['could']} | {b['reached']} |" for b in s["behaviours"]]
+    lines += [
+        "",
+        f"Effect branches reached: {len(s['effects'])} (summary.json, `search.effects`); the {EFFECTS_LISTED} "
+        "rarest, by the share of the runs that could reach them:",
+        "",
+        "| effect | could | reached |",
+        "| --- | ---: | ---: |",
+    ]
+    lines += [f"| `{b['behaviour']}` | {b['could']} | {b['reached']} |" for b in s["effects"][:EFFECTS_LISTED]]
     lines.append("")
     return lines
 
