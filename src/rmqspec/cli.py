@@ -768,6 +768,78 @@ def _add_history_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
     bench.set_defaults(func=_cmd_bench_history)
 
 
+SERVE_CLUSTER_EPILOG = """\
+On 127.0.0.1, a name server (--port) and a broker (--broker-port) speaking RocketMQ 4.x's remoting
+protocol, backed by the reference implementation; point a client's name-server address at the first.
+--history writes what the broker saw (produce, commit, join, leave) in check-history's format; merge it
+with the listeners' deliver lines (rmqspec merge-history) and judge with rmqspec check-history
+(docs/oracle.md, "Checking an unmodified client against serve-cluster").
+
+exit codes: 0 stopped after --duration; 2 bad arguments or a port in use; 3 internal error;
+130 SIGINT; 143 SIGTERM (the history is flushed and closed on each)."""
+
+
+def _cmd_serve_cluster(args: argparse.Namespace) -> int:
+    from rmqspec.cluster.run import serve_cluster
+
+    try:
+        return serve_cluster(
+            args.port, args.broker_port, args.rocketmq, args.history, args.duration, args.group, args.queues, args.store
+        )
+    except OSError as err:
+        raise CliError(f"serve-cluster: cannot listen or write: {err}") from None
+
+
+def _cmd_merge_history(args: argparse.Namespace) -> int:
+    from rmqspec.cluster.history_log import merge_histories
+
+    try:
+        count = merge_histories(args.broker, list(args.listeners), args.out)
+    except (OSError, ValueError) as err:
+        raise CliError(str(err)) from None
+    print(f"{args.out}: {count} events")
+    return EXIT_OK
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
+    return value
+
+
+def _add_cluster_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    serve = sub.add_parser(
+        "serve-cluster",
+        help="a name server and broker on RocketMQ's wire protocol, backed by the reference, for real clients",
+        description="Serve RocketMQ 4.x clients with the reference implementation and log what the broker sees.",
+        epilog=SERVE_CLUSTER_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    serve.add_argument("--port", type=_non_negative, default=9876, help="name server port (default 9876; 0: any)")
+    serve.add_argument("--broker-port", type=_non_negative, default=10911, help="broker port (default 10911; 0: any)")
+    serve.add_argument(
+        "--version", dest="rocketmq", choices=("4.9.8", "5.x"), default="4.9.8", help="broker behaviour to implement"
+    )
+    serve.add_argument("--history", type=Path, metavar="FILE", help="write the broker's history here")
+    serve.add_argument("--group", help="the consumer group the history is about (default: the first one seen)")
+    serve.add_argument("--duration", type=_positive_float, metavar="S", help="stop after S seconds (exit 0)")
+    serve.add_argument("--queues", type=positive_int, default=4, help="queues of a topic created on lookup (default 4)")
+    serve.add_argument("--store", type=Path, metavar="DIR", help="the broker's store root (default: a temporary one)")
+    serve.set_defaults(func=_cmd_serve_cluster)
+    merge = sub.add_parser(
+        "merge-history",
+        help="merge serve-cluster's history with listeners' deliver lines into one history, by time",
+    )
+    merge.add_argument("broker", type=Path, help="the history serve-cluster wrote (header first)")
+    merge.add_argument("listeners", type=Path, nargs="*", help="files of deliver lines written by listener helpers")
+    merge.add_argument("--out", type=Path, required=True, help="the merged history")
+    merge.set_defaults(func=_cmd_merge_history)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rmqspec", description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--version", action="version", version=f"rmqspec {__version__}")
@@ -871,6 +943,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_check_command(sub)
     _add_trace_commands(sub)
     _add_history_commands(sub)
+    _add_cluster_commands(sub)
     _add_conform_commands(sub)
     bench = sub.add_parser(
         "bench-conform",

@@ -1,0 +1,50 @@
+'use strict';
+// Produce N messages and consume them with npm's ali-ons against serve-cluster.
+//
+//   NODE_PATH=<dir>/node_modules node ali_ons_run.js NAMESRV N DELIVERIES LISTENER_JS [INSTANCE] [TIMEOUT_S]
+//
+// LISTENER_JS is rmqspec's src/rmqspec/cluster/listener.js. Prints `sent N SECONDS` and `consumed K`;
+// exits 0 when all N were consumed before the timeout, 1 otherwise.
+const { Producer, Consumer, Message } = require('ali-ons');
+
+const [ namesrv, nText, deliveriesPath, listenerJs, instance = 'c1', timeoutText = '60' ] = process.argv.slice(2);
+const { DeliveryLog } = require(listenerJs);
+const n = Number(nText);
+
+async function main() {
+  // ali-ons asks an HTTP address server for the name servers unless nameSrv is set; it still wants a client.
+  const httpclient = { async request() { throw new Error('no address server: nameSrv is set'); } };
+  const common = { nameSrv: namesrv, httpclient, accessKeyId: 'key', accessKeySecret: 'secret' };
+  const producer = new Producer(Object.assign({ producerGroup: 'PG' }, common));
+  await producer.ready();
+  let started = Date.now();
+  for (let i = 0; i < n; i++) {
+    await producer.send(new Message('T', 'a', 'm' + i));
+  }
+  console.log('sent', n, (Date.now() - started) / 1000);
+  await producer.close();
+
+  const deliveries = new DeliveryLog(deliveriesPath, instance);
+  const seen = new Set();
+  let finish;
+  const finished = new Promise(resolve => { finish = resolve; });
+  const consumer = new Consumer(Object.assign({
+    consumerGroup: 'G', instanceName: instance, consumeFromWhere: 'CONSUME_FROM_FIRST_OFFSET',
+  }, common));
+  consumer.subscribe('T', '*', async msg => {
+    deliveries.record(msg.topic, msg.queueId, msg.queueOffset);
+    seen.add(msg.queueId + ':' + msg.queueOffset);
+    if (seen.size >= n) finish(true);
+  });
+  started = Date.now();
+  await consumer.ready();
+  const timer = setTimeout(() => finish(false), Number(timeoutText) * 1000);
+  const ok = await finished;
+  clearTimeout(timer);
+  console.log('consumed', seen.size, (Date.now() - started) / 1000);
+  await consumer.close();
+  deliveries.close();
+  return ok;
+}
+
+main().then(ok => process.exit(ok ? 0 : 1), err => { console.error(err); process.exit(1); });

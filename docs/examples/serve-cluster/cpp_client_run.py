@@ -1,0 +1,64 @@
+"""Produce N messages and consume them with PyPI's ``rocketmq`` (the Apache C++ client) against serve-cluster.
+
+    python cpp_client_run.py NAMESRV N DELIVERIES [--instance c1] [--timeout 60]
+
+The listener writes one deliver line per message with rmqspec's DeliveryLog (``rmqspec.cluster.listener``,
+standard library only). Prints ``sent N SECONDS`` and ``consumed K``; exits 0 when all N were consumed
+before the timeout, 1 otherwise.
+"""
+
+import argparse
+import threading
+import time
+
+from rocketmq.client import Message, Producer, PushConsumer
+
+from rmqspec.cluster.listener import DeliveryLog
+
+parser = argparse.ArgumentParser()
+parser.add_argument("namesrv")
+parser.add_argument("n", type=int)
+parser.add_argument("deliveries")
+parser.add_argument("--instance", default="c1")
+parser.add_argument("--topic", default="T")
+parser.add_argument("--group", default="G")
+parser.add_argument("--timeout", type=float, default=60.0)
+args = parser.parse_args()
+
+producer = Producer("PG")
+producer.set_namesrv_addr(args.namesrv)
+producer.start()
+started = time.monotonic()
+for i in range(args.n):
+    msg = Message(args.topic)
+    msg.set_tags("a")
+    msg.set_body(f"m{i}".encode())
+    producer.send_sync(msg)
+print("sent", args.n, round(time.monotonic() - started, 3), flush=True)
+producer.shutdown()
+
+deliveries = DeliveryLog(args.deliveries, args.instance)
+seen: set[tuple[int, int]] = set()
+all_seen = threading.Event()
+lock = threading.Lock()
+
+
+def on_message(msg):  # the application's listener; returning normally is CONSUME_SUCCESS
+    deliveries.record(msg.topic, msg.queue_id, msg.queue_offset)
+    with lock:
+        seen.add((msg.queue_id, msg.queue_offset))
+        if len(seen) >= args.n:
+            all_seen.set()
+
+
+consumer = PushConsumer(args.group)
+consumer.set_namesrv_addr(args.namesrv)
+consumer.set_instance_name(args.instance)
+consumer.subscribe(args.topic, on_message)
+started = time.monotonic()
+consumer.start()
+ok = all_seen.wait(args.timeout)
+print("consumed", len(seen), round(time.monotonic() - started, 3), flush=True)
+consumer.shutdown()
+deliveries.close()
+raise SystemExit(0 if ok else 1)

@@ -1,0 +1,456 @@
+"""``rmqspec serve-cluster``: the frame codec, the server under malformed input, its stop paths, a raw-protocol
+produce/pull/commit, and calm runs of the two unmodified third-party clients judged by check-history.
+
+Every subprocess has a timeout and is killed at the end; the client tests install their client
+(``pip install --target``, ``npm install --prefix``) and skip with the reason when they cannot.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import rmqspec
+from rmqspec.cluster import wire
+from rmqspec.cluster.history_log import consumer_name, merge_histories
+from rmqspec.properties.history import check_history
+
+SRC = Path(rmqspec.__file__).resolve().parent.parent
+REPO = SRC.parent
+EXAMPLES = REPO / "docs" / "examples" / "serve-cluster"
+LISTENER_JS = SRC / "rmqspec" / "cluster" / "listener.js"
+WAIT = 20.0  # seconds: the bound on every wait for the server (start, a reply, a stop)
+CLIENT_RUN_TIMEOUT = 150.0  # seconds: a whole client run (produce, consume, shut down)
+INSTALL_TIMEOUT = 300.0
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(SRC) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+class Cluster:
+    """A serve-cluster subprocess on ephemeral ports."""
+
+    def __init__(self, tmp: Path, *extra: str) -> None:
+        self.history = tmp / "broker.jsonl"
+        self.stderr_path = tmp / "serve.err"
+        self._err = open(self.stderr_path, "w")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "rmqspec.cli",
+                "serve-cluster",
+                "--port",
+                "0",
+                "--broker-port",
+                "0",
+                "--history",
+                str(self.history),
+                *extra,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=self._err,
+            text=True,
+            env=_env(),
+            start_new_session=True,
+        )
+        self.lines: list[str] = []
+        ready = threading.Event()
+
+        def read() -> None:
+            assert self.proc.stdout is not None
+            for line in self.proc.stdout:
+                self.lines.append(line)
+                ready.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        if not ready.wait(WAIT):
+            self.stop()
+            pytest.fail(f"serve-cluster did not start within {WAIT} s: {self.stderr()}")
+        first = self.lines[0]
+        assert first.startswith("serve-cluster: name server 127.0.0.1:"), first
+        self.namesrv = first.split("name server ")[1].split(",")[0]
+        self.broker = first.split("broker ")[1].split(",")[0]
+
+    def stop(self, signum: int = signal.SIGTERM) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signum)
+        try:
+            code = self.proc.wait(WAIT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait(WAIT)
+        self._err.close()
+        return code
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(encoding="utf-8", errors="replace")
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    c = Cluster(tmp_path)
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def _connect(address: str) -> socket.socket:
+    host, port = address.rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)), timeout=WAIT)
+    sock.settimeout(WAIT)
+    return sock
+
+
+def _read_reply(sock: socket.socket) -> wire.Frame:
+    def exactly(n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("closed")
+            data += chunk
+        return data
+
+    (total,) = struct.unpack(">I", exactly(4))
+    return wire.decode_frame(exactly(total))
+
+
+def _call(sock: socket.socket, code: int, ext: dict[str, str], body: bytes = b"", opaque: int = 1) -> wire.Frame:
+    sock.sendall(wire.encode_frame(code, opaque, 0, ext, body))
+    while True:
+        reply = _read_reply(sock)
+        if reply.is_response and reply.opaque == opaque:
+            return reply
+
+
+def _route_ok(cluster: Cluster) -> None:
+    with _connect(cluster.namesrv) as sock:
+        reply = _call(sock, 105, {"topic": "T"})
+    assert reply.code == 0
+    assert b'"brokerAddrs":{0:"' + cluster.broker.encode() + b'"}' in reply.body
+
+
+# --- the codec --------------------------------------------------------------------------------------
+
+
+def test_frame_and_message_round_trip() -> None:
+    data = wire.encode_frame(11, 7, wire.FLAG_RESPONSE, {"nextBeginOffset": "3"}, b"xyz", "FOUND")
+    frame = wire.decode_frame(data[4:])
+    assert (frame.code, frame.opaque, frame.is_response, frame.remark, frame.body) == (11, 7, True, "FOUND", b"xyz")
+    assert frame.ext_fields == {"nextBeginOffset": "3"}
+    messages = [
+        wire.WireMessage("T", 2, 5, 40, b"body", {"TAGS": "a", "KEYS": "k"}, 1, 2, "10.0.0.1:9", "127.0.0.1:10911", 3),
+        wire.WireMessage("%RETRY%G", 0, 0, 41, b"", {}, store_host="127.0.0.1:10911"),
+    ]
+    assert wire.decode_messages(b"".join(wire.encode_message(m) for m in messages)) == messages
+    assert wire.offset_message_id("127.0.0.1:10911", 1) == "7F00000100002A9F0000000000000001"
+
+
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        (b"\x00\x00", "no header length"),
+        (struct.pack(">I", 1 << 24) + b"{}", "serialize type 1"),
+        (struct.pack(">I", wire.MAX_HEADER_BYTES + 1), "exceeds"),
+        (struct.pack(">I", 50) + b"{}", "exceeds the frame"),
+        (struct.pack(">I", 3) + b"{x}", "not UTF-8 JSON"),
+        (struct.pack(">I", 2) + b"[]", "not a JSON object"),
+        (struct.pack(">I", 12) + b'{"code":"a"}', "'code'"),
+        (struct.pack(">I", 35) + b'{"code":1,"opaque":1,"extFields":3}', "extFields"),
+    ],
+)
+def test_decode_frame_refuses_malformed_headers(data: bytes, why: str) -> None:
+    with pytest.raises(wire.FrameError, match=why):
+        wire.decode_frame(data)
+
+
+def test_decode_messages_refuses_a_truncated_body() -> None:
+    data = wire.encode_message(wire.WireMessage("T", 0, 0, 0, b"abc", {"TAGS": "a"}))
+    for cut in (1, 20, len(data) - 1):
+        with pytest.raises(ValueError, match="truncated or malformed"):
+            wire.decode_messages(data[:cut])
+
+
+def test_consumer_names_match_both_clients_client_ids() -> None:
+    assert consumer_name("9829-127.0.0.1@c1") == "c1"  # C++ 2.x with a set instance name
+    assert consumer_name("127.0.0.1@9829#c1") == "c1"  # C++ master's ip@pid#instance
+    assert consumer_name("192.0.2.2@c1") == "c1"  # ali-ons
+    assert consumer_name("plain") == "plain"
+
+
+# --- the server under malformed input, and its stop paths ----------------------------------------------
+
+
+def test_malformed_frames_close_only_their_connection(cluster: Cluster) -> None:
+    bad = [
+        struct.pack(">I", wire.MAX_FRAME_BYTES + 1),  # oversized frame
+        struct.pack(">II", 8, wire.MAX_HEADER_BYTES + 1),  # oversized header
+        struct.pack(">II", 12, 1 << 24) + b"{}\x00\x00",  # serialize type 1
+        struct.pack(">II", 9, 5) + b"{not}",  # header is not JSON
+        struct.pack(">II", 100, 5) + b"{",  # truncated: the client vanishes mid-frame
+    ]
+    rng = random.Random(27)
+    bad += [struct.pack(">I", rng.randrange(8, 64)) + rng.randbytes(rng.randrange(4, 64)) for _ in range(40)]
+    for data in bad:
+        with _connect(cluster.broker) as sock:
+            sock.sendall(data)
+            sock.shutdown(socket.SHUT_WR)
+            while sock.recv(4096):  # the server answers nothing readable and closes
+                pass
+        _route_ok(cluster)
+    assert cluster.proc.poll() is None
+    assert cluster.stop() == 143
+    closing = [line for line in cluster.stderr().splitlines() if "closing" in line]
+    assert len(closing) == len(bad), cluster.stderr()
+    assert "Traceback" not in cluster.stderr()
+
+
+def test_unknown_codes_are_answered_request_code_not_supported(cluster: Cluster) -> None:
+    with _connect(cluster.broker) as sock:
+        reply = _call(sock, 9999, {})
+    assert (reply.code, reply.remark) == (3, " request type 9999 not supported")
+    with _connect(cluster.namesrv) as sock:
+        assert _call(sock, 11, {}).code == 3  # a broker code at the name server
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signals_stop_with_the_history_flushed(tmp_path: Path, signum: int, code: int) -> None:
+    c = Cluster(tmp_path, "--group", "G")
+    with _connect(c.broker) as sock:
+        header = {"a": "PG", "b": "T", "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "0", "h": "0", "i": ""}
+        assert _call(sock, 310, header, b"x").code == 0
+    assert c.stop(signum) == code
+    lines = c.history.read_text(encoding="utf-8").splitlines()
+    assert json.loads(lines[0])["group"] == "G"
+    assert json.loads(lines[1])["type"] == "produce"
+    assert json.loads(c.lines[-1])["serve-cluster"]["requests"] == {"310": 1}
+
+
+def test_duration_ends_with_exit_zero(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rmqspec.cli",
+            "serve-cluster",
+            "--port",
+            "0",
+            "--broker-port",
+            "0",
+            "--duration",
+            "0.5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+        env=_env(),
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
+# --- the broker through the wire, with no third-party client ----------------------------------------
+
+
+def test_raw_produce_pull_commit_is_judged(cluster: Cluster, tmp_path: Path) -> None:
+    """Send three messages, register, pull them with the commit flag, commit explicitly: the broker's
+    history plus a listener file judge valid; without one delivery line the same run is a loss."""
+    sent = []
+    with _connect(cluster.broker) as sock:
+        for i in range(3):
+            header = {
+                "a": "PG",
+                "b": "T",
+                "c": "TBW102",
+                "d": "4",
+                "e": "1",
+                "f": "0",
+                "g": "0",
+                "h": "0",
+                "i": "TAGS\x01a\x02",
+            }
+            reply = _call(sock, 310, header, f"m{i}".encode(), opaque=10 + i)
+            assert reply.code == 0 and reply.ext_fields["queueOffset"] == str(i)
+            sent.append(reply.ext_fields["msgId"])
+        beat = {
+            "clientID": "127.0.0.1@c1",
+            "producerDataSet": [],
+            "consumerDataSet": [
+                {
+                    "groupName": "G",
+                    "consumeType": "CONSUME_PASSIVELY",
+                    "messageModel": "CLUSTERING",
+                    "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET",
+                    "subscriptionDataSet": [{"topic": "T", "subString": "*", "subVersion": 1}],
+                }
+            ],
+        }
+        assert _call(sock, 34, {}, json.dumps(beat).encode(), opaque=20).code == 0
+        listed = _call(sock, 38, {"consumerGroup": "G"}, opaque=21)
+        assert json.loads(listed.body) == {"consumerIdList": ["127.0.0.1@c1"]}
+        pull = {
+            "consumerGroup": "G",
+            "topic": "T",
+            "queueId": "1",
+            "queueOffset": "0",
+            "maxMsgNums": "32",
+            "sysFlag": "2",
+            "commitOffset": "0",
+            "suspendTimeoutMillis": "1000",
+            "subVersion": "1",
+        }
+        reply = _call(sock, 11, pull, opaque=22)
+        assert reply.code == 0 and reply.ext_fields["nextBeginOffset"] == "3"
+        messages = wire.decode_messages(reply.body)
+        assert [(m.queue_offset, m.body) for m in messages] == [(0, b"m0"), (1, b"m1"), (2, b"m2")]
+        assert [wire.offset_message_id(m.store_host, m.commit_log_offset) for m in messages] == sent
+        # held (long polling) until its suspend timeout, then PULL_NOT_FOUND; the commit flag stores 3
+        held = _call(sock, 11, {**pull, "queueOffset": "3", "sysFlag": "3", "commitOffset": "3"}, opaque=23)
+        assert held.code == 19 and held.ext_fields["nextBeginOffset"] == "3"
+        query = _call(sock, 14, {"consumerGroup": "G", "topic": "T", "queueId": "1"}, opaque=24)
+        assert query.ext_fields["offset"] == "3"
+        assert _call(sock, 30, {"topic": "T", "queueId": "1"}, opaque=25).ext_fields["offset"] == "3"
+        assert _call(sock, 31, {"topic": "T", "queueId": "1"}, opaque=26).ext_fields["offset"] == "0"
+    assert cluster.stop() == 143
+    deliveries = tmp_path / "deliveries.jsonl"
+    deliveries.write_text(
+        "".join(
+            json.dumps({"time": 0, "type": "deliver", "consumer": "c1", "topic": "T", "queue": 1, "offset": k}) + "\n"
+            for k in range(3)
+        )
+    )
+    events = [json.loads(line) for line in cluster.history.read_text().splitlines()[1:]]
+    assert [e["type"] for e in events] == ["produce"] * 3 + ["join", "commit", "leave"]
+    # the listener lines claim time 0; shift them after the produce events so the order is causal
+    produced_at = events[2]["time"]
+    deliveries.write_text(deliveries.read_text().replace('"time": 0', f'"time": {produced_at + 0.001}'))
+    merged = tmp_path / "merged.jsonl"
+    merge_histories(cluster.history, [deliveries], merged)
+    report = check_history(merged)
+    assert report["valid"] and report["fates"] == {"consumed-and-committed": 3}
+    lossy = tmp_path / "lossy.jsonl"
+    kept = [
+        line
+        for line in merged.read_text().splitlines(True)
+        if json.loads(line).get("type") != "deliver" or json.loads(line)["offset"] != 1
+    ]
+    lossy.write_text("".join(kept))  # the listener never saw offset 1
+    report = check_history(lossy)
+    assert not report["valid"] and report["not_tolerated"] == {"lost": 1}
+
+
+# --- unmodified third-party clients --------------------------------------------------------------------
+
+
+def _install(cmd: list[str], what: str) -> None:
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=INSTALL_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        pytest.skip(f"cannot install {what}: {err}")
+    if proc.returncode != 0:
+        pytest.skip(f"cannot install {what}: {proc.stderr.strip().splitlines()[-1:]}")
+
+
+@pytest.fixture(scope="module")
+def cpp_client(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory holding PyPI's rocketmq 0.4.4 (the C++ client), importable by this interpreter."""
+    target = tmp_path_factory.mktemp("rocketmq-cpp")
+    _install(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--target", str(target), "rocketmq==0.4.4"],
+        "rocketmq==0.4.4",
+    )
+    probe = subprocess.run(
+        [sys.executable, "-c", "import rocketmq.client"],
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+        env={**os.environ, "PYTHONPATH": str(target)},
+    )
+    if probe.returncode != 0:
+        pytest.skip(f"rocketmq 0.4.4's librocketmq.so does not load here: {probe.stderr.strip().splitlines()[-1:]}")
+    return target
+
+
+@pytest.fixture(scope="module")
+def ali_ons(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """node_modules holding npm's ali-ons 3.12.0."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        pytest.skip("node or npm is not installed")
+    prefix = tmp_path_factory.mktemp("ali-ons")
+    _install([npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "ali-ons@3.12.0"], "ali-ons@3.12.0")
+    return prefix / "node_modules"
+
+
+def _judge(cluster: Cluster, deliveries: Path, tmp_path: Path, n: int) -> dict[str, object]:
+    assert cluster.stop() == 143
+    merged = tmp_path / "merged.jsonl"
+    merge_histories(cluster.history, [deliveries], merged)
+    report = check_history(merged)
+    produced = sum(row["produced"] for row in report["counts"] if row["topic"] == "T")
+    distinct = sum(row["distinct_delivered"] for row in report["counts"] if row["topic"] == "T")
+    assert (produced, distinct) == (n, n), report["counts"]
+    assert report["valid"], report["not_tolerated"]
+    assert report["lost_count"] == 0
+    return report
+
+
+def _run_client(cmd: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+    )
+    try:
+        out, err = proc.communicate(timeout=CLIENT_RUN_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate(timeout=WAIT)
+        pytest.fail(f"client run exceeded {CLIENT_RUN_TIMEOUT} s: {out} {err[-2000:]}")
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+CALM_MESSAGES = 40
+
+
+def test_cpp_client_calm_run(cpp_client: Path, cluster: Cluster, tmp_path: Path) -> None:
+    deliveries = tmp_path / "deliveries.jsonl"
+    env = {**_env(), "PYTHONPATH": os.pathsep.join((str(cpp_client), str(SRC)))}
+    run = _run_client(
+        [sys.executable, str(EXAMPLES / "cpp_client_run.py"), cluster.namesrv, str(CALM_MESSAGES), str(deliveries)],
+        env,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+    _judge(cluster, deliveries, tmp_path, CALM_MESSAGES)
+
+
+def test_ali_ons_calm_run(ali_ons: Path, cluster: Cluster, tmp_path: Path) -> None:
+    deliveries = tmp_path / "deliveries.jsonl"
+    env = {**os.environ, "NODE_PATH": str(ali_ons)}
+    run = _run_client(
+        [
+            "node",
+            str(EXAMPLES / "ali_ons_run.js"),
+            cluster.namesrv,
+            str(CALM_MESSAGES),
+            str(deliveries),
+            str(LISTENER_JS),
+        ],
+        env,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+    _judge(cluster, deliveries, tmp_path, CALM_MESSAGES)
