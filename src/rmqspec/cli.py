@@ -775,16 +775,29 @@ protocol, backed by the reference implementation; point a client's name-server a
 with the listeners' deliver lines (rmqspec merge-history) and judge with rmqspec check-history
 (docs/oracle.md, "Checking an unmodified client against serve-cluster").
 
-exit codes: 0 stopped after --duration; 2 bad arguments or a port in use; 3 internal error;
+exit codes: 0 stopped after --duration; 2 bad arguments, a bad fault script or a port in use; 3 internal error;
 130 SIGINT; 143 SIGTERM (the history is flushed and closed on each)."""
 
 
 def _cmd_serve_cluster(args: argparse.Namespace) -> int:
+    from rmqspec.cluster.faults import FaultScriptError, read_faults
     from rmqspec.cluster.run import serve_cluster
 
     try:
+        faults = None if args.faults is None else read_faults(args.faults)
+    except FaultScriptError as err:
+        raise CliError(str(err)) from None
+    try:
         return serve_cluster(
-            args.port, args.broker_port, args.rocketmq, args.history, args.duration, args.group, args.queues, args.store
+            args.port,
+            args.broker_port,
+            args.rocketmq,
+            args.history,
+            args.duration,
+            args.group,
+            args.queues,
+            args.store,
+            faults,
         )
     except OSError as err:
         raise CliError(f"serve-cluster: cannot listen or write: {err}") from None
@@ -829,6 +842,7 @@ def _add_cluster_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
     serve.add_argument("--duration", type=_positive_float, metavar="S", help="stop after S seconds (exit 0)")
     serve.add_argument("--queues", type=positive_int, default=4, help="queues of a topic created on lookup (default 4)")
     serve.add_argument("--store", type=Path, metavar="DIR", help="the broker's store root (default: a temporary one)")
+    serve.add_argument("--faults", type=Path, metavar="FILE", help='a fault script: {"faults": [...]} (docs/oracle.md)')
     serve.set_defaults(func=_cmd_serve_cluster)
     merge = sub.add_parser(
         "merge-history",

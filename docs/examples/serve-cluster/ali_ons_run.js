@@ -1,13 +1,13 @@
 'use strict';
 // Produce N messages and consume them with npm's ali-ons against serve-cluster.
 //
-//   NODE_PATH=<dir>/node_modules node ali_ons_run.js NAMESRV N DELIVERIES LISTENER_JS [INSTANCE] [TIMEOUT_S]
+//   NODE_PATH=<dir>/node_modules node ali_ons_run.js NAMESRV N DELIVERIES LISTENER_JS [INSTANCE] [TIMEOUT_S] [WORK_MS]
 //
 // LISTENER_JS is rmqspec's src/rmqspec/cluster/listener.js. Prints `sent N SECONDS` and `consumed K`;
 // exits 0 when all N were consumed before the timeout, 1 otherwise.
 const { Producer, Consumer, Message } = require('ali-ons');
 
-const [ namesrv, nText, deliveriesPath, listenerJs, instance = 'c1', timeoutText = '60' ] = process.argv.slice(2);
+const [ namesrv, nText, deliveriesPath, listenerJs, instance = 'c1', timeoutText = '60', workText = '0' ] = process.argv.slice(2);
 const { DeliveryLog } = require(listenerJs);
 const n = Number(nText);
 
@@ -32,6 +32,7 @@ async function main() {
     consumerGroup: 'G', instanceName: instance, consumeFromWhere: 'CONSUME_FROM_FIRST_OFFSET',
   }, common));
   consumer.subscribe('T', '*', async msg => {
+    await new Promise(resolve => setTimeout(resolve, Number(workText))); // the application's work
     deliveries.record(msg.topic, msg.queueId, msg.queueOffset);
     seen.add(msg.queueId + ':' + msg.queueOffset);
     if (seen.size >= n) finish(true);

@@ -1,6 +1,6 @@
 """Produce N messages and consume them with PyPI's ``rocketmq`` (the Apache C++ client) against serve-cluster.
 
-    python cpp_client_run.py NAMESRV N DELIVERIES [--instance c1] [--timeout 60]
+    python cpp_client_run.py NAMESRV N DELIVERIES [--instance c1] [--timeout 60] [--threads T] [--work-ms 0]
 
 The listener writes one deliver line per message with rmqspec's DeliveryLog (``rmqspec.cluster.listener``,
 standard library only). Prints ``sent N SECONDS`` and ``consumed K``; exits 0 when all N were consumed
@@ -23,6 +23,8 @@ parser.add_argument("--instance", default="c1")
 parser.add_argument("--topic", default="T")
 parser.add_argument("--group", default="G")
 parser.add_argument("--timeout", type=float, default=60.0)
+parser.add_argument("--threads", type=int, help="consume threads (default: the client's)")
+parser.add_argument("--work-ms", type=float, default=0.0, help="time the listener spends on each message")
 args = parser.parse_args()
 
 producer = Producer("PG")
@@ -44,6 +46,7 @@ lock = threading.Lock()
 
 
 def on_message(msg):  # the application's listener; returning normally is CONSUME_SUCCESS
+    time.sleep(args.work_ms / 1000)  # the application's work
     deliveries.record(msg.topic, msg.queue_id, msg.queue_offset)
     with lock:
         seen.add((msg.queue_id, msg.queue_offset))
@@ -54,6 +57,8 @@ def on_message(msg):  # the application's listener; returning normally is CONSUM
 consumer = PushConsumer(args.group)
 consumer.set_namesrv_addr(args.namesrv)
 consumer.set_instance_name(args.instance)
+if args.threads is not None:
+    consumer.set_thread_count(args.threads)
 consumer.subscribe(args.topic, on_message)
 started = time.monotonic()
 consumer.start()

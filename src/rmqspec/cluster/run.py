@@ -16,6 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from rmqspec.cluster.faults import Fault
 from rmqspec.cluster.history_log import BrokerHistory
 from rmqspec.cluster.server import ClusterServer
 
@@ -31,11 +32,12 @@ def serve_cluster(
     group: str | None,
     queues: int,
     store_dir: Path | None,
+    faults: list[Fault] | None = None,
 ) -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="serve-cluster: %(message)s")
     with tempfile.TemporaryDirectory(prefix="rmqspec-cluster-") as scratch:
         root = store_dir if store_dir is not None else Path(scratch)
-        return asyncio.run(_main(port, broker_port, version, history_path, duration, group, queues, root))
+        return asyncio.run(_main(port, broker_port, version, history_path, duration, group, queues, root, faults))
 
 
 async def _main(
@@ -47,9 +49,10 @@ async def _main(
     group: str | None,
     queues: int,
     root: Path,
+    faults: list[Fault] | None,
 ) -> int:
     history = BrokerHistory(history_path, version, group)
-    server = ClusterServer(root, version, history, queues, port, broker_port)
+    server = ClusterServer(root, version, history, queues, port, broker_port, faults)
     stop = asyncio.Event()
     exit_code = [0]
     loop = asyncio.get_running_loop()

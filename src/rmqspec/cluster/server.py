@@ -37,9 +37,11 @@ from pathlib import Path
 from typing import Any
 
 from rmqspec.cluster import wire
+from rmqspec.cluster.faults import Fault
 from rmqspec.cluster.history_log import BrokerHistory, consumer_name
 from rmqspec.reference.broker import BrokerHost, TopicConfig
 from rmqspec.reference.compat import SpecCompat
+from rmqspec.reference.consumer_offset_manager import split_topic_at_group
 from rmqspec.reference.message import PROPERTY_TAGS, MessageExt
 from rmqspec.reference.message_queue import RETRY_GROUP_TOPIC_PREFIX, MessageQueue
 from rmqspec.reference.mq_version import MQVersion
@@ -201,6 +203,7 @@ class ClusterServer:
         queues: int = DEFAULT_QUEUES,
         namesrv_port: int = 9876,
         broker_port: int = 10911,
+        faults: list[Fault] | None = None,
     ) -> None:
         self.store_dir = store_dir
         self.version = version
@@ -216,6 +219,14 @@ class ClusterServer:
         self.unsupported_logged: set[int] = set()
         self.stats: dict[str, int] = {}
         self._recorded = 0  # commit-log entries already written to the history
+        self.faults = list(faults or [])
+        self.faults_done: list[dict[str, Any]] = []
+        self.started = time.monotonic()
+        self.restart_at: float | None = None  # ms: when a crashed broker starts again
+        # clientIds registered when the broker crashed: their re-registration is no join, and their
+        # absence while they have not re-registered no leave (a client does not restart with the broker)
+        self.awaiting: set[str] = set()
+        self._crashed_table: dict[str, dict[int, int]] = {}
         self.request_codes: dict[int, int] = {}
         self._servers: list[asyncio.Server] = []
         self._writers: set[asyncio.StreamWriter] = set()
@@ -274,6 +285,12 @@ class ClusterServer:
         """Run what is due: the controller's scheduled tasks (the offset flush), the schedule service's
         deliveries, and held pulls whose time is up."""
         now = self._advance()
+        self._fire_faults(now)
+        assert self.host is not None
+        if self.host.controller is None:
+            if self.restart_at is None or now < self.restart_at:
+                return
+            self._start_broker()
         controller = self._controller()
         executor = controller.scheduled_executor_service
         for task in executor.tasks():
@@ -305,6 +322,10 @@ class ClusterServer:
     async def _serve_broker(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         assert self.host is not None
         peer = _peer(writer)
+        if self.host.controller is None:
+            log.warning("broker: closing %s: the broker is down (fault)", peer)
+            writer.close()
+            return
         channel = Channel(peer, writer, self.host.connect(peer))
         channel.connection.client_processor = _ChannelNotifier(self, channel)
         self.channels[channel.connection] = channel
@@ -391,7 +412,8 @@ class ClusterServer:
         return f'{{"brokerDatas":[{self._broker_data()}],"filterServerTable":{{}},"queueDatas":[{queue}]}}'
 
     def _ensure_topic(self, topic: str) -> TopicConfig:
-        durable = self._controller().durable
+        assert self.host is not None
+        durable = self.host.durable  # on the broker's disk: the name server answers while the broker is down
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             group = durable.find_subscription_group_config(topic[len(RETRY_GROUP_TOPIC_PREFIX) :])
             config: TopicConfig = durable.create_topic_in_send_message_back_method(topic, group.retry_queue_nums)
@@ -442,6 +464,7 @@ class ClusterServer:
             if group:
                 header = UnregisterClientRequestHeader(_str(ext, "clientID"), str(group))
                 c.client_manage_processor.unregister_client(conn, RemotingCommand(code, header))
+                self.awaiting.discard(header.client_id)  # it left before re-registering after a crash
                 self._record_membership()
             return _response(frame, ResponseCode.SUCCESS)
         if code == RequestCode.GET_CONSUMER_LIST_BY_GROUP:
@@ -508,20 +531,42 @@ class ClusterServer:
     @contextlib.contextmanager
     def _commit_watch(self, channel: Channel, group: str, topic: str, queue_id: int) -> Any:
         """Records a commit event when the group's offset of the queue changed inside the block."""
-        com = self._controller().consumer_offset_manager
-        before = com.query_offset(group, topic, queue_id)
+        table = self._controller().consumer_offset_manager.offset_table
+        key = f"{topic}@{group}"  # ConsumerOffsetManager's TOPIC_GROUP_SEPARATOR
+        before = table.get(key, {}).get(queue_id)
         yield
-        after = com.query_offset(group, topic, queue_id)
+        after = table.get(key, {}).get(queue_id)
         if after != before:
             self.stats["commits"] = self.stats.get("commits", 0) + 1
+            self._judge_commit_live(channel, group, topic, queue_id, after)
             if group == self.history.group:
                 self.history.event(
                     "commit",
                     consumer=self._consumer_of(channel, group),
                     topic=topic,
                     queue=queue_id,
-                    offset=None if after < 0 else after,
+                    offset=after,
                 )
+
+    def _judge_commit_live(self, channel: Channel, group: str, topic: str, queue_id: int, offset: int | None) -> None:
+        """What the broker alone can decide about a commit, reported at once: below zero (INV-7) or beyond the
+        queue's end (INV-16). The broker stores it anyway, as 4.9.8 does (R3.4)."""
+        if offset is None:
+            return
+        end = self._controller().message_store.get_max_offset_in_queue(topic, queue_id)
+        problem = "commit_negative (INV-7)" if offset < 0 else "commit_beyond_max (INV-16)" if offset > end else None
+        if problem is not None:
+            self.stats[problem.split()[0]] = self.stats.get(problem.split()[0], 0) + 1
+            log.warning(
+                "broker: %s: %s committed %d for %s queue %d of group %s (the queue ends at %d)",
+                problem,
+                self._consumer_of(channel, group),
+                offset,
+                topic,
+                queue_id,
+                group,
+                end,
+            )
 
     def _consumer_of(self, channel: Channel, group: str) -> str:
         info = self._controller().consumer_manager.get_consumer_group_info(group)
@@ -666,6 +711,71 @@ class ClusterServer:
             if store.get_max_offset_in_queue(held.topic, held.queue_id) > held.request.header.queue_offset:  # type: ignore[attr-defined]
                 self._answer_held(held)
 
+    # --- faults ----------------------------------------------------------------------------------
+
+    def _fire_faults(self, now: int) -> None:
+        while self.faults:
+            fault = self.faults[0]
+            if fault.trigger == "after_messages_pulled":
+                due = self.stats.get("messages_pulled", 0) >= fault.threshold
+            elif fault.trigger == "after_commits":
+                due = self.stats.get("commits", 0) >= fault.threshold
+            else:
+                due = time.monotonic() - self.started >= fault.threshold
+            if not due or self.host is None or self.host.controller is None:
+                return
+            self.faults.pop(0)
+            self._broker_crash(fault, now)
+
+    def _broker_crash(self, fault: Fault, now: int) -> None:
+        """kill -9 of the broker process: its memory goes, its disk stays; every broker connection closes.
+        It starts again at once, or after ``down_seconds`` (in ``tick``)."""
+        assert self.host is not None
+        before = self._controller().consumer_offset_manager.clone_table()
+        self.host.crash()
+        self.awaiting |= self.members
+        self.held.clear()
+        for channel in list(self.channels.values()):
+            channel.open = False
+            channel.writer.close()
+        self.restart_at = now + fault.down_seconds * 1000
+        self._crashed_table = before
+        entry = {"fault": fault.kind, "trigger": fault.describe(), "time": now, "down_seconds": fault.down_seconds}
+        self.faults_done.append(entry)
+        log.warning(
+            "fault at %d: %s: the broker crashed, %d connections closed", now, fault.describe(), len(self.channels)
+        )
+        if fault.down_seconds == 0:
+            self._start_broker()
+
+    def _start_broker(self) -> None:
+        """The broker starts from its disk; each offset of the history's group that the crash undid is
+        written as a commit by ``broker`` with cause ``failover`` (the value it fell back to)."""
+        assert self.host is not None
+        self.restart_at = None
+        controller = self.host.start()
+        after = controller.consumer_offset_manager.clone_table()
+        before = self._crashed_table
+        reverted = 0
+        for key in sorted(set(before) | set(after)):
+            split = split_topic_at_group(key)
+            if split is None or split[1] != self.history.group:
+                continue
+            old, new = before.get(key, {}), after.get(key, {})
+            for queue_id in sorted(set(old) | set(new)):
+                if old.get(queue_id) != new.get(queue_id):
+                    reverted += 1
+                    self.history.event(
+                        "commit",
+                        consumer="broker",
+                        topic=split[0],
+                        queue=queue_id,
+                        offset=new.get(queue_id),
+                        cause="failover",
+                    )
+        self.faults_done[-1]["offsets_reverted"] = reverted
+        log.warning("fault: the broker started again from its disk; %d offsets of the group fell back", reverted)
+
     # --- history ---------------------------------------------------------------------------------
 
     def _record_stored(self, origin: MessageExt | None = None) -> None:
@@ -689,17 +799,19 @@ class ClusterServer:
             return
         info = self._controller().consumer_manager.get_consumer_group_info(group)
         now = set() if info is None else set(info.get_all_client_id())
+        self.awaiting -= now
         for client_id in sorted(now - self.members):
             self.history.event("join", consumer=consumer_name(client_id), client_id=client_id)
-        for client_id in sorted(self.members - now):
+        for client_id in sorted(self.members - now - self.awaiting):
             self.history.event("leave", consumer=consumer_name(client_id), client_id=client_id)
-        self.members = now
+        self.members = now | self.awaiting
 
     def summary(self) -> dict[str, Any]:
         return {
             "requests": {str(k): v for k, v in sorted(self.request_codes.items())},
             **self.stats,
             "history_events": dict(self.history.counts),
+            "faults": self.faults_done,
         }
 
 
