@@ -17,6 +17,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -595,3 +596,30 @@ def test_bad_fault_scripts_exit_2(tmp_path: Path, script: str, message: str) -> 
         env=_env(),
     )
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(("delivered", "verdict"), [(True, 0), (False, 1)])
+def test_judge_exits_with_the_verdict(tmp_path: Path, delivered: bool, verdict: int) -> None:
+    """One message produced and committed past: --judge exits 0 when the listener file shows its delivery,
+    1 (lost) when it does not."""
+    deliveries = tmp_path / "deliveries.jsonl"
+    deliveries.write_text("")
+    c = Cluster(tmp_path, "--group", "G", "--judge", str(deliveries))
+    with _connect(c.broker) as sock:
+        header = {"a": "PG", "b": "T", "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "0", "h": "0", "i": ""}
+        assert _call(sock, 310, header, b"x").code == 0
+        if delivered:
+            event = {
+                "time": time.time() * 1000,
+                "type": "deliver",
+                "consumer": "c1",
+                "topic": "T",
+                "queue": 0,
+                "offset": 0,
+            }
+            deliveries.write_text(json.dumps(event) + "\n")
+        update = {"consumerGroup": "G", "topic": "T", "queueId": "0", "commitOffset": "1"}
+        assert _call(sock, 15, update, opaque=2).code == 0
+    assert c.stop() == verdict
+    assert f"valid: {'yes' if delivered else 'NO'}" in "".join(c.lines)
+    assert (tmp_path / "broker.merged.jsonl").exists()

@@ -776,19 +776,22 @@ with the listeners' deliver lines (rmqspec merge-history) and judge with rmqspec
 (docs/oracle.md, "Checking an unmodified client against serve-cluster").
 
 exit codes: 0 stopped after --duration; 2 bad arguments, a bad fault script or a port in use; 3 internal error;
-130 SIGINT; 143 SIGTERM (the history is flushed and closed on each)."""
+130 SIGINT; 143 SIGTERM (the history is flushed and closed on each). With --judge, the verdict once stopped,
+however stopped: 0 valid, 1 an anomaly not tolerated, 2 an unreadable file."""
 
 
 def _cmd_serve_cluster(args: argparse.Namespace) -> int:
     from rmqspec.cluster.faults import FaultScriptError, read_faults
     from rmqspec.cluster.run import serve_cluster
 
+    if args.judge and args.history is None:
+        raise CliError("serve-cluster: --judge needs --history (the broker's side of the history to judge)")
     try:
         faults = None if args.faults is None else read_faults(args.faults)
     except FaultScriptError as err:
         raise CliError(str(err)) from None
     try:
-        return serve_cluster(
+        code = serve_cluster(
             args.port,
             args.broker_port,
             args.rocketmq,
@@ -801,6 +804,26 @@ def _cmd_serve_cluster(args: argparse.Namespace) -> int:
         )
     except OSError as err:
         raise CliError(f"serve-cluster: cannot listen or write: {err}") from None
+    if not args.judge:
+        return code
+    return _judge_cluster_run(args.history, [Path(f) for f in args.judge])
+
+
+def _judge_cluster_run(history: Path, listeners: list[Path]) -> int:
+    """serve-cluster --judge: merge the broker's history with the listeners' files next to it and check it."""
+    from rmqspec.cluster.history_log import merge_histories
+    from rmqspec.properties.history import HistoryError, check_history, describe
+
+    merged = history.with_name(history.stem + ".merged.jsonl")
+    try:
+        merge_histories(history, listeners, merged)
+        report = check_history(merged)
+    except HistoryError as err:
+        raise CliError(f"{merged}: {err}") from None
+    except (OSError, ValueError) as err:
+        raise CliError(f"serve-cluster --judge: {err}") from None
+    print(f"{merged}: {describe(report)}")
+    return EXIT_OK if report["valid"] else EXIT_VIOLATION
 
 
 def _cmd_merge_history(args: argparse.Namespace) -> int:
@@ -843,6 +866,13 @@ def _add_cluster_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
     serve.add_argument("--queues", type=positive_int, default=4, help="queues of a topic created on lookup (default 4)")
     serve.add_argument("--store", type=Path, metavar="DIR", help="the broker's store root (default: a temporary one)")
     serve.add_argument("--faults", type=Path, metavar="FILE", help='a fault script: {"faults": [...]} (docs/oracle.md)')
+    serve.add_argument(
+        "--judge",
+        action="append",
+        metavar="DELIVERIES",
+        help="at the end, merge --history with this listener file (repeatable) into <history>.merged.jsonl, "
+        "check it and exit with the verdict (0 valid, 1 not)",
+    )
     serve.set_defaults(func=_cmd_serve_cluster)
     merge = sub.add_parser(
         "merge-history",
