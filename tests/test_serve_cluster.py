@@ -400,15 +400,16 @@ def ali_ons(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return prefix / "node_modules"
 
 
-def _judge(cluster: Cluster, deliveries: Path, tmp_path: Path, n: int) -> dict[str, Any]:
-    """Stop the cluster, merge, check: every one of the n messages of T was delivered and none is lost."""
+def _judge(cluster: Cluster, deliveries: Path, tmp_path: Path, n: int, delivered: int | None = None) -> dict[str, Any]:
+    """Stop the cluster, merge, check: n messages of T produced, ``delivered`` (default n) of them delivered,
+    none lost."""
     assert cluster.stop() == 143
     merged = tmp_path / "merged.jsonl"
     merge_histories(cluster.history, [deliveries], merged)
     report = check_history(merged)
     produced = sum(row["produced"] for row in report["counts"] if row["topic"] == "T")
     distinct = sum(row["distinct_delivered"] for row in report["counts"] if row["topic"] == "T")
-    assert (produced, distinct) == (n, n), report["counts"]
+    assert (produced, distinct) == (n, n if delivered is None else delivered), report["counts"]
     assert report["lost_count"] == 0 and report["unexpected_count"] == 0
     return report
 
@@ -623,3 +624,131 @@ def test_judge_exits_with_the_verdict(tmp_path: Path, delivered: bool, verdict: 
     assert c.stop() == verdict
     assert f"valid: {'yes' if delivered else 'NO'}" in "".join(c.lines)
     assert (tmp_path / "broker.merged.jsonl").exists()
+
+
+# --- retention under a new group: OFFSET_ILLEGAL, or a consumeFromWhere start past the deleted head ---------
+
+RETENTION = {"faults": [{"fault": "retention", "topic": "T", "queue": 0, "messages": 50, "after_messages_stored": 300}]}
+# 300 messages over 4 queues: queue 0 holds offsets 0..74, and retention deletes 0..49 before the consumer
+# starts (the fault fires right after the 300th send is answered).
+
+
+def test_cpp_client_retention_starts_from_last(cpp_client: Path, tmp_path: Path) -> None:
+    """The C++ client finds no offset for queue 0 (QUERY_NOT_FOUND: the queue is no longer young, R3.5) and
+    starts at its end (CONSUME_FROM_LAST_OFFSET, R10.4): 50..74 are skipped by its positioning, which the broker
+    writes as a consume_from_last skip; the history is valid."""
+    script = tmp_path / "retention.json"
+    script.write_text(json.dumps(RETENTION))
+    cluster = Cluster(tmp_path, "--faults", str(script))
+    try:
+        deliveries = tmp_path / "deliveries.jsonl"
+        env = {**_env(), "PYTHONPATH": os.pathsep.join((str(cpp_client), str(SRC)))}
+        run = _run_client(
+            [
+                sys.executable,
+                str(EXAMPLES / "cpp_client_run.py"),
+                cluster.namesrv,
+                "300",
+                str(deliveries),
+                "--expect",
+                "225",
+            ],
+            env,
+        )
+        assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+        report = _judge(cluster, deliveries, tmp_path, 300, delivered=225)
+        assert report["valid"], report["not_tolerated"]
+        assert report["fates"] == {
+            "consumed-and-committed": 225,
+            "deleted-by-retention": 50,
+            "skipped: consume-from-last: first-start": 25,
+        }, report["fates"]
+    finally:
+        cluster.stop()
+
+
+def test_ali_ons_retention_offset_illegal(ali_ons: Path, tmp_path: Path) -> None:
+    """ali-ons (CONSUME_FROM_FIRST_OFFSET in the example) pulls queue 0 from 0, below the minimum: the broker
+    answers PULL_OFFSET_MOVED to 50 and ali-ons continues there; nothing but the deleted head is missed."""
+    script = tmp_path / "retention.json"
+    script.write_text(json.dumps(RETENTION))
+    cluster = Cluster(tmp_path, "--faults", str(script))
+    try:
+        deliveries = tmp_path / "deliveries.jsonl"
+        run = _run_client(
+            [
+                "node",
+                str(EXAMPLES / "ali_ons_run.js"),
+                cluster.namesrv,
+                "300",
+                str(deliveries),
+                str(LISTENER_JS),
+                "c1",
+                "120",
+                "0",
+                "250",
+            ],
+            {**os.environ, "NODE_PATH": str(ali_ons)},
+        )
+        assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+        report = _judge(cluster, deliveries, tmp_path, 300, delivered=250)
+        _assert_only_minus_one_commits(report)
+        fates = {k: v for k, v in report["fates"].items() if not k.startswith("retry")}
+        assert fates == {"consumed-and-committed": 250, "deleted-by-retention": 50}, report["fates"]
+    finally:
+        cluster.stop()
+
+
+def test_raw_positioning_skip_only_after_query_not_found(tmp_path: Path) -> None:
+    """The broker writes a consumeFromWhere skip only for a queue it answered QUERY_NOT_FOUND on that channel:
+    queue 0 (head deleted, no offset) started at its end is skipped and judged valid; queue 1 (young: the
+    query answers 0) started at its end is not, and the jump is a loss."""
+    script = tmp_path / "retention.json"
+    script.write_text(
+        json.dumps(
+            {"faults": [{"fault": "retention", "topic": "T", "queue": 0, "messages": 1, "after_messages_stored": 6}]}
+        )
+    )
+    c = Cluster(tmp_path, "--group", "G", "--faults", str(script))
+    try:
+        with _connect(c.broker) as sock:
+            for k in range(6):
+                header = {
+                    "a": "PG",
+                    "b": "T",
+                    "c": "TBW102",
+                    "d": "4",
+                    "e": str(k % 2),
+                    "f": "0",
+                    "g": "0",
+                    "h": "0",
+                    "i": "",
+                }
+                assert _call(sock, 310, header, b"x", opaque=k + 1).code == 0
+            answers = []
+            for queue in (0, 1):
+                query = _call(sock, 14, {"consumerGroup": "G", "topic": "T", "queueId": str(queue)}, opaque=10 + queue)
+                answers.append(query.code)
+                pull = {
+                    "consumerGroup": "G",
+                    "topic": "T",
+                    "queueId": str(queue),
+                    "queueOffset": "3",
+                    "maxMsgNums": "32",
+                    "sysFlag": "5",  # the commit and subscription flags
+                    "commitOffset": "3",
+                    "suspendTimeoutMillis": "0",
+                    "subscription": "*",
+                    "subVersion": "0",
+                }
+                _call(sock, 11, pull, opaque=20 + queue)
+            assert answers == [22, 0]  # QUERY_NOT_FOUND, then SUCCESS (offset 0, the young-queue rule)
+    finally:
+        assert c.stop() == 143
+    report = check_history(c.history)
+    skips = [json.loads(line) for line in c.history.read_text().splitlines() if '"skip"' in line]
+    assert [(e["queue"], e["from"], e["to"], e["cause"]) for e in skips] == [
+        (0, 0, 1, "retention"),
+        (0, 1, 3, "consume_from_last"),
+    ]
+    assert [(e["queue"], e["offset"]) for e in report["lost"]] == [(1, 0), (1, 1), (1, 2)]

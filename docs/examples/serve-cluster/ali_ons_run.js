@@ -1,15 +1,16 @@
 'use strict';
 // Produce N messages and consume them with npm's ali-ons against serve-cluster.
 //
-//   NODE_PATH=<dir>/node_modules node ali_ons_run.js NAMESRV N DELIVERIES LISTENER_JS [INSTANCE] [TIMEOUT_S] [WORK_MS]
+//   NODE_PATH=<dir>/node_modules node ali_ons_run.js NAMESRV N DELIVERIES LISTENER_JS [INSTANCE] [TIMEOUT_S] [WORK_MS] [EXPECT]
 //
 // LISTENER_JS is rmqspec's src/rmqspec/cluster/listener.js. Prints `sent N SECONDS` and `consumed K`;
-// exits 0 when all N were consumed before the timeout, 1 otherwise.
+// exits 0 when all N (or EXPECT) were consumed before the timeout, 1 otherwise.
 const { Producer, Consumer, Message } = require('ali-ons');
 
-const [ namesrv, nText, deliveriesPath, listenerJs, instance = 'c1', timeoutText = '60', workText = '0' ] = process.argv.slice(2);
+const [ namesrv, nText, deliveriesPath, listenerJs, instance = 'c1', timeoutText = '60', workText = '0', expectText ] = process.argv.slice(2);
 const { DeliveryLog } = require(listenerJs);
 const n = Number(nText);
+const expected = expectText === undefined ? n : Number(expectText);
 
 async function main() {
   // ali-ons asks an HTTP address server for the name servers unless nameSrv is set; it still wants a client.
@@ -35,7 +36,7 @@ async function main() {
     await new Promise(resolve => setTimeout(resolve, Number(workText))); // the application's work
     deliveries.record(msg.topic, msg.queueId, msg.queueOffset);
     seen.add(msg.queueId + ':' + msg.queueOffset);
-    if (seen.size >= n) finish(true);
+    if (seen.size >= expected) finish(true);
   });
   started = Date.now();
   await consumer.ready();

@@ -1,9 +1,10 @@
 """Produce N messages and consume them with PyPI's ``rocketmq`` (the Apache C++ client) against serve-cluster.
 
-    python cpp_client_run.py NAMESRV N DELIVERIES [--instance c1] [--timeout 60] [--threads T] [--work-ms 0]
+    python cpp_client_run.py NAMESRV N DELIVERIES [--instance c1] [--timeout 60] [--expect K]
+                             [--threads T] [--work-ms 0]
 
 The listener writes one deliver line per message with rmqspec's DeliveryLog (``rmqspec.cluster.listener``,
-standard library only). Prints ``sent N SECONDS`` and ``consumed K``; exits 0 when all N were consumed
+standard library only). Prints ``sent N SECONDS`` and ``consumed K``; exits 0 when all N (or ``--expect``) were consumed
 before the timeout, 1 otherwise.
 """
 
@@ -23,6 +24,7 @@ parser.add_argument("--instance", default="c1")
 parser.add_argument("--topic", default="T")
 parser.add_argument("--group", default="G")
 parser.add_argument("--timeout", type=float, default=60.0)
+parser.add_argument("--expect", type=int, help="messages to wait for (default N)")
 parser.add_argument("--threads", type=int, help="consume threads (default: the client's)")
 parser.add_argument("--work-ms", type=float, default=0.0, help="time the listener spends on each message")
 args = parser.parse_args()
@@ -50,7 +52,7 @@ def on_message(msg):  # the application's listener; returning normally is CONSUM
     deliveries.record(msg.topic, msg.queue_id, msg.queue_offset)
     with lock:
         seen.add((msg.queue_id, msg.queue_offset))
-        if len(seen) >= args.n:
+        if len(seen) >= (args.n if args.expect is None else args.expect):
             all_seen.set()
 
 

@@ -11,6 +11,13 @@ A script is a JSON object ``{"faults": [FAULT, ...]}``; each FAULT fires once, w
     served ``N`` messages in pull results, after ``N`` changes of a committed offset (piggy-backed or
     explicit, any group), or ``S`` seconds after the server started.
 
+``{"fault": "retention", "topic": T, "queue": Q, "messages": K, <trigger>}``
+    commit-log retention deletes the ``K`` oldest messages left in queue ``Q`` of ``T`` (fewer if the queue
+    holds fewer): its minimum offset rises (``DefaultMessageStore.retention_delete``, R5.5), so a pull
+    below it is answered PULL_OFFSET_MOVED (the client's OFFSET_ILLEGAL, R5.7). The history gets a
+    ``skip`` of the deleted offsets with cause ``retention``. ``after_messages_stored: N`` (N messages
+    stored since the start) is a trigger for any fault.
+
 Every fault is logged on stderr with its time and trigger, listed in the closing JSON line, and shows in
 the history as the commits it undid (``consumer: "broker"``, ``cause: "failover"``, the offset it fell
 back to, null when the flushed file had none).
@@ -22,8 +29,13 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-KINDS = ("broker-restart",)
-TRIGGERS = ("after_messages_pulled", "after_commits", "after_seconds")
+KINDS = ("broker-restart", "retention")
+TRIGGERS = ("after_messages_pulled", "after_commits", "after_messages_stored", "after_seconds")
+# the fields each kind takes besides "fault" and its trigger, and whether each is required
+KIND_FIELDS: dict[str, dict[str, bool]] = {
+    "broker-restart": {"down_seconds": False},
+    "retention": {"topic": True, "queue": True, "messages": True},
+}
 
 
 class FaultScriptError(ValueError):
@@ -36,6 +48,9 @@ class Fault:
     trigger: str
     threshold: float
     down_seconds: float = 0.0
+    topic: str = ""
+    queue: int = 0
+    messages: int = 0
 
     def describe(self) -> str:
         return f"{self.kind} ({self.trigger.replace('_', ' ')} {self.threshold:g})"
@@ -45,6 +60,12 @@ def _number(value: object, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e9:
         raise FaultScriptError(f"{where}: expected a number from 0, got {json.dumps(value)}")
     return float(value)
+
+
+def _whole(value: object, where: str, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value < 2**31:
+        raise FaultScriptError(f"{where}: expected a whole number from {low}, got {json.dumps(value)}")
+    return value
 
 
 def parse_faults(text: str, source: str) -> list[Fault]:
@@ -62,16 +83,27 @@ def parse_faults(text: str, source: str) -> list[Fault]:
         kind = entry.get("fault")
         if kind not in KINDS:
             raise FaultScriptError(f"{where}.fault: expected one of {', '.join(KINDS)}, got {json.dumps(kind)}")
-        unknown = set(entry) - {"fault", "down_seconds", *TRIGGERS}
+        fields = KIND_FIELDS[kind]
+        unknown = set(entry) - {"fault", *fields, *TRIGGERS}
         if unknown:
-            raise FaultScriptError(f"{where}: unknown field {sorted(unknown)[0]!r}")
+            raise FaultScriptError(f"{where}: unknown field {sorted(unknown)[0]!r} for {kind}")
+        missing = [name for name, required in fields.items() if required and name not in entry]
+        if missing:
+            raise FaultScriptError(f"{where}: {kind} needs {missing[0]!r}")
         triggers = [t for t in TRIGGERS if t in entry]
         if len(triggers) != 1:
             raise FaultScriptError(f"{where}: expected exactly one of {', '.join(TRIGGERS)}")
         trigger = triggers[0]
-        threshold = _number(entry[trigger], f"{where}.{trigger}")
-        down = _number(entry.get("down_seconds", 0), f"{where}.down_seconds")
-        faults.append(Fault(kind, trigger, threshold, down))
+        fault = Fault(kind, trigger, _number(entry[trigger], f"{where}.{trigger}"))
+        fault.down_seconds = _number(entry.get("down_seconds", 0), f"{where}.down_seconds")
+        if kind == "retention":
+            topic = entry["topic"]
+            if not isinstance(topic, str) or not topic:
+                raise FaultScriptError(f"{where}.topic: expected a topic name, got {json.dumps(topic)}")
+            fault.topic = topic
+            fault.queue = int(_whole(entry["queue"], f"{where}.queue", 0))
+            fault.messages = int(_whole(entry["messages"], f"{where}.messages", 1))
+        faults.append(fault)
     return faults
 
 

@@ -171,6 +171,8 @@ class Channel:
     connection: ClientConnection
     open: bool = True
     held: list[HeldPull] = field(default_factory=list)
+    # (topic, queue) answered QUERY_NOT_FOUND on this channel and not pulled since (consumeFromWhere)
+    unpositioned: set[tuple[str, int]] = field(default_factory=set)
 
     def send(self, data: bytes) -> None:
         if self.open and not self.writer.is_closing():
@@ -444,7 +446,12 @@ class ClusterServer:
         if len(controller.message_store.commit_log) > before:
             self._record_stored()
             self._wake_arrivals()
+        if self.faults:  # a trigger this request met fires once the reply is written, not a tick later
+            asyncio.get_running_loop().call_soon(self._fire_faults_now)
         return reply
+
+    def _fire_faults_now(self) -> None:
+        self._fire_faults(self._advance())
 
     def _dispatch(self, channel: Channel, frame: wire.Frame) -> bytes | None:
         c = self._controller()
@@ -478,6 +485,8 @@ class ClusterServer:
             if "setZeroIfNotFound" in ext:
                 header_query.set_zero_if_not_found = str(ext["setZeroIfNotFound"]).lower() == "true"
             response = c.consumer_manage_processor.query_consumer_offset(RemotingCommand(code, header_query))
+            if response.code == ResponseCode.QUERY_NOT_FOUND and header_query.consumer_group == self.history.group:
+                channel.unpositioned.add((header_query.topic, header_query.queue_id))
             return _encode(frame, response)
         if code == RequestCode.UPDATE_CONSUMER_OFFSET:
             header_update = UpdateConsumerOffsetRequestHeader(
@@ -652,6 +661,8 @@ class ClusterServer:
         )
         request = RemotingCommand(frame.code, header, opaque=frame.opaque)
         c = self._controller()
+        if (header.topic, header.queue_id) in channel.unpositioned:
+            self._record_positioning(channel, header)
         with self._commit_watch(channel, header.consumer_group, header.topic, header.queue_id):
             response = c.pull_message_processor.process_request(channel.connection, request, True)
         self.stats["pulls"] = self.stats.get("pulls", 0) + 1
@@ -663,6 +674,26 @@ class ClusterServer:
             channel.held.append(held)
             return None
         return self._pull_reply(frame.opaque, response)
+
+    def _record_positioning(self, channel: Channel, header: PullMessageRequestHeader) -> None:
+        """The first pull of a queue after the broker answered QUERY_NOT_FOUND for it on this channel: the
+        consumer positioned itself by consumeFromWhere (R10.4), and a start above the queue's minimum
+        offset skips what lies below. Written as the skip a client would declare: ``consume_from_last``
+        when it starts at the queue's end, ``consume_from_timestamp`` otherwise (check-history accepts it
+        only with a cause the history shows, INV-9a: here the group's first start on the queue)."""
+        channel.unpositioned.discard((header.topic, header.queue_id))
+        store = self._controller().message_store
+        low = store.get_min_offset_in_queue(header.topic, header.queue_id)
+        end = store.get_max_offset_in_queue(header.topic, header.queue_id)
+        if header.queue_offset > low:
+            cause = "consume_from_last" if header.queue_offset == end else "consume_from_timestamp"
+            self.history.event(
+                "skip",
+                topic=header.topic,
+                queue=header.queue_id,
+                **{"from": low, "to": header.queue_offset},
+                cause=cause,
+            )
 
     def _pull_reply(self, opaque: int, response: RemotingCommand) -> bytes:
         ext: dict[str, str] = {}
@@ -720,12 +751,45 @@ class ClusterServer:
                 due = self.stats.get("messages_pulled", 0) >= fault.threshold
             elif fault.trigger == "after_commits":
                 due = self.stats.get("commits", 0) >= fault.threshold
+            elif fault.trigger == "after_messages_stored":
+                due = self.stats.get("stored", 0) >= fault.threshold
             else:
                 due = time.monotonic() - self.started >= fault.threshold
             if not due or self.host is None or self.host.controller is None:
                 return
             self.faults.pop(0)
-            self._broker_crash(fault, now)
+            if fault.kind == "retention":
+                self._retention(fault, now)
+            else:
+                self._broker_crash(fault, now)
+
+    def _retention(self, fault: Fault, now: int) -> None:
+        """Commit-log retention deletes the oldest messages of one queue; the history skips them."""
+        store = self._controller().message_store
+        first = store.get_min_offset_in_queue(fault.topic, fault.queue)
+        for _ in range(fault.messages):
+            if store.get_min_offset_in_queue(fault.topic, fault.queue) >= store.get_max_offset_in_queue(
+                fault.topic, fault.queue
+            ):
+                break
+            store.retention_delete(fault.topic, fault.queue)
+        last = store.get_min_offset_in_queue(fault.topic, fault.queue)
+        if last > first:
+            self.history.event(
+                "skip", topic=fault.topic, queue=fault.queue, **{"from": first, "to": last}, cause="retention"
+            )
+        self.faults_done.append(
+            {"fault": fault.kind, "trigger": fault.describe(), "time": now, "deleted": [first, last]}
+        )
+        log.warning(
+            "fault at %d: %s: %s queue %d offsets [%d, %d) deleted",
+            now,
+            fault.describe(),
+            fault.topic,
+            fault.queue,
+            first,
+            last,
+        )
 
     def _broker_crash(self, fault: Fault, now: int) -> None:
         """kill -9 of the broker process: its memory goes, its disk stays; every broker connection closes.
