@@ -752,3 +752,34 @@ def test_raw_positioning_skip_only_after_query_not_found(tmp_path: Path) -> None
         (0, 1, 3, "consume_from_last"),
     ]
     assert [(e["queue"], e["offset"]) for e in report["lost"]] == [(1, 0), (1, 1), (1, 2)]
+
+
+def test_raw_broker_down_refuses_connections_until_it_restarts(tmp_path: Path) -> None:
+    """With down_seconds, the broker's port closes every new connection until the restart; the name server
+    answers throughout."""
+    script = tmp_path / "restart.json"
+    script.write_text(json.dumps({"faults": [{"fault": "broker-restart", "after_commits": 1, "down_seconds": 1}]}))
+    c = Cluster(tmp_path, "--group", "G", "--faults", str(script))
+    try:
+        with _connect(c.broker) as sock:
+            update = {"consumerGroup": "G", "topic": "T", "queueId": "0", "commitOffset": "0"}
+            sock.sendall(wire.encode_frame(15, 1, wire.FLAG_ONEWAY, update))
+            assert sock.recv(1) == b""  # the crash closes it
+        refused = 0
+        for _ in range(200):  # bounded: 200 attempts, each bounded by the socket timeout
+            with _connect(c.broker) as sock:
+                sock.sendall(wire.encode_frame(14, 2, 0, {"consumerGroup": "G", "topic": "T", "queueId": "0"}))
+                try:
+                    reply = _read_reply(sock)
+                except ConnectionError:
+                    refused += 1
+                    _route_ok(c)  # the name server is up while the broker is down
+                    time.sleep(0.05)
+                    continue
+                break
+        else:
+            pytest.fail("the broker never came back")
+        assert refused >= 1 and reply.code == 0 and reply.ext_fields["offset"] == "0"
+    finally:
+        assert c.stop() == 143
+    assert "the broker is down (fault)" in c.stderr()
