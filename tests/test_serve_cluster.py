@@ -584,6 +584,11 @@ def test_raw_broker_restart_reverts_to_the_flushed_offsets(tmp_path: Path) -> No
         ('{"faults": [{"fault": "broker-restart"}]}', "faults[0]: expected exactly one of"),
         ('{"faults": [{"fault": "broker-restart", "after_seconds": -1}]}', "faults[0].after_seconds"),
         ('{"faults": [{"fault": "broker-restart", "after_seconds": 1, "x": 1}]}', "unknown field 'x'"),
+        ('{"faults": [{"fault": "retention", "topic": "T", "queue": 0, "after_seconds": 1}]}', "needs 'messages'"),
+        (
+            '{"faults": [{"fault": "consumer-list-missing", "consumer": "", "for_seconds": 1, "after_seconds": 1}]}',
+            "faults[0].consumer: expected a consumer name",
+        ),
     ],
 )
 def test_bad_fault_scripts_exit_2(tmp_path: Path, script: str, message: str) -> None:
@@ -783,3 +788,46 @@ def test_raw_broker_down_refuses_connections_until_it_restarts(tmp_path: Path) -
     finally:
         assert c.stop() == 143
     assert "the broker is down (fault)" in c.stderr()
+
+
+def test_ali_ons_rebalance_with_a_missing_member(ali_ons: Path, tmp_path: Path) -> None:
+    """Two ali-ons consumers; after the first commit, consumer lists leave c2 out for 12 s (more than
+    ali-ons's 10 s rebalance interval, so a rebalance meets it). The harness runs it to the end and judges it:
+    nothing may be lost or invented; ali-ons's commit_negative is certain, and depending on when the two
+    rebalance a consumer may lower its own offset to -1 and a redelivery the history cannot explain (no
+    `own` events) may occur (docs/oracle.md reports a run: the -1 commits overwrite the other consumer's
+    offsets, and a queue taken over restarts from 0)."""
+    script = tmp_path / "missing.json"
+    script.write_text(
+        json.dumps(
+            {"faults": [{"fault": "consumer-list-missing", "consumer": "c2", "for_seconds": 12, "after_commits": 1}]}
+        )
+    )
+    cluster = Cluster(tmp_path, "--faults", str(script))
+    try:
+        deliveries = tmp_path / "deliveries.jsonl"
+        run = _run_client(
+            [
+                "node",
+                str(EXAMPLES / "ali_ons_run.js"),
+                cluster.namesrv,
+                "300",
+                str(deliveries),
+                str(LISTENER_JS),
+                "c1,c2",
+                "120",
+                "100",
+            ],
+            {**os.environ, "NODE_PATH": str(ali_ons)},
+        )
+        assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+        report = _judge(cluster, deliveries, tmp_path, 300)
+        summary = json.loads(cluster.lines[-1])["serve-cluster"]
+        assert [f["fault"] for f in summary["faults"]] == ["consumer-list-missing"]
+        # certain: the -1 commits; depending on the rebalance timing also a consumer lowering its own offset to
+        # -1 (commit_decreased, never tolerated) and redeliveries the history cannot explain
+        assert "commit_negative" in report["not_tolerated"], report["not_tolerated"]
+        assert set(report["not_tolerated"]) <= {"commit_negative", "commit_decreased", "duplicated"}, report
+        assert all(e["to"] == -1 for e in report["commit_decreased"] if e["class"] == "commit_decreased")
+    finally:
+        cluster.stop()

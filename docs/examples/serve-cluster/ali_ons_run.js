@@ -3,8 +3,9 @@
 //
 //   NODE_PATH=<dir>/node_modules node ali_ons_run.js NAMESRV N DELIVERIES LISTENER_JS [INSTANCE] [TIMEOUT_S] [WORK_MS] [EXPECT]
 //
-// LISTENER_JS is rmqspec's src/rmqspec/cluster/listener.js. Prints `sent N SECONDS` and `consumed K`;
-// exits 0 when all N (or EXPECT) were consumed before the timeout, 1 otherwise.
+// LISTENER_JS is rmqspec's src/rmqspec/cluster/listener.js; INSTANCE (default c1) may list several
+// consumers of the group, c1,c2, which then write to the same DELIVERIES file. Prints `sent N SECONDS`
+// and `consumed K`; exits 0 when all N (or EXPECT) were consumed before the timeout, 1 otherwise.
 const { Producer, Consumer, Message } = require('ali-ons');
 
 const [ namesrv, nText, deliveriesPath, listenerJs, instance = 'c1', timeoutText = '60', workText = '0', expectText ] = process.argv.slice(2);
@@ -25,29 +26,35 @@ async function main() {
   console.log('sent', n, (Date.now() - started) / 1000);
   await producer.close();
 
-  const deliveries = new DeliveryLog(deliveriesPath, instance);
   const seen = new Set();
   let finish;
   const finished = new Promise(resolve => { finish = resolve; });
-  const consumer = new Consumer(Object.assign({
-    consumerGroup: 'G', instanceName: instance, consumeFromWhere: 'CONSUME_FROM_FIRST_OFFSET',
-  }, common));
-  consumer.subscribe('T', '*', async msg => {
-    await new Promise(resolve => setTimeout(resolve, Number(workText))); // the application's work
-    deliveries.record(msg.topic, msg.queueId, msg.queueOffset);
-    seen.add(msg.queueId + ':' + msg.queueOffset);
-    if (seen.size >= expected) finish(true);
-  });
+  const consumers = [];
   started = Date.now();
-  await consumer.ready();
+  for (const name of instance.split(',')) { // INSTANCE may name several consumers of the group: c1,c2
+    const deliveries = new DeliveryLog(deliveriesPath, name);
+    const consumer = new Consumer(Object.assign({
+      consumerGroup: 'G', instanceName: name, consumeFromWhere: 'CONSUME_FROM_FIRST_OFFSET',
+    }, common));
+    consumer.subscribe('T', '*', async msg => {
+      await new Promise(resolve => setTimeout(resolve, Number(workText))); // the application's work
+      deliveries.record(msg.topic, msg.queueId, msg.queueOffset);
+      seen.add(msg.queueId + ':' + msg.queueOffset);
+      if (seen.size >= expected) finish(true);
+    });
+    await consumer.ready();
+    consumers.push([ consumer, deliveries ]);
+  }
   const timer = setTimeout(() => finish(false), Number(timeoutText) * 1000);
   const ok = await finished;
   clearTimeout(timer);
   console.log('consumed', seen.size, (Date.now() - started) / 1000);
   // ali-ons moves its offset after the handler returns; the last handler resolved `finished` from inside
   await new Promise(resolve => setTimeout(resolve, 500));
-  await consumer.close();
-  deliveries.close();
+  for (const [ consumer, deliveries ] of consumers) {
+    await consumer.close();
+    deliveries.close();
+  }
   return ok;
 }
 

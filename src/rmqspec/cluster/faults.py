@@ -18,6 +18,12 @@ A script is a JSON object ``{"faults": [FAULT, ...]}``; each FAULT fires once, w
     ``skip`` of the deleted offsets with cause ``retention``. ``after_messages_stored: N`` (N messages
     stored since the start) is a trigger for any fault.
 
+``{"fault": "consumer-list-missing", "consumer": C, "for_seconds": S, <trigger>}``
+    for ``S`` seconds, GET_CONSUMER_LIST_BY_GROUP answers leave out every clientId of consumer ``C`` (named
+    as in the history), as a broker that a heartbeat has not reached yet answers (S7, R9.3;
+    ``BrokerHost.consumer_list_filter``, the model's ``RebalanceWithoutSelf``). Nobody is notified; the
+    clients meet it at their next rebalance.
+
 Every fault is logged on stderr with its time and trigger, listed in the closing JSON line, and shows in
 the history as the commits it undid (``consumer: "broker"``, ``cause: "failover"``, the offset it fell
 back to, null when the flushed file had none).
@@ -29,12 +35,13 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-KINDS = ("broker-restart", "retention")
+KINDS = ("broker-restart", "retention", "consumer-list-missing")
 TRIGGERS = ("after_messages_pulled", "after_commits", "after_messages_stored", "after_seconds")
 # the fields each kind takes besides "fault" and its trigger, and whether each is required
 KIND_FIELDS: dict[str, dict[str, bool]] = {
     "broker-restart": {"down_seconds": False},
     "retention": {"topic": True, "queue": True, "messages": True},
+    "consumer-list-missing": {"consumer": True, "for_seconds": True},
 }
 
 
@@ -51,6 +58,8 @@ class Fault:
     topic: str = ""
     queue: int = 0
     messages: int = 0
+    consumer: str = ""
+    for_seconds: float = 0.0
 
     def describe(self) -> str:
         return f"{self.kind} ({self.trigger.replace('_', ' ')} {self.threshold:g})"
@@ -103,6 +112,12 @@ def parse_faults(text: str, source: str) -> list[Fault]:
             fault.topic = topic
             fault.queue = int(_whole(entry["queue"], f"{where}.queue", 0))
             fault.messages = int(_whole(entry["messages"], f"{where}.messages", 1))
+        if kind == "consumer-list-missing":
+            consumer = entry["consumer"]
+            if not isinstance(consumer, str) or not consumer:
+                raise FaultScriptError(f"{where}.consumer: expected a consumer name, got {json.dumps(consumer)}")
+            fault.consumer = consumer
+            fault.for_seconds = _number(entry["for_seconds"], f"{where}.for_seconds")
         faults.append(fault)
     return faults
 

@@ -760,8 +760,24 @@ class ClusterServer:
             self.faults.pop(0)
             if fault.kind == "retention":
                 self._retention(fault, now)
+            elif fault.kind == "consumer-list-missing":
+                self._hide_consumer(fault, now)
             else:
                 self._broker_crash(fault, now)
+
+    def _hide_consumer(self, fault: Fault, now: int) -> None:
+        """GET_CONSUMER_LIST_BY_GROUP leaves ``fault.consumer`` out until ``now + for_seconds``."""
+        assert self.host is not None
+        hidden, until = fault.consumer, now + fault.for_seconds * 1000
+
+        def answer_filter(group: str, client_ids: list[str]) -> list[str]:
+            if self.clock.now() >= until:
+                return client_ids
+            return [c for c in client_ids if consumer_name(c) != hidden]
+
+        self.host.consumer_list_filter = answer_filter
+        self.faults_done.append({"fault": fault.kind, "trigger": fault.describe(), "time": now, "until": until})
+        log.warning("fault at %d: %s: consumer lists leave out %s until %d", now, fault.describe(), hidden, until)
 
     def _retention(self, fault: Fault, now: int) -> None:
         """Commit-log retention deletes the oldest messages of one queue; the history skips them."""
