@@ -21,6 +21,10 @@ Departures from a real 4.9.8 deployment, each for a documented reason:
 
 Unknown request codes are logged once per code and answered as 4.9.8's ``NettyRemotingAbstract``
 does: REQUEST_CODE_NOT_SUPPORTED with the remark `` request type <code> not supported``.
+
+The broker also writes its side of the history (``history_log``), judges each commit it stores where
+it alone can (below zero, beyond the queue's end), and runs the fault script (``faults``): a crash and
+restart from disk, retention of a queue's head, a consumer list that leaves a member out.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import json
 import logging
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,7 +43,7 @@ from typing import Any
 from rmqspec.cluster import wire
 from rmqspec.cluster.faults import Fault
 from rmqspec.cluster.history_log import BrokerHistory, consumer_name
-from rmqspec.reference.broker import BrokerHost, TopicConfig
+from rmqspec.reference.broker import BrokerController, BrokerHost, TopicConfig
 from rmqspec.reference.compat import SpecCompat
 from rmqspec.reference.consumer_offset_manager import split_topic_at_group
 from rmqspec.reference.message import PROPERTY_TAGS, MessageExt
@@ -159,6 +163,7 @@ class HeldPull:
     request: RemotingCommand
     topic: str
     queue_id: int
+    queue_offset: int
     deadline: float
 
 
@@ -312,7 +317,7 @@ class ClusterServer:
         for held in [h for h in self.held if h.deadline <= now]:
             self._answer_held(held)
 
-    def _controller(self) -> Any:
+    def _controller(self) -> BrokerController:
         assert self.host is not None
         return self.host.require_controller()
 
@@ -538,7 +543,7 @@ class ClusterServer:
         return self._not_supported(frame, "broker")
 
     @contextlib.contextmanager
-    def _commit_watch(self, channel: Channel, group: str, topic: str, queue_id: int) -> Any:
+    def _commit_watch(self, channel: Channel, group: str, topic: str, queue_id: int) -> Iterator[None]:
         """Records a commit event when the group's offset of the queue changed inside the block."""
         table = self._controller().consumer_offset_manager.offset_table
         key = f"{topic}@{group}"  # ConsumerOffsetManager's TOPIC_GROUP_SEPARATOR
@@ -667,9 +672,8 @@ class ClusterServer:
             response = c.pull_message_processor.process_request(channel.connection, request, True)
         self.stats["pulls"] = self.stats.get("pulls", 0) + 1
         if response is None:
-            held = HeldPull(
-                channel, request, header.topic, header.queue_id, self.clock.now() + header.suspend_timeout_millis
-            )
+            deadline = self.clock.now() + header.suspend_timeout_millis
+            held = HeldPull(channel, request, header.topic, header.queue_id, header.queue_offset, deadline)
             self.held.append(held)
             channel.held.append(held)
             return None
@@ -739,7 +743,7 @@ class ClusterServer:
     def _wake_arrivals(self) -> None:
         store = self._controller().message_store
         for held in list(self.held):
-            if store.get_max_offset_in_queue(held.topic, held.queue_id) > held.request.header.queue_offset:  # type: ignore[attr-defined]
+            if store.get_max_offset_in_queue(held.topic, held.queue_id) > held.queue_offset:
                 self._answer_held(held)
 
     # --- faults ----------------------------------------------------------------------------------
