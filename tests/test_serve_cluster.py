@@ -831,3 +831,66 @@ def test_ali_ons_rebalance_with_a_missing_member(ali_ons: Path, tmp_path: Path) 
         assert all(e["to"] == -1 for e in report["commit_decreased"] if e["class"] == "commit_decreased")
     finally:
         cluster.stop()
+
+
+def test_cpp_client_rebalance_with_a_missing_member(cpp_client: Path, tmp_path: Path) -> None:
+    """Two C++ consumers in two processes (c2 first, then c1, which also produces); after the first commit the
+    consumer lists leave c2 out for 12 s. Both joined before any commit, so every redelivery has a cause the
+    history shows; nothing may be lost, invented or redelivered without one."""
+    script = tmp_path / "missing.json"
+    script.write_text(
+        json.dumps(
+            {"faults": [{"fault": "consumer-list-missing", "consumer": "c2", "for_seconds": 12, "after_commits": 1}]}
+        )
+    )
+    cluster = Cluster(tmp_path, "--faults", str(script))
+    deliveries = tmp_path / "deliveries.jsonl"
+    env = {**_env(), "PYTHONPATH": os.pathsep.join((str(cpp_client), str(SRC)))}
+    common = ["--threads", "1", "--work-ms", "50"]
+    second = subprocess.Popen(
+        [
+            sys.executable,
+            str(EXAMPLES / "cpp_client_run.py"),
+            cluster.namesrv,
+            "0",
+            str(deliveries),
+            "--instance",
+            "c2",
+            *common,
+            "--run-for",
+            "30",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        run = _run_client(
+            [
+                sys.executable,
+                str(EXAMPLES / "cpp_client_run.py"),
+                cluster.namesrv,
+                "300",
+                str(deliveries),
+                "--instance",
+                "c1",
+                *common,
+                "--run-for",
+                "28",
+            ],
+            env,
+        )
+        assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+        out, err = second.communicate(timeout=CLIENT_RUN_TIMEOUT)
+        assert second.returncode == 0, out + err[-2000:]
+        report = _judge(cluster, deliveries, tmp_path, 300)
+        summary = json.loads(cluster.lines[-1])["serve-cluster"]
+        assert [f["fault"] for f in summary["faults"]] == ["consumer-list-missing"]
+        assert report["valid"], report["not_tolerated"]
+    finally:
+        if second.poll() is None:
+            os.killpg(second.pid, signal.SIGKILL)
+            second.communicate(timeout=WAIT)
+        cluster.stop()
