@@ -894,3 +894,63 @@ def test_cpp_client_rebalance_with_a_missing_member(cpp_client: Path, tmp_path: 
             os.killpg(second.pid, signal.SIGKILL)
             second.communicate(timeout=WAIT)
         cluster.stop()
+
+
+def test_raw_send_back_goes_through_the_schedule_topic_to_the_retry_topic(cluster: Cluster) -> None:
+    """CONSUMER_SEND_MSG_BACK at delay level 1 (1 s): the copy is stored in SCHEDULE_TOPIC_XXXX with the
+    original as its origin, then delivered to %RETRY%G by the schedule service, whose pull serves it with
+    RETRY_TOPIC and one reconsume."""
+    with _connect(cluster.broker) as sock:
+        header = {"a": "PG", "b": "T", "c": "TBW102", "d": "4", "e": "2", "f": "0", "g": "0", "h": "0", "i": ""}
+        sent = _call(sock, 310, header, b"body", opaque=1)
+        commit_log_offset = int(sent.ext_fields["msgId"][16:], 16)
+        back = {
+            "offset": str(commit_log_offset),
+            "group": "G",
+            "delayLevel": "1",
+            "originMsgId": "x",
+            "originTopic": "T",
+            "maxReconsumeTimes": "16",
+        }
+        assert _call(sock, 36, back, opaque=2).code == 0
+        pull = {
+            "consumerGroup": "G",
+            "topic": "%RETRY%G",
+            "queueId": "0",
+            "queueOffset": "0",
+            "maxMsgNums": "32",
+            "sysFlag": "6",
+            "commitOffset": "0",
+            "suspendTimeoutMillis": "10000",
+            "subscription": "*",
+            "subVersion": "0",
+        }  # held until the schedule service delivers the copy (about 1 s)
+        reply = _call(sock, 11, pull, opaque=3)
+    assert reply.code == 0, reply.remark
+    (message,) = wire.decode_messages(reply.body)
+    assert (message.topic, message.body, message.reconsume_times) == ("%RETRY%G", b"body", 1)
+    assert message.properties["RETRY_TOPIC"] == "T"
+    assert cluster.stop() == 143
+    produced = [json.loads(line) for line in cluster.history.read_text().splitlines()[1:]]
+    assert [(e["topic"], e.get("origin")) for e in produced if e["type"] == "produce"] == [
+        ("T", None),
+        ("SCHEDULE_TOPIC_XXXX", {"topic": "T", "queue": 2, "offset": 0}),
+        ("%RETRY%G", {"topic": "SCHEDULE_TOPIC_XXXX", "queue": 0, "offset": 0}),
+    ]
+
+
+def test_raw_lock_batch_gives_a_queue_to_one_client(cluster: Cluster) -> None:
+    mq = {"topic": "T", "brokerName": "broker-a", "queueId": 1}
+    with _connect(cluster.broker) as sock:
+        first = _call(sock, 41, {}, json.dumps({"consumerGroup": "G", "clientId": "a", "mqSet": [mq]}).encode())
+        second = _call(sock, 41, {}, json.dumps({"consumerGroup": "G", "clientId": "b", "mqSet": [mq]}).encode(), 2)
+        assert (
+            _call(sock, 42, {}, json.dumps({"consumerGroup": "G", "clientId": "a", "mqSet": [mq]}).encode(), 3).code
+            == 0
+        )
+        third = _call(sock, 41, {}, json.dumps({"consumerGroup": "G", "clientId": "b", "mqSet": [mq]}).encode(), 4)
+        bad = _call(sock, 41, {}, b"not json", 5)
+    assert json.loads(first.body) == {"lockOKMQSet": [mq]}
+    assert json.loads(second.body) == {"lockOKMQSet": []}
+    assert json.loads(third.body) == {"lockOKMQSet": [mq]}
+    assert bad.code == 1 and "not JSON" in (bad.remark or "")
