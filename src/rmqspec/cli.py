@@ -812,6 +812,122 @@ def _add_history_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
     bench.set_defaults(func=_cmd_bench_history)
 
 
+SERVE_CLUSTER_EPILOG = """\
+On 127.0.0.1, a name server (--port) and a broker (--broker-port) speaking RocketMQ 4.x's remoting
+protocol, backed by the reference implementation; point a client's name-server address at the first.
+--history writes what the broker saw (produce, commit, join, leave) in check-history's format; merge it
+with the listeners' deliver lines (rmqspec merge-history) and judge with rmqspec check-history
+(docs/oracle.md, "Checking an unmodified client against serve-cluster").
+
+exit codes: 0 stopped after --duration; 2 bad arguments, a bad fault script or a port in use; 3 internal error;
+130 SIGINT; 143 SIGTERM (the history is flushed and closed on each). With --judge, the verdict once stopped,
+however stopped: 0 valid, 1 an anomaly not tolerated, 2 an unreadable file."""
+
+
+def _cmd_serve_cluster(args: argparse.Namespace) -> int:
+    from rmqspec.cluster.faults import FaultScriptError, read_faults
+    from rmqspec.cluster.run import serve_cluster
+
+    if args.judge and args.history is None:
+        raise CliError("serve-cluster: --judge needs --history (the broker's side of the history to judge)")
+    try:
+        faults = None if args.faults is None else read_faults(args.faults)
+    except FaultScriptError as err:
+        raise CliError(str(err)) from None
+    try:
+        code = serve_cluster(
+            args.port,
+            args.broker_port,
+            args.rocketmq,
+            args.history,
+            args.duration,
+            args.group,
+            args.queues,
+            args.store,
+            faults,
+        )
+    except OSError as err:
+        raise CliError(f"serve-cluster: cannot listen or write: {err}") from None
+    if not args.judge:
+        return code
+    return _judge_cluster_run(args.history, [Path(f) for f in args.judge])
+
+
+def _judge_cluster_run(history: Path, listeners: list[Path]) -> int:
+    """serve-cluster --judge: merge the broker's history with the listeners' files next to it and check it."""
+    from rmqspec.cluster.history_log import merge_histories
+    from rmqspec.properties.history import HistoryError, check_history, describe
+
+    merged = history.with_name(history.stem + ".merged.jsonl")
+    try:
+        merge_histories(history, listeners, merged)
+        report = check_history(merged)
+    except HistoryError as err:
+        raise CliError(f"{merged}: {err}") from None
+    except (OSError, ValueError) as err:
+        raise CliError(f"serve-cluster --judge: {err}") from None
+    print(f"{merged}: {describe(report)}")
+    return EXIT_OK if report["valid"] else EXIT_VIOLATION
+
+
+def _cmd_merge_history(args: argparse.Namespace) -> int:
+    from rmqspec.cluster.history_log import merge_histories
+
+    try:
+        count = merge_histories(args.broker, list(args.listeners), args.out)
+    except (OSError, ValueError) as err:
+        raise CliError(str(err)) from None
+    print(f"{args.out}: {count} events")
+    return EXIT_OK
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
+    return value
+
+
+def _add_cluster_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    serve = sub.add_parser(
+        "serve-cluster",
+        help="a name server and broker on RocketMQ's wire protocol, backed by the reference, for real clients",
+        description="Serve RocketMQ 4.x clients with the reference implementation and log what the broker sees.",
+        epilog=SERVE_CLUSTER_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    serve.add_argument("--port", type=_non_negative, default=9876, help="name server port (default 9876; 0: any)")
+    serve.add_argument("--broker-port", type=_non_negative, default=10911, help="broker port (default 10911; 0: any)")
+    serve.add_argument(
+        "--version", dest="rocketmq", choices=("4.9.8", "5.x"), default="4.9.8", help="broker behaviour to implement"
+    )
+    serve.add_argument("--history", type=Path, metavar="FILE", help="write the broker's history here")
+    serve.add_argument("--group", help="the consumer group the history is about (default: the first one seen)")
+    serve.add_argument("--duration", type=_positive_float, metavar="S", help="stop after S seconds (exit 0)")
+    serve.add_argument("--queues", type=positive_int, default=4, help="queues of a topic created on lookup (default 4)")
+    serve.add_argument("--store", type=Path, metavar="DIR", help="the broker's store root (default: a temporary one)")
+    serve.add_argument("--faults", type=Path, metavar="FILE", help='a fault script: {"faults": [...]} (docs/oracle.md)')
+    serve.add_argument(
+        "--judge",
+        action="append",
+        metavar="DELIVERIES",
+        help="at the end, merge --history with this listener file (repeatable) into <history>.merged.jsonl, "
+        "check it and exit with the verdict (0 valid, 1 not)",
+    )
+    serve.set_defaults(func=_cmd_serve_cluster)
+    merge = sub.add_parser(
+        "merge-history",
+        help="merge serve-cluster's history with listeners' deliver lines into one history, by time",
+    )
+    merge.add_argument("broker", type=Path, help="the history serve-cluster wrote (header first)")
+    merge.add_argument("listeners", type=Path, nargs="*", help="files of deliver lines written by listener helpers")
+    merge.add_argument("--out", type=Path, required=True, help="the merged history")
+    merge.set_defaults(func=_cmd_merge_history)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rmqspec", description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--version", action="version", version=f"rmqspec {__version__}")
@@ -941,6 +1057,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_held_out(sub)
     _add_trace_commands(sub)
     _add_history_commands(sub)
+    _add_cluster_commands(sub)
     _add_conform_commands(sub)
     bench = sub.add_parser(
         "bench-conform",

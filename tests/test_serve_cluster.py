@@ -1,0 +1,956 @@
+"""``rmqspec serve-cluster``: the frame codec, the server under malformed input, its stop paths, a raw-protocol
+produce/pull/commit, and calm runs of the two unmodified third-party clients judged by check-history.
+
+Every subprocess has a timeout and is killed at the end; the client tests install their client
+(``pip install --target``, ``npm install --prefix``) and skip with the reason when they cannot.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import rmqspec
+from rmqspec.cluster import wire
+from rmqspec.cluster.history_log import consumer_name, merge_histories
+from rmqspec.properties.history import check_history
+
+SRC = Path(rmqspec.__file__).resolve().parent.parent
+REPO = SRC.parent
+EXAMPLES = REPO / "docs" / "examples" / "serve-cluster"
+LISTENER_JS = SRC / "rmqspec" / "cluster" / "listener.js"
+WAIT = 20.0  # seconds: the bound on every wait for the server (start, a reply, a stop)
+CLIENT_RUN_TIMEOUT = 150.0  # seconds: a whole client run (produce, consume, shut down)
+INSTALL_TIMEOUT = 300.0
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(SRC) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+class Cluster:
+    """A serve-cluster subprocess on ephemeral ports."""
+
+    def __init__(self, tmp: Path, *extra: str) -> None:
+        self.history = tmp / "broker.jsonl"
+        self.stderr_path = tmp / "serve.err"
+        self._err = open(self.stderr_path, "w")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "rmqspec.cli",
+                "serve-cluster",
+                "--port",
+                "0",
+                "--broker-port",
+                "0",
+                "--history",
+                str(self.history),
+                *extra,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=self._err,
+            text=True,
+            env=_env(),
+            start_new_session=True,
+        )
+        self.lines: list[str] = []
+        ready = threading.Event()
+
+        def read() -> None:
+            assert self.proc.stdout is not None
+            for line in self.proc.stdout:
+                self.lines.append(line)
+                ready.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        if not ready.wait(WAIT):
+            self.stop()
+            pytest.fail(f"serve-cluster did not start within {WAIT} s: {self.stderr()}")
+        first = self.lines[0]
+        assert first.startswith("serve-cluster: name server 127.0.0.1:"), first
+        self.namesrv = first.split("name server ")[1].split(",")[0]
+        self.broker = first.split("broker ")[1].split(",")[0]
+
+    def stop(self, signum: int = signal.SIGTERM) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signum)
+        try:
+            code = self.proc.wait(WAIT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait(WAIT)
+        self._err.close()
+        return code
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(encoding="utf-8", errors="replace")
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    c = Cluster(tmp_path)
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def _connect(address: str) -> socket.socket:
+    host, port = address.rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)), timeout=WAIT)
+    sock.settimeout(WAIT)
+    return sock
+
+
+def _read_reply(sock: socket.socket) -> wire.Frame:
+    def exactly(n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("closed")
+            data += chunk
+        return data
+
+    (total,) = struct.unpack(">I", exactly(4))
+    return wire.decode_frame(exactly(total))
+
+
+def _call(sock: socket.socket, code: int, ext: dict[str, str], body: bytes = b"", opaque: int = 1) -> wire.Frame:
+    sock.sendall(wire.encode_frame(code, opaque, 0, ext, body))
+    while True:
+        reply = _read_reply(sock)
+        if reply.is_response and reply.opaque == opaque:
+            return reply
+
+
+def _route_ok(cluster: Cluster) -> None:
+    with _connect(cluster.namesrv) as sock:
+        reply = _call(sock, 105, {"topic": "T"})
+    assert reply.code == 0
+    assert b'"brokerAddrs":{0:"' + cluster.broker.encode() + b'"}' in reply.body
+
+
+# --- the codec --------------------------------------------------------------------------------------
+
+
+def test_frame_and_message_round_trip() -> None:
+    data = wire.encode_frame(11, 7, wire.FLAG_RESPONSE, {"nextBeginOffset": "3"}, b"xyz", "FOUND")
+    frame = wire.decode_frame(data[4:])
+    assert (frame.code, frame.opaque, frame.is_response, frame.remark, frame.body) == (11, 7, True, "FOUND", b"xyz")
+    assert frame.ext_fields == {"nextBeginOffset": "3"}
+    messages = [
+        wire.WireMessage("T", 2, 5, 40, b"body", {"TAGS": "a", "KEYS": "k"}, 1, 2, "10.0.0.1:9", "127.0.0.1:10911", 3),
+        wire.WireMessage("%RETRY%G", 0, 0, 41, b"", {}, store_host="127.0.0.1:10911"),
+    ]
+    assert wire.decode_messages(b"".join(wire.encode_message(m) for m in messages)) == messages
+    assert wire.offset_message_id("127.0.0.1:10911", 1) == "7F00000100002A9F0000000000000001"
+
+
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        (b"\x00\x00", "no header length"),
+        (struct.pack(">I", 1 << 24) + b"{}", "serialize type 1"),
+        (struct.pack(">I", wire.MAX_HEADER_BYTES + 1), "exceeds"),
+        (struct.pack(">I", 50) + b"{}", "exceeds the frame"),
+        (struct.pack(">I", 3) + b"{x}", "not UTF-8 JSON"),
+        (struct.pack(">I", 2) + b"[]", "not a JSON object"),
+        (struct.pack(">I", 12) + b'{"code":"a"}', "'code'"),
+        (struct.pack(">I", 35) + b'{"code":1,"opaque":1,"extFields":3}', "extFields"),
+    ],
+)
+def test_decode_frame_refuses_malformed_headers(data: bytes, why: str) -> None:
+    with pytest.raises(wire.FrameError, match=why):
+        wire.decode_frame(data)
+
+
+def test_decode_messages_refuses_a_truncated_body() -> None:
+    data = wire.encode_message(wire.WireMessage("T", 0, 0, 0, b"abc", {"TAGS": "a"}))
+    for cut in (1, 20, len(data) - 1):
+        with pytest.raises(ValueError, match="truncated or malformed"):
+            wire.decode_messages(data[:cut])
+
+
+def test_consumer_names_match_both_clients_client_ids() -> None:
+    assert consumer_name("9829-127.0.0.1@c1") == "c1"  # C++ 2.x with a set instance name
+    assert consumer_name("127.0.0.1@9829#c1") == "c1"  # C++ master's ip@pid#instance
+    assert consumer_name("192.0.2.2@c1") == "c1"  # ali-ons
+    assert consumer_name("plain") == "plain"
+
+
+# --- the server under malformed input, and its stop paths ----------------------------------------------
+
+
+def test_malformed_frames_close_only_their_connection(cluster: Cluster) -> None:
+    bad = [
+        struct.pack(">I", wire.MAX_FRAME_BYTES + 1),  # oversized frame
+        struct.pack(">II", 8, wire.MAX_HEADER_BYTES + 1),  # oversized header
+        struct.pack(">II", 12, 1 << 24) + b"{}\x00\x00",  # serialize type 1
+        struct.pack(">II", 9, 5) + b"{not}",  # header is not JSON
+        struct.pack(">II", 100, 5) + b"{",  # truncated: the client vanishes mid-frame
+    ]
+    rng = random.Random(27)
+    bad += [struct.pack(">I", rng.randrange(8, 64)) + rng.randbytes(rng.randrange(4, 64)) for _ in range(40)]
+    for data in bad:
+        with _connect(cluster.broker) as sock:
+            sock.sendall(data)
+            sock.shutdown(socket.SHUT_WR)
+            while sock.recv(4096):  # the server answers nothing readable and closes
+                pass
+        _route_ok(cluster)
+    assert cluster.proc.poll() is None
+    assert cluster.stop() == 143
+    closing = [line for line in cluster.stderr().splitlines() if "closing" in line]
+    assert len(closing) == len(bad), cluster.stderr()
+    assert "Traceback" not in cluster.stderr()
+
+
+def test_unknown_codes_are_answered_request_code_not_supported(cluster: Cluster) -> None:
+    with _connect(cluster.broker) as sock:
+        reply = _call(sock, 9999, {})
+    assert (reply.code, reply.remark) == (3, " request type 9999 not supported")
+    with _connect(cluster.namesrv) as sock:
+        assert _call(sock, 11, {}).code == 3  # a broker code at the name server
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signals_stop_with_the_history_flushed(tmp_path: Path, signum: int, code: int) -> None:
+    c = Cluster(tmp_path, "--group", "G")
+    with _connect(c.broker) as sock:
+        header = {"a": "PG", "b": "T", "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "0", "h": "0", "i": ""}
+        assert _call(sock, 310, header, b"x").code == 0
+    assert c.stop(signum) == code
+    lines = c.history.read_text(encoding="utf-8").splitlines()
+    assert json.loads(lines[0])["group"] == "G"
+    assert json.loads(lines[1])["type"] == "produce"
+    assert json.loads(c.lines[-1])["serve-cluster"]["requests"] == {"310": 1}
+
+
+def test_duration_ends_with_exit_zero(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rmqspec.cli",
+            "serve-cluster",
+            "--port",
+            "0",
+            "--broker-port",
+            "0",
+            "--duration",
+            "0.5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+        env=_env(),
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
+# --- the broker through the wire, with no third-party client ----------------------------------------
+
+
+def test_raw_produce_pull_commit_is_judged(cluster: Cluster, tmp_path: Path) -> None:
+    """Send three messages, register, pull them with the commit flag, commit explicitly: the broker's
+    history plus a listener file judge valid; without one delivery line the same run is a loss."""
+    sent = []
+    with _connect(cluster.broker) as sock:
+        for i in range(3):
+            header = {
+                "a": "PG",
+                "b": "T",
+                "c": "TBW102",
+                "d": "4",
+                "e": "1",
+                "f": "0",
+                "g": "0",
+                "h": "0",
+                "i": "TAGS\x01a\x02",
+            }
+            reply = _call(sock, 310, header, f"m{i}".encode(), opaque=10 + i)
+            assert reply.code == 0 and reply.ext_fields["queueOffset"] == str(i)
+            sent.append(reply.ext_fields["msgId"])
+        beat = {
+            "clientID": "127.0.0.1@c1",
+            "producerDataSet": [],
+            "consumerDataSet": [
+                {
+                    "groupName": "G",
+                    "consumeType": "CONSUME_PASSIVELY",
+                    "messageModel": "CLUSTERING",
+                    "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET",
+                    "subscriptionDataSet": [{"topic": "T", "subString": "*", "subVersion": 1}],
+                }
+            ],
+        }
+        assert _call(sock, 34, {}, json.dumps(beat).encode(), opaque=20).code == 0
+        listed = _call(sock, 38, {"consumerGroup": "G"}, opaque=21)
+        assert json.loads(listed.body) == {"consumerIdList": ["127.0.0.1@c1"]}
+        pull = {
+            "consumerGroup": "G",
+            "topic": "T",
+            "queueId": "1",
+            "queueOffset": "0",
+            "maxMsgNums": "32",
+            "sysFlag": "2",
+            "commitOffset": "0",
+            "suspendTimeoutMillis": "1000",
+            "subVersion": "1",
+        }
+        reply = _call(sock, 11, pull, opaque=22)
+        assert reply.code == 0 and reply.ext_fields["nextBeginOffset"] == "3"
+        messages = wire.decode_messages(reply.body)
+        assert [(m.queue_offset, m.body) for m in messages] == [(0, b"m0"), (1, b"m1"), (2, b"m2")]
+        assert [wire.offset_message_id(m.store_host, m.commit_log_offset) for m in messages] == sent
+        # held (long polling) until its suspend timeout, then PULL_NOT_FOUND; the commit flag stores 3
+        held = _call(sock, 11, {**pull, "queueOffset": "3", "sysFlag": "3", "commitOffset": "3"}, opaque=23)
+        assert held.code == 19 and held.ext_fields["nextBeginOffset"] == "3"
+        query = _call(sock, 14, {"consumerGroup": "G", "topic": "T", "queueId": "1"}, opaque=24)
+        assert query.ext_fields["offset"] == "3"
+        assert _call(sock, 30, {"topic": "T", "queueId": "1"}, opaque=25).ext_fields["offset"] == "3"
+        assert _call(sock, 31, {"topic": "T", "queueId": "1"}, opaque=26).ext_fields["offset"] == "0"
+    assert cluster.stop() == 143
+    deliveries = tmp_path / "deliveries.jsonl"
+    deliveries.write_text(
+        "".join(
+            json.dumps({"time": 0, "type": "deliver", "consumer": "c1", "topic": "T", "queue": 1, "offset": k}) + "\n"
+            for k in range(3)
+        )
+    )
+    events = [json.loads(line) for line in cluster.history.read_text().splitlines()[1:]]
+    assert [e["type"] for e in events] == ["produce"] * 3 + ["join", "commit", "leave"]
+    # the listener lines claim time 0; shift them after the produce events so the order is causal
+    produced_at = events[2]["time"]
+    deliveries.write_text(deliveries.read_text().replace('"time": 0', f'"time": {produced_at + 0.001}'))
+    merged = tmp_path / "merged.jsonl"
+    merge_histories(cluster.history, [deliveries], merged)
+    report = check_history(merged)
+    assert report["valid"] and report["fates"] == {"consumed-and-committed": 3}
+    lossy = tmp_path / "lossy.jsonl"
+    kept = [
+        line
+        for line in merged.read_text().splitlines(True)
+        if json.loads(line).get("type") != "deliver" or json.loads(line)["offset"] != 1
+    ]
+    lossy.write_text("".join(kept))  # the listener never saw offset 1
+    report = check_history(lossy)
+    assert not report["valid"] and report["not_tolerated"] == {"lost": 1}
+
+
+# --- unmodified third-party clients --------------------------------------------------------------------
+
+
+def _install(cmd: list[str], what: str) -> None:
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=INSTALL_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        pytest.skip(f"cannot install {what}: {err}")
+    if proc.returncode != 0:
+        pytest.skip(f"cannot install {what}: {proc.stderr.strip().splitlines()[-1:]}")
+
+
+@pytest.fixture(scope="module")
+def cpp_client(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory holding PyPI's rocketmq 0.4.4 (the C++ client), importable by this interpreter."""
+    target = tmp_path_factory.mktemp("rocketmq-cpp")
+    _install(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--target", str(target), "rocketmq==0.4.4"],
+        "rocketmq==0.4.4",
+    )
+    probe = subprocess.run(
+        [sys.executable, "-c", "import rocketmq.client"],
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+        env={**os.environ, "PYTHONPATH": str(target)},
+    )
+    if probe.returncode != 0:
+        pytest.skip(f"rocketmq 0.4.4's librocketmq.so does not load here: {probe.stderr.strip().splitlines()[-1:]}")
+    return target
+
+
+@pytest.fixture(scope="module")
+def ali_ons(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """node_modules holding npm's ali-ons 3.12.0."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        pytest.skip("node or npm is not installed")
+    prefix = tmp_path_factory.mktemp("ali-ons")
+    _install([npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "ali-ons@3.12.0"], "ali-ons@3.12.0")
+    return prefix / "node_modules"
+
+
+def _judge(cluster: Cluster, deliveries: Path, tmp_path: Path, n: int, delivered: int | None = None) -> dict[str, Any]:
+    """Stop the cluster, merge, check: n messages of T produced, ``delivered`` (default n) of them delivered,
+    none lost."""
+    assert cluster.stop() == 143
+    merged = tmp_path / "merged.jsonl"
+    merge_histories(cluster.history, [deliveries], merged)
+    report = check_history(merged)
+    produced = sum(row["produced"] for row in report["counts"] if row["topic"] == "T")
+    distinct = sum(row["distinct_delivered"] for row in report["counts"] if row["topic"] == "T")
+    assert (produced, distinct) == (n, n if delivered is None else delivered), report["counts"]
+    assert report["lost_count"] == 0 and report["unexpected_count"] == 0
+    return report
+
+
+def _assert_only_minus_one_commits(report: dict[str, Any]) -> None:
+    """ali-ons 3.12.0 commits -1 for a queue whose offset is 0 (RemoteBrokerOffsetStore#persistAll reads
+    ``offsetTable.get(key) || -1``, and 0 is falsy); the broker stores it (R3.4) and the check reports
+    commit_negative (INV-7). Its retry queue stays at 0, so every run shows it there when the consumer
+    closes; nothing else may be wrong."""
+    assert set(report["not_tolerated"]) == {"commit_negative"}, report["not_tolerated"]
+    entries = report["commit_negative"]
+    assert all(e["offset"] == -1 for e in entries), entries
+    assert any(e["topic"] == "%RETRY%G" for e in entries), entries
+
+
+def _run_client(cmd: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+    )
+    try:
+        out, err = proc.communicate(timeout=CLIENT_RUN_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate(timeout=WAIT)
+        pytest.fail(f"client run exceeded {CLIENT_RUN_TIMEOUT} s: {out} {err[-2000:]}")
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+CALM_MESSAGES = 40
+
+
+def test_cpp_client_calm_run(cpp_client: Path, cluster: Cluster, tmp_path: Path) -> None:
+    deliveries = tmp_path / "deliveries.jsonl"
+    env = {**_env(), "PYTHONPATH": os.pathsep.join((str(cpp_client), str(SRC)))}
+    run = _run_client(
+        [sys.executable, str(EXAMPLES / "cpp_client_run.py"), cluster.namesrv, str(CALM_MESSAGES), str(deliveries)],
+        env,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+    report = _judge(cluster, deliveries, tmp_path, CALM_MESSAGES)
+    assert report["valid"], report["not_tolerated"]
+
+
+def test_ali_ons_calm_run(ali_ons: Path, cluster: Cluster, tmp_path: Path) -> None:
+    deliveries = tmp_path / "deliveries.jsonl"
+    env = {**os.environ, "NODE_PATH": str(ali_ons)}
+    run = _run_client(
+        [
+            "node",
+            str(EXAMPLES / "ali_ons_run.js"),
+            cluster.namesrv,
+            str(CALM_MESSAGES),
+            str(deliveries),
+            str(LISTENER_JS),
+        ],
+        env,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+    _assert_only_minus_one_commits(_judge(cluster, deliveries, tmp_path, CALM_MESSAGES))
+    assert "commit_negative (INV-7)" in cluster.stderr()  # reported live too
+
+
+# --- a broker restart that loses the unflushed offsets, with each client ---------------------------------
+
+RESTART = {"faults": [{"fault": "broker-restart", "after_commits": 2}]}
+# The consumer takes about 300 x 25 ms = 7.5 s (one listener thread), past the clients' first 5 s offset
+# persist and before the broker's first flush (10 s after it started): the restart loses those commits.
+FAULT_MESSAGES, WORK_MS = 300, 25
+
+
+def _restart_history(cluster: Cluster) -> list[dict[str, Any]]:
+    summary = json.loads(cluster.lines[-1])["serve-cluster"]
+    assert [f["fault"] for f in summary["faults"]] == ["broker-restart"]
+    events = [json.loads(line) for line in cluster.history.read_text().splitlines()[1:]]
+    failovers = [e for e in events if e.get("cause") == "failover"]
+    assert failovers and all(e["consumer"] == "broker" for e in failovers)
+    assert len(failovers) == summary["faults"][0]["offsets_reverted"]
+    return events
+
+
+def test_cpp_client_broker_restart(cpp_client: Path, tmp_path: Path) -> None:
+    script = tmp_path / "restart.json"
+    script.write_text(json.dumps(RESTART))
+    cluster = Cluster(tmp_path, "--faults", str(script))
+    try:
+        deliveries = tmp_path / "deliveries.jsonl"
+        env = {**_env(), "PYTHONPATH": os.pathsep.join((str(cpp_client), str(SRC)))}
+        run = _run_client(
+            [
+                sys.executable,
+                str(EXAMPLES / "cpp_client_run.py"),
+                cluster.namesrv,
+                str(FAULT_MESSAGES),
+                str(deliveries),
+                "--threads",
+                "1",
+                "--work-ms",
+                str(WORK_MS),
+            ],
+            env,
+        )
+        assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+        report = _judge(cluster, deliveries, tmp_path, FAULT_MESSAGES)
+        assert report["valid"], report["not_tolerated"]
+        _restart_history(cluster)
+    finally:
+        cluster.stop()
+
+
+def test_ali_ons_broker_restart(ali_ons: Path, tmp_path: Path) -> None:
+    script = tmp_path / "restart.json"
+    script.write_text(json.dumps(RESTART))
+    cluster = Cluster(tmp_path, "--faults", str(script))
+    try:
+        deliveries = tmp_path / "deliveries.jsonl"
+        run = _run_client(
+            [
+                "node",
+                str(EXAMPLES / "ali_ons_run.js"),
+                cluster.namesrv,
+                str(FAULT_MESSAGES),
+                str(deliveries),
+                str(LISTENER_JS),
+                "c1",
+                "120",
+                str(WORK_MS),
+            ],
+            {**os.environ, "NODE_PATH": str(ali_ons)},
+        )
+        assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+        _assert_only_minus_one_commits(_judge(cluster, deliveries, tmp_path, FAULT_MESSAGES))
+        _restart_history(cluster)
+    finally:
+        cluster.stop()
+
+
+def test_raw_broker_restart_reverts_to_the_flushed_offsets(tmp_path: Path) -> None:
+    """A commit the broker had not flushed is gone after the restart: the history shows the fall-back to
+    null by ``broker`` with cause failover, the broker's connections were closed, and a new query meets
+    the young-queue rule again (R3.5: 0)."""
+    script = tmp_path / "restart.json"
+    script.write_text(json.dumps({"faults": [{"fault": "broker-restart", "after_commits": 1}]}))
+    c = Cluster(tmp_path, "--group", "G", "--faults", str(script))
+    try:
+        with _connect(c.broker) as sock:
+            header = {"a": "PG", "b": "T", "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "0", "h": "0", "i": ""}
+            for k in range(3):
+                assert _call(sock, 310, header, b"x", opaque=k + 1).code == 0
+            sock.sendall(
+                wire.encode_frame(
+                    15, 9, wire.FLAG_ONEWAY, {"consumerGroup": "G", "topic": "T", "queueId": "0", "commitOffset": "2"}
+                )
+            )
+            assert sock.recv(1) == b""  # the crash closes the connection (bounded by the socket timeout)
+        with _connect(c.broker) as sock:
+            assert _call(sock, 14, {"consumerGroup": "G", "topic": "T", "queueId": "0"}).ext_fields["offset"] == "0"
+    finally:
+        assert c.stop() == 143
+    events = [json.loads(line) for line in c.history.read_text().splitlines()[1:]]
+    commits = [(e["consumer"], e["offset"], e.get("cause")) for e in events if e["type"] == "commit"]
+    assert [c[1:] for c in commits] == [(2, None), (None, "failover")]
+    assert commits[0][0].startswith("127.0.0.1:")  # a channel no heartbeat registered is named by its address
+    assert commits[1][0] == "broker"
+    assert "broker-restart (after commits 1)" in c.stderr()
+
+
+@pytest.mark.parametrize(
+    ("script", "message"),
+    [
+        ("[]", 'expected {"faults": [...]}'),
+        ('{"faults": [{"fault": "nap", "after_seconds": 1}]}', "faults[0].fault: expected one of broker-restart"),
+        ('{"faults": [{"fault": "broker-restart"}]}', "faults[0]: expected exactly one of"),
+        ('{"faults": [{"fault": "broker-restart", "after_seconds": -1}]}', "faults[0].after_seconds"),
+        ('{"faults": [{"fault": "broker-restart", "after_seconds": 1, "x": 1}]}', "unknown field 'x'"),
+        ('{"faults": [{"fault": "retention", "topic": "T", "queue": 0, "after_seconds": 1}]}', "needs 'messages'"),
+        (
+            '{"faults": [{"fault": "consumer-list-missing", "consumer": "", "for_seconds": 1, "after_seconds": 1}]}',
+            "faults[0].consumer: expected a consumer name",
+        ),
+    ],
+)
+def test_bad_fault_scripts_exit_2(tmp_path: Path, script: str, message: str) -> None:
+    path = tmp_path / "faults.json"
+    path.write_text(script)
+    proc = subprocess.run(
+        [sys.executable, "-m", "rmqspec.cli", "serve-cluster", "--port", "0", "--faults", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+        env=_env(),
+    )
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(("delivered", "verdict"), [(True, 0), (False, 1)])
+def test_judge_exits_with_the_verdict(tmp_path: Path, delivered: bool, verdict: int) -> None:
+    """One message produced and committed past: --judge exits 0 when the listener file shows its delivery,
+    1 (lost) when it does not."""
+    deliveries = tmp_path / "deliveries.jsonl"
+    deliveries.write_text("")
+    c = Cluster(tmp_path, "--group", "G", "--judge", str(deliveries))
+    with _connect(c.broker) as sock:
+        header = {"a": "PG", "b": "T", "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "0", "h": "0", "i": ""}
+        assert _call(sock, 310, header, b"x").code == 0
+        if delivered:
+            event = {
+                "time": time.time() * 1000,
+                "type": "deliver",
+                "consumer": "c1",
+                "topic": "T",
+                "queue": 0,
+                "offset": 0,
+            }
+            deliveries.write_text(json.dumps(event) + "\n")
+        update = {"consumerGroup": "G", "topic": "T", "queueId": "0", "commitOffset": "1"}
+        assert _call(sock, 15, update, opaque=2).code == 0
+    assert c.stop() == verdict
+    assert f"valid: {'yes' if delivered else 'NO'}" in "".join(c.lines)
+    assert (tmp_path / "broker.merged.jsonl").exists()
+
+
+# --- retention under a new group: OFFSET_ILLEGAL, or a consumeFromWhere start past the deleted head ---------
+
+RETENTION = {"faults": [{"fault": "retention", "topic": "T", "queue": 0, "messages": 50, "after_messages_stored": 300}]}
+# 300 messages over 4 queues: queue 0 holds offsets 0..74, and retention deletes 0..49 before the consumer
+# starts (the fault fires right after the 300th send is answered).
+
+
+def test_cpp_client_retention_starts_from_last(cpp_client: Path, tmp_path: Path) -> None:
+    """The C++ client finds no offset for queue 0 (QUERY_NOT_FOUND: the queue is no longer young, R3.5) and
+    starts at its end (CONSUME_FROM_LAST_OFFSET, R10.4): 50..74 are skipped by its positioning, which the broker
+    writes as a consume_from_last skip; the history is valid."""
+    script = tmp_path / "retention.json"
+    script.write_text(json.dumps(RETENTION))
+    cluster = Cluster(tmp_path, "--faults", str(script))
+    try:
+        deliveries = tmp_path / "deliveries.jsonl"
+        env = {**_env(), "PYTHONPATH": os.pathsep.join((str(cpp_client), str(SRC)))}
+        run = _run_client(
+            [
+                sys.executable,
+                str(EXAMPLES / "cpp_client_run.py"),
+                cluster.namesrv,
+                "300",
+                str(deliveries),
+                "--expect",
+                "225",
+            ],
+            env,
+        )
+        assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+        report = _judge(cluster, deliveries, tmp_path, 300, delivered=225)
+        assert report["valid"], report["not_tolerated"]
+        assert report["fates"] == {
+            "consumed-and-committed": 225,
+            "deleted-by-retention": 50,
+            "skipped: consume-from-last: first-start": 25,
+        }, report["fates"]
+    finally:
+        cluster.stop()
+
+
+def test_ali_ons_retention_offset_illegal(ali_ons: Path, tmp_path: Path) -> None:
+    """ali-ons (CONSUME_FROM_FIRST_OFFSET in the example) pulls queue 0 from 0, below the minimum: the broker
+    answers PULL_OFFSET_MOVED to 50 and ali-ons continues there; nothing but the deleted head is missed."""
+    script = tmp_path / "retention.json"
+    script.write_text(json.dumps(RETENTION))
+    cluster = Cluster(tmp_path, "--faults", str(script))
+    try:
+        deliveries = tmp_path / "deliveries.jsonl"
+        run = _run_client(
+            [
+                "node",
+                str(EXAMPLES / "ali_ons_run.js"),
+                cluster.namesrv,
+                "300",
+                str(deliveries),
+                str(LISTENER_JS),
+                "c1",
+                "120",
+                "0",
+                "250",
+            ],
+            {**os.environ, "NODE_PATH": str(ali_ons)},
+        )
+        assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+        report = _judge(cluster, deliveries, tmp_path, 300, delivered=250)
+        _assert_only_minus_one_commits(report)
+        fates = {k: v for k, v in report["fates"].items() if not k.startswith("retry")}
+        assert fates == {"consumed-and-committed": 250, "deleted-by-retention": 50}, report["fates"]
+    finally:
+        cluster.stop()
+
+
+def test_raw_positioning_skip_only_after_query_not_found(tmp_path: Path) -> None:
+    """The broker writes a consumeFromWhere skip only for a queue it answered QUERY_NOT_FOUND on that channel:
+    queue 0 (head deleted, no offset) started at its end is skipped and judged valid; queue 1 (young: the
+    query answers 0) started at its end is not, and the jump is a loss."""
+    script = tmp_path / "retention.json"
+    script.write_text(
+        json.dumps(
+            {"faults": [{"fault": "retention", "topic": "T", "queue": 0, "messages": 1, "after_messages_stored": 6}]}
+        )
+    )
+    c = Cluster(tmp_path, "--group", "G", "--faults", str(script))
+    try:
+        with _connect(c.broker) as sock:
+            for k in range(6):
+                header = {
+                    "a": "PG",
+                    "b": "T",
+                    "c": "TBW102",
+                    "d": "4",
+                    "e": str(k % 2),
+                    "f": "0",
+                    "g": "0",
+                    "h": "0",
+                    "i": "",
+                }
+                assert _call(sock, 310, header, b"x", opaque=k + 1).code == 0
+            answers = []
+            for queue in (0, 1):
+                query = _call(sock, 14, {"consumerGroup": "G", "topic": "T", "queueId": str(queue)}, opaque=10 + queue)
+                answers.append(query.code)
+                pull = {
+                    "consumerGroup": "G",
+                    "topic": "T",
+                    "queueId": str(queue),
+                    "queueOffset": "3",
+                    "maxMsgNums": "32",
+                    "sysFlag": "5",  # the commit and subscription flags
+                    "commitOffset": "3",
+                    "suspendTimeoutMillis": "0",
+                    "subscription": "*",
+                    "subVersion": "0",
+                }
+                _call(sock, 11, pull, opaque=20 + queue)
+            assert answers == [22, 0]  # QUERY_NOT_FOUND, then SUCCESS (offset 0, the young-queue rule)
+    finally:
+        assert c.stop() == 143
+    report = check_history(c.history)
+    skips = [json.loads(line) for line in c.history.read_text().splitlines() if '"skip"' in line]
+    assert [(e["queue"], e["from"], e["to"], e["cause"]) for e in skips] == [
+        (0, 0, 1, "retention"),
+        (0, 1, 3, "consume_from_last"),
+    ]
+    assert [(e["queue"], e["offset"]) for e in report["lost"]] == [(1, 0), (1, 1), (1, 2)]
+
+
+def test_raw_broker_down_refuses_connections_until_it_restarts(tmp_path: Path) -> None:
+    """With down_seconds, the broker's port closes every new connection until the restart; the name server
+    answers throughout."""
+    script = tmp_path / "restart.json"
+    script.write_text(json.dumps({"faults": [{"fault": "broker-restart", "after_commits": 1, "down_seconds": 1}]}))
+    c = Cluster(tmp_path, "--group", "G", "--faults", str(script))
+    try:
+        with _connect(c.broker) as sock:
+            update = {"consumerGroup": "G", "topic": "T", "queueId": "0", "commitOffset": "0"}
+            sock.sendall(wire.encode_frame(15, 1, wire.FLAG_ONEWAY, update))
+            assert sock.recv(1) == b""  # the crash closes it
+        refused = 0
+        for _ in range(200):  # bounded: 200 attempts, each bounded by the socket timeout
+            with _connect(c.broker) as sock:
+                sock.sendall(wire.encode_frame(14, 2, 0, {"consumerGroup": "G", "topic": "T", "queueId": "0"}))
+                try:
+                    reply = _read_reply(sock)
+                except ConnectionError:
+                    refused += 1
+                    _route_ok(c)  # the name server is up while the broker is down
+                    time.sleep(0.05)
+                    continue
+                break
+        else:
+            pytest.fail("the broker never came back")
+        assert refused >= 1 and reply.code == 0 and reply.ext_fields["offset"] == "0"
+    finally:
+        assert c.stop() == 143
+    assert "the broker is down (fault)" in c.stderr()
+
+
+def test_ali_ons_rebalance_with_a_missing_member(ali_ons: Path, tmp_path: Path) -> None:
+    """Two ali-ons consumers; after the first commit, consumer lists leave c2 out for 12 s (more than
+    ali-ons's 10 s rebalance interval, so a rebalance meets it). The harness runs it to the end and judges it:
+    nothing may be lost or invented; ali-ons's commit_negative is certain, and depending on when the two
+    rebalance a consumer may lower its own offset to -1 and a redelivery the history cannot explain (no
+    `own` events) may occur (docs/oracle.md reports a run: the -1 commits overwrite the other consumer's
+    offsets, and a queue taken over restarts from 0)."""
+    script = tmp_path / "missing.json"
+    script.write_text(
+        json.dumps(
+            {"faults": [{"fault": "consumer-list-missing", "consumer": "c2", "for_seconds": 12, "after_commits": 1}]}
+        )
+    )
+    cluster = Cluster(tmp_path, "--faults", str(script))
+    try:
+        deliveries = tmp_path / "deliveries.jsonl"
+        run = _run_client(
+            [
+                "node",
+                str(EXAMPLES / "ali_ons_run.js"),
+                cluster.namesrv,
+                "300",
+                str(deliveries),
+                str(LISTENER_JS),
+                "c1,c2",
+                "120",
+                "100",
+            ],
+            {**os.environ, "NODE_PATH": str(ali_ons)},
+        )
+        assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+        report = _judge(cluster, deliveries, tmp_path, 300)
+        summary = json.loads(cluster.lines[-1])["serve-cluster"]
+        assert [f["fault"] for f in summary["faults"]] == ["consumer-list-missing"]
+        # certain: the -1 commits; depending on the rebalance timing also a consumer lowering its own offset to
+        # -1 (commit_decreased, never tolerated) and redeliveries the history cannot explain
+        assert "commit_negative" in report["not_tolerated"], report["not_tolerated"]
+        assert set(report["not_tolerated"]) <= {"commit_negative", "commit_decreased", "duplicated"}, report
+        assert all(e["to"] == -1 for e in report["commit_decreased"] if e["class"] == "commit_decreased")
+    finally:
+        cluster.stop()
+
+
+def test_cpp_client_rebalance_with_a_missing_member(cpp_client: Path, tmp_path: Path) -> None:
+    """Two C++ consumers in two processes (c2 first, then c1, which also produces); after the first commit the
+    consumer lists leave c2 out for 12 s. Both joined before any commit, so every redelivery has a cause the
+    history shows; nothing may be lost, invented or redelivered without one."""
+    script = tmp_path / "missing.json"
+    script.write_text(
+        json.dumps(
+            {"faults": [{"fault": "consumer-list-missing", "consumer": "c2", "for_seconds": 12, "after_commits": 1}]}
+        )
+    )
+    cluster = Cluster(tmp_path, "--faults", str(script))
+    deliveries = tmp_path / "deliveries.jsonl"
+    env = {**_env(), "PYTHONPATH": os.pathsep.join((str(cpp_client), str(SRC)))}
+    common = ["--threads", "1", "--work-ms", "50"]
+    second = subprocess.Popen(
+        [
+            sys.executable,
+            str(EXAMPLES / "cpp_client_run.py"),
+            cluster.namesrv,
+            "0",
+            str(deliveries),
+            "--instance",
+            "c2",
+            *common,
+            "--run-for",
+            "30",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        run = _run_client(
+            [
+                sys.executable,
+                str(EXAMPLES / "cpp_client_run.py"),
+                cluster.namesrv,
+                "300",
+                str(deliveries),
+                "--instance",
+                "c1",
+                *common,
+                "--run-for",
+                "28",
+            ],
+            env,
+        )
+        assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+        out, err = second.communicate(timeout=CLIENT_RUN_TIMEOUT)
+        assert second.returncode == 0, out + err[-2000:]
+        report = _judge(cluster, deliveries, tmp_path, 300)
+        summary = json.loads(cluster.lines[-1])["serve-cluster"]
+        assert [f["fault"] for f in summary["faults"]] == ["consumer-list-missing"]
+        assert report["valid"], report["not_tolerated"]
+    finally:
+        if second.poll() is None:
+            os.killpg(second.pid, signal.SIGKILL)
+            second.communicate(timeout=WAIT)
+        cluster.stop()
+
+
+def test_raw_send_back_goes_through_the_schedule_topic_to_the_retry_topic(cluster: Cluster) -> None:
+    """CONSUMER_SEND_MSG_BACK at delay level 1 (1 s): the copy is stored in SCHEDULE_TOPIC_XXXX with the
+    original as its origin, then delivered to %RETRY%G by the schedule service, whose pull serves it with
+    RETRY_TOPIC and one reconsume."""
+    with _connect(cluster.broker) as sock:
+        header = {"a": "PG", "b": "T", "c": "TBW102", "d": "4", "e": "2", "f": "0", "g": "0", "h": "0", "i": ""}
+        sent = _call(sock, 310, header, b"body", opaque=1)
+        commit_log_offset = int(sent.ext_fields["msgId"][16:], 16)
+        back = {
+            "offset": str(commit_log_offset),
+            "group": "G",
+            "delayLevel": "1",
+            "originMsgId": "x",
+            "originTopic": "T",
+            "maxReconsumeTimes": "16",
+        }
+        assert _call(sock, 36, back, opaque=2).code == 0
+        pull = {
+            "consumerGroup": "G",
+            "topic": "%RETRY%G",
+            "queueId": "0",
+            "queueOffset": "0",
+            "maxMsgNums": "32",
+            "sysFlag": "6",
+            "commitOffset": "0",
+            "suspendTimeoutMillis": "10000",
+            "subscription": "*",
+            "subVersion": "0",
+        }  # held until the schedule service delivers the copy (about 1 s)
+        reply = _call(sock, 11, pull, opaque=3)
+    assert reply.code == 0, reply.remark
+    (message,) = wire.decode_messages(reply.body)
+    assert (message.topic, message.body, message.reconsume_times) == ("%RETRY%G", b"body", 1)
+    assert message.properties["RETRY_TOPIC"] == "T"
+    assert cluster.stop() == 143
+    produced = [json.loads(line) for line in cluster.history.read_text().splitlines()[1:]]
+    assert [(e["topic"], e.get("origin")) for e in produced if e["type"] == "produce"] == [
+        ("T", None),
+        ("SCHEDULE_TOPIC_XXXX", {"topic": "T", "queue": 2, "offset": 0}),
+        ("%RETRY%G", {"topic": "SCHEDULE_TOPIC_XXXX", "queue": 0, "offset": 0}),
+    ]
+
+
+def test_raw_lock_batch_gives_a_queue_to_one_client(cluster: Cluster) -> None:
+    mq = {"topic": "T", "brokerName": "broker-a", "queueId": 1}
+    with _connect(cluster.broker) as sock:
+        first = _call(sock, 41, {}, json.dumps({"consumerGroup": "G", "clientId": "a", "mqSet": [mq]}).encode())
+        second = _call(sock, 41, {}, json.dumps({"consumerGroup": "G", "clientId": "b", "mqSet": [mq]}).encode(), 2)
+        assert (
+            _call(sock, 42, {}, json.dumps({"consumerGroup": "G", "clientId": "a", "mqSet": [mq]}).encode(), 3).code
+            == 0
+        )
+        third = _call(sock, 41, {}, json.dumps({"consumerGroup": "G", "clientId": "b", "mqSet": [mq]}).encode(), 4)
+        bad = _call(sock, 41, {}, b"not json", 5)
+    assert json.loads(first.body) == {"lockOKMQSet": [mq]}
+    assert json.loads(second.body) == {"lockOKMQSet": []}
+    assert json.loads(third.body) == {"lockOKMQSet": [mq]}
+    assert bad.code == 1 and "not JSON" in (bad.remark or "")
