@@ -34,13 +34,15 @@ from dataclasses import fields, is_dataclass
 from typing import Any
 
 from rmqspec.spec import actions as act
-from rmqspec.spec.config import BROADCASTING, CLUSTERING, Config
+from rmqspec.spec.config import CLUSTERING, V4_9_8, Config
 from rmqspec.spec.model import Model
 from rmqspec.spec.state import PULL_READY, Commit, PullRequestMsg, State
 
 # Action fields that index a client, queue, pq or request: they say where, not which branch, so they are left out
 # of an action's feature (a campaign of 4 consumers x 6 queues would otherwise count 24 copies of one branch).
-_INDEX_FIELDS = frozenset({"client", "queue", "q", "rid", "pq_uid", "uid"})
+# ``late_reply`` (ClientResetWake) is a pq uid too, ``target`` (AdminReset) an offset or a store time: values, not
+# branches, unbounded over a campaign.
+_INDEX_FIELDS = frozenset({"client", "queue", "q", "rid", "pq_uid", "uid", "late_reply", "target"})
 # State fields the diff does not descend into: the clock (every Tick changes it) and the event history (a linked
 # list that every step extends; its content is the actions themselves).
 _SKIP = frozenset({"now", "history"})
@@ -240,9 +242,13 @@ def _two_owners(m: Model, s: State) -> bool:
 
 
 def _orphan_queue(m: Model, s: State) -> bool:
-    # LIV-1's "every queue owned": a queue with messages that no running client holds
+    # LIV-1's "every queue owned" after a rebalance placed queues: a topic queue with messages past the group's
+    # committed offset that no running client holds, while some running client has rebalanced (a view)
+    if not any(cl.running and cl.view is not None for cl in s.clients):
+        return False
     held = {q for cl in s.clients if cl.running for q, pq in enumerate(cl.pqs) if pq is not None}
-    return any(q not in held and bq.messages for q, bq in enumerate(s.broker.queues))
+    offsets = s.broker.offsets
+    return any(q not in held and bq.max_offset > (offsets[q] or 0) for q, bq in enumerate(s.broker.queues[: m.q_count]))
 
 
 def _below_min_offset(m: Model, s: State) -> bool:
@@ -390,10 +396,10 @@ ACTION_GATES: dict[str, Gate] = {
     "BrokerRestart": lambda c: c.broker_crashes > 0,
     "RebalanceQueryError": lambda c: c.query_errors > 0 and c.mode == CLUSTERING,
     "RetentionDelete": lambda c: c.retention_deletes > 0,
-    "FixOffsetIllegal": lambda c: c.retention_deletes > 0 or c.admin_resets > 0,
+    "FixOffsetIllegal": lambda c: c.retention_deletes > 0 and c.version == V4_9_8,  # 4.9.8's delayed task (R5.7)
     "AdminReset": lambda c: c.admin_resets > 0,
-    "ClientResetReceive": lambda c: c.admin_resets > 0,
-    "ClientResetWake": lambda c: c.admin_resets > 0,
+    "ClientResetReceive": lambda c: c.admin_resets > 0 and c.version == V4_9_8,  # 4.9.8's client-side reset
+    "ClientResetWake": lambda c: c.admin_resets > 0 and c.version == V4_9_8,
     "Stall": lambda c: c.client_stalls > 0,
     "LoseCommit": lambda c: c.commit_losses > 0,
     "RebalanceWithoutSelf": lambda c: c.view_faults > 0,
@@ -408,7 +414,7 @@ ACTION_GATES: dict[str, Gate] = {
     "DelayedUnlock": lambda c: c.orderly,
     "OrphanReturns": lambda c: c.orderly and c.client_shutdowns > 0,
     "CleanExpiredMsg": lambda c: not c.orderly,
-    "DeliverScheduled": lambda c: not c.orderly or c.mode == BROADCASTING,
+    "DeliverScheduled": lambda c: not c.orderly,  # orderly: local retries, then straight to the DLQ (OrderlyConsumeMixin)
 }
 FACT_GATES: dict[str, Gate] = {
     "flow-control-held": lambda c: c.messages_per_queue > c.pull_threshold_for_queue,
@@ -416,8 +422,8 @@ FACT_GATES: dict[str, Gate] = {
     "lock-expired-under-listener": lambda c: c.orderly,
     "two-owners": lambda c: c.mode == CLUSTERING and c.consumers > 1,
     "pull-below-min-offset": lambda c: c.retention_deletes > 0,
-    "offset-fix-pending": lambda c: c.retention_deletes > 0,
-    "reset-sleeping": lambda c: c.admin_resets > 0,
+    "offset-fix-pending": lambda c: c.retention_deletes > 0 and c.version == V4_9_8,
+    "reset-sleeping": lambda c: c.admin_resets > 0 and c.version == V4_9_8,
     "client-stalled": lambda c: c.client_stalls > 0,
     "task-dead": lambda c: c.task_deaths > 0,
     "listener-outlived-shutdown": lambda c: c.orderly and c.client_shutdowns > 0,

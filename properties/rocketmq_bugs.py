@@ -9,9 +9,17 @@ loss window, INV-9). A campaign still draws these features under 4.9.8 (the 4.9.
 A violation of a run is *a reproduced RocketMQ bug* (``classify``) only if all of these hold:
 - the run's configuration is the bug's version and enables the bug's feature (``gate``);
 - the violated property is one the bug is known to break (``properties``);
-- its shrunk counterexample still takes the bug's action (``cause``: the admin reset, the retention delete that
-  sends a pull to OFFSET_ILLEGAL, the failed query): shrinking removes every action the violation does not need, so
-  a violation that happens without the feature is not this bug, and stays a violation.
+- its shrunk counterexample takes the bug's own mechanism (``cause``): the 4.9.8 client-side reset's receipt
+  (``ClientResetReceive``, not the admin's command, which also writes the broker directly), the 4.9.8 delayed
+  OFFSET_ILLEGAL task (``FixOffsetIllegal``), and for RMQ-14 the violating step itself is the failed query
+  (``RebalanceQueryError``, ``at_last_step``): shrinking removes every action the violation does not need, so a
+  violation that happens without the mechanism is not this bug, and stays a violation;
+- in a campaign with planted bugs, the correct model breaks the same property on the same shrunk run
+  (``campaign/units._correct_model_agrees``).
+
+A run's violations are sorted before shrinking: those that could be a reproduced bug are shrunk apart from the
+others, so that a step breaking both a bug's property and another cannot shrink to the bug's alone
+(``campaign/units._record_violations``).
 
 A reproduced bug is reported apart (the campaign's summary and report: which bug, how many runs, the shortest
 example), never as a violation of the model, and never as a catch of a planted variant. What it can hide: a
@@ -37,7 +45,8 @@ class RocketMQBug:
     version: str
     gate: Callable[[Config], bool]  # the configuration enables its feature
     properties: frozenset[str]  # the properties that report it
-    cause: str  # an action the shrunk counterexample must take (its "action" name in JSON)
+    cause: str  # the action of its mechanism, which the shrunk counterexample must take (its "action" name in JSON)
+    at_last_step: bool = False  # the violating step itself must be that action
 
 
 REPRODUCED: tuple[RocketMQBug, ...] = (
@@ -46,8 +55,9 @@ REPRODUCED: tuple[RocketMQBug, ...] = (
         "4.9.8 reads an offset-query error as 'no offset' and positions the queue by consumeFromWhere (fixed in 5.0.0)",
         V4_9_8,
         lambda c: c.query_errors > 0,
-        frozenset({"INV-15", "INV-9"}),
+        frozenset({"INV-15"}),
         "RebalanceQueryError",
+        at_last_step=True,
     ),
     RocketMQBug(
         "OFFSET_ILLEGAL window (apache/rocketmq#7645)",
@@ -56,7 +66,7 @@ REPRODUCED: tuple[RocketMQBug, ...] = (
         V4_9_8,
         lambda c: c.retention_deletes > 0,
         frozenset({"INV-17", "INV-15"}),
-        "RetentionDelete",
+        "FixOffsetIllegal",
     ),
     RocketMQBug(
         "RMQ-26",
@@ -65,7 +75,7 @@ REPRODUCED: tuple[RocketMQBug, ...] = (
         V4_9_8,
         lambda c: c.admin_resets > 0,
         frozenset({"INV-18", "INV-9"}),
-        "AdminReset",
+        "ClientResetReceive",
     ),
 )
 
@@ -74,11 +84,16 @@ def classify(config: Config, violation_id: str, actions: Sequence[dict[str, Any]
     """The RocketMQ bug a violation of ``violation_id`` reproduces, given its run's ``config`` and its shrunk
     counterexample's ``actions`` (as JSON, ``serialize.action_to_json``), or None: a violation."""
     for bug in REPRODUCED:
-        if (
-            config.version == bug.version
-            and bug.gate(config)
-            and violation_id in bug.properties
-            and any(a.get("action") == bug.cause for a in actions)
-        ):
+        if config.version != bug.version or not bug.gate(config) or violation_id not in bug.properties:
+            continue
+        taken = actions[-1:] if bug.at_last_step else actions
+        if any(a.get("action") == bug.cause for a in taken):
             return bug
     return None
+
+
+def candidate(config: Config, violation_id: str) -> bool:
+    """Could a violation of ``violation_id`` in a run of ``config`` be a reproduced bug, whatever its run?"""
+    return any(
+        config.version == bug.version and bug.gate(config) and violation_id in bug.properties for bug in REPRODUCED
+    )

@@ -117,7 +117,9 @@ class CampaignOptions:
             "mutations": sorted(self.mutations),
             "profiles": [p.name for p in PROFILES],
             "search": self.search,
-            "corpus": None if self.corpus is None else str(self.corpus),
+            "corpus": None
+            if self.corpus is None
+            else {"path": str(self.corpus), "sha256": _corpus_digest(self.corpus)},
             **({} if self.named is None else {"config": self.named_config_json()}),
         }
 
@@ -131,6 +133,15 @@ class CampaignOptions:
             "config": config_to_json(self.named.config),
             "bounds": {k: v for k, v in vars(self.named.bounds).items() if k != "max_seconds"},
         }
+
+
+def _corpus_digest(directory: Path) -> str | None:
+    """SHA-256 of a seed corpus's entries: ``--resume`` must plan from the same corpus, not from whatever that
+    directory holds by then."""
+    try:
+        return hashlib.sha256((directory / "entries.jsonl").read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 @dataclass
@@ -220,6 +231,7 @@ def run_campaign(options: CampaignOptions) -> CampaignResult:
             sc = spark.sparkContext
             result.parallelism = sc.defaultParallelism
             result.rows = [row for rows in done_rows.values() for row in rows]
+            steps_done = sum(r["steps"] for r in result.rows)
             say = options.progress or (lambda line: None)
             if done_rows:
                 say(f"resuming: {len(done_rows)} batches ({len(result.rows)} runs) already on disk")
@@ -240,9 +252,8 @@ def run_campaign(options: CampaignOptions) -> CampaignResult:
                     scheduler.absorb(rows)
                     saved[0], saved[1] = saved[0] + 1, saved[1] + len(rows)
                 result.rows.extend(rows)
-                scheduler.record_round(
-                    len(result.rows), time.perf_counter() - started, sum(r["steps"] for r in result.rows)
-                )
+                steps_done += sum(r["steps"] for r in rows)
+                scheduler.record_round(len(result.rows), time.perf_counter() - started, steps_done)
                 _save_corpus(scheduler, options.out / "corpus")
                 say(_progress_line(options, result, started))
             result.rows.sort(key=lambda r: r["unit"])
