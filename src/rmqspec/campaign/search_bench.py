@@ -4,9 +4,10 @@ Runs two campaigns of the same seed, master, steps and duration (or runs) one af
 search (``--search guided``, the default) and the random search it replaced (``--search random``), and prints for
 each: runs, steps, steps per second, distinct features (properties/features.py), behaviours reached (the report's
 table), corpus entries and violations; then the ratios guided / random, and writes ``features.svg`` with both
-feature curves against seconds and ``bench-search.json``. Neither measures spec/ branch coverage (a measured unit runs
-about 2.7 times slower and adds its arcs as features), so both count the same kinds of feature. The two campaigns run in turn on one machine, so a
-neighbour's load falls on whichever is running: the figures name the machine's load before each.
+feature curves against seconds and ``bench-search.json``. Neither measures spec/ branch coverage (a measured
+unit runs about 2.7 times slower and adds its arcs as features), so both count the same kinds of feature. The two
+campaigns run in turn on one machine, so a neighbour's load falls on whichever is running: the figures name the
+machine's load before each.
 """
 
 from __future__ import annotations
