@@ -414,7 +414,7 @@ ACTION_GATES: dict[str, Gate] = {
     "DelayedUnlock": lambda c: c.orderly,
     "OrphanReturns": lambda c: c.orderly and c.client_shutdowns > 0,
     "CleanExpiredMsg": lambda c: not c.orderly,
-    "DeliverScheduled": lambda c: not c.orderly,  # orderly: local retries, then straight to the DLQ (OrderlyConsumeMixin)
+    "DeliverScheduled": lambda c: not c.orderly,  # orderly: local retries, then the DLQ (OrderlyConsumeMixin)
 }
 FACT_GATES: dict[str, Gate] = {
     "flow-control-held": lambda c: c.messages_per_queue > c.pull_threshold_for_queue,
