@@ -132,8 +132,9 @@ def _by_stale_owner(m: Model, s: State, a: Action, t: State, q: int) -> bool:
     overlapped, or the commit was computed while its pq still owned the queue and lands after ownership moved. A pq that
     read the value and then commits below it shows no race: its memory went below what it read. Nor does a pq that
     commits below its own start (Ghost.starts): a stale commit carries what that pq consumed, and a pq consumes only
-    from where computePullFromWhere put it (R10.1, R9.4: its memory is the offset it read, raised by its own
-    removeMessage results, R1.5, R6.3), so a value below its start is one it never read, whatever the race
+    from where computePullFromWhere put it (RebalanceMixin._compute_pull_from_where: its memory is the offset it read,
+    raised by its own removeMessage results, ConcurrentConsumeMixin._remove_message, under updateOffset's increaseOnly
+    rule, PullMixin._updated), so a value below its start is one it never read, whatever the race
     (``stale_owner_race`` names the race for the report)."""
     return stale_owner_race(m, s, a, q) is not None
 
@@ -150,7 +151,7 @@ def stale_owner_race(m: Model, s: State, a: Action, q: int) -> str | None:
         return None
     start = m.start_of(s, key)
     if start is None or (value < start[0] and not _memory_predates_start(m, start[1])):
-        return None  # a value below the committing pq's own start: not one it could have read (R10.1, R1.5)
+        return None  # a value below the committing pq's own start: not one it could have read
     client, uid = key % 16, key // 16
     pq = s.clients[client].pqs[q]
     now_owner = "still owns the queue (overlapping owners)" if pq is not None and pq.uid == uid else "no longer owns it"
@@ -163,8 +164,9 @@ def stale_owner_race(m: Model, s: State, a: Action, q: int) -> str | None:
 
 def _memory_predates_start(m: Model, how: str) -> bool:
     """Whether a pq's memory offset may lie below its recorded start (Ghost.starts) without a cause of its own: an
-    orderly pq's first locked pull re-reads its position (R5.1 step 6), and a re-read that finds no stored offset
-    positions it by consumeFromWhere without an updateOffset (R10.1), so the cursor moves and the memory keeps what
+    orderly pq's first locked pull re-reads its position (step 6 of pullMessage, PullMixin._send_pull), and a re-read that
+    finds no stored offset positions it by consumeFromWhere without an updateOffset (computePullFromWhere,
+    RebalanceMixin._compute_pull_from_where), so the cursor moves and the memory keeps what
     the pq read at its creation, which Ghost.starts no longer holds (it keeps a pq's latest position)."""
     return m.orderly and how in POSITIONED_WITHOUT_OFFSET
 

@@ -12,7 +12,8 @@ Its actions, before the class: ``CleanExpiredMsg``, ``StartConsume``, ``FinishCo
 ``ApplyConsumeOffset``.
 
 Its properties, after the class: INV-1 (a pq's msgCount and msgSize), INV-2 (the memory offset never passes
-an unhandled message), INV-5 (a dropped pq is inert) and INV-10 (retry delays and the DLQ threshold).
+an unhandled message), INV-5 (a dropped pq is inert), INV-22c (each redelivery inside its cause's extent), INV-23 (no
+message outlives its cleanExpireMsg run) and INV-10 (retry delays and the DLQ threshold).
 """
 
 from __future__ import annotations
@@ -180,10 +181,11 @@ class ConcurrentConsumeMixin:
         another pq of the ledger had, if ``o`` lies in that cause's extent; ``NO_REDELIVERY_CAUSE`` otherwise (INV-22c).
 
         Both causes are a resume: the pq started at the position computePullFromWhere gave it (Ghost.starts: the last
-        landed commit, a replica's value, or consumeFromWhere's position after a cause INV-9a accepted; R10.1, R9.4)
-        and pulls only from there on (R5.7), so a message below its start is outside every cause. At or above it:
+        landed commit, a replica's value, or consumeFromWhere's position after a cause INV-9a accepted;
+        RebalanceMixin._compute_pull_from_where) and pulls only from there on (the pull-status handling,
+        PullMixin._receive_pull), so a message below its start is outside every cause. At or above it:
         ``beside-dropped-pq-listener`` when a running listener of a pq no longer live in its table (dropped by a
-        rebalance, pull expiry or OFFSET_ILLEGAL, R6.7, R9.4) still holds ``o``: its processConsumeResult will be
+        rebalance, pull expiry or OFFSET_ILLEGAL: what drops a pq, PullMixin) still holds ``o``: its processConsumeResult will be
         skipped (R7.3), so the message was never handled, and the new pq (on the same consumer, re-created in the same
         rebalance, or on another) delivers it again; otherwise ``resumed-at-<how>``: ``o`` lay in the unpersisted
         window behind the resume, delivered before but not committed where the new pq read its start."""

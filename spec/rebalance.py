@@ -351,7 +351,8 @@ class RebalanceMixin:
     def _memory_without_stored_offset(self: Model, mem: int | None, start: int) -> int | None:
         """The memory offset after computePullFromWhere chose ``start`` by consumeFromWhere: unchanged. With no
         stored offset (-1) there is no ``updateOffset`` (R10.1), so memory holds nothing until the pq's first
-        removeMessage result (R6.3, R1.5)."""
+        removeMessage result (ConcurrentConsumeMixin._remove_message, updateOffset's increaseOnly rule,
+        PullMixin._updated)."""
         return mem
 
     def _seeded_offset(self: Model, stored: int) -> int:
