@@ -164,8 +164,8 @@ def stale_owner_race(m: Model, s: State, a: Action, q: int) -> str | None:
 
 def _memory_predates_start(m: Model, how: str) -> bool:
     """Whether a pq's memory offset may lie below its recorded start (Ghost.starts) without a cause of its own: an
-    orderly pq's first locked pull re-reads its position (step 6 of pullMessage, PullMixin._send_pull), and a re-read that
-    finds no stored offset positions it by consumeFromWhere without an updateOffset (computePullFromWhere,
+    orderly pq's first locked pull re-reads its position (step 6 of pullMessage, PullMixin._send_pull), and a re-read
+    that finds no stored offset positions it by consumeFromWhere without an updateOffset (computePullFromWhere,
     RebalanceMixin._compute_pull_from_where), so the cursor moves and the memory keeps what
     the pq read at its creation, which Ghost.starts no longer holds (it keeps a pq's latest position)."""
     return m.orderly and how in POSITIONED_WITHOUT_OFFSET

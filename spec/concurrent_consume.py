@@ -185,10 +185,11 @@ class ConcurrentConsumeMixin:
         RebalanceMixin._compute_pull_from_where) and pulls only from there on (the pull-status handling,
         PullMixin._receive_pull), so a message below its start is outside every cause. At or above it:
         ``beside-dropped-pq-listener`` when a running listener of a pq no longer live in its table (dropped by a
-        rebalance, pull expiry or OFFSET_ILLEGAL: what drops a pq, PullMixin) still holds ``o``: its processConsumeResult will be
-        skipped (R7.3), so the message was never handled, and the new pq (on the same consumer, re-created in the same
-        rebalance, or on another) delivers it again; otherwise ``resumed-at-<how>``: ``o`` lay in the unpersisted
-        window behind the resume, delivered before but not committed where the new pq read its start."""
+        rebalance, pull expiry or OFFSET_ILLEGAL: what drops a pq, PullMixin) still holds ``o``: its
+        processConsumeResult will be skipped (R7.3), so the message was never handled, and the new pq (on the same
+        consumer, re-created in the same rebalance, or on another) delivers it again; otherwise ``resumed-at-<how>``:
+        ``o`` lay in the unpersisted window behind the resume, delivered before but not committed where the new pq
+        read its start."""
         pq = s.clients[i].pqs[q]
         start = None if pq is None else self.start_of(s, pq_key(i, pq.uid))
         if start is None or o < start[0]:
