@@ -933,6 +933,11 @@ class ReferenceSystem:
             raise ReferenceActionError(f"client {a.client}: {a.task} is already dead")
         if a.task == "RebalanceService":
             process.instance.rebalance_service.dead = True
+        elif a.task == CLEAN_EXPIRE_MSG_TASK_NAME:  # ConsumeMessageConcurrentlyService's own executor (R6.8)
+            future = self._consume_service(a.client).clean_expire_msg_executors.get(CLEAN_EXPIRE_MSG_TASK_NAME)
+            if future is None:
+                raise ReferenceActionError(f"client {a.client} has no {a.task} task")
+            future.cancel()
         else:
             future = process.instance.scheduled_executor_service.get(self._TASK_NAMES[a.task])
             if future is None:

@@ -19,13 +19,17 @@ from rmqspec.spec.config import CLUSTERING, CONFIG, CONSISTENT_HASH, MACHINE_ROO
 ALLOWED_ANOMALIES: dict[str, dict[str, str]] = {
     "CLUSTERING": {
         "duplicate-delivery": "At-least-once (S4; R6.3, R2.6, R9.4), each redelivery with its cause counted in "
-        "Ghost.redelivery_causes: the same pq consuming a message again (a failed send-back, R7.3), or a new pq "
-        "resuming at the last landed commit (INV-15) below what an earlier owner delivered. A pq pulling again "
-        "what it consumed has no cause (INV-22).",
+        "Ghost.redelivery_causes: the same pq consuming a message again (a failed send-back, R7.3), a new pq "
+        "delivering what a dropped pq's running listener still holds (its result is skipped, R7.3, R6.7; "
+        "beside-dropped-pq-listener), or a new pq resuming at the last landed commit (INV-15) below what an "
+        "earlier owner delivered; both resume causes only at or above the new pq's start (INV-22c). A pq pulling "
+        "again what it consumed has no cause (INV-22).",
         "broker-offset-decrease-by-another-owner": "The broker is last-writer-wins (R3.2): a commit lands below "
         "the current value only in the race the ghost shows, a pq that never read that value (Ghost.readers: "
         "overlapping owners, or a commit computed while its pq owned the queue landing after ownership moved; "
-        "INV-8r, S5). A pq that read the value and commits below it, or undercuts itself (INV-8), is a bug.",
+        "INV-8r, S5), committing a value it could have committed: at or above its own start (Ghost.starts, R10.1). "
+        "A pq that read the value and commits below it, commits below its own start, or undercuts itself (INV-8), "
+        "is a bug.",
         "double-ownership-while-views-differ": "Each consumer allocates from its own view of the "
         "consumer list; concurrent consumption does not lock, so queues may be owned twice or not "
         "at all until the views agree (S7; known-bugs §3, apache/rocketmq#2837).",

@@ -18,6 +18,7 @@ from rmqspec.spec.admin_reset import RESET_APPLY_CAUSES, AdminReset
 from rmqspec.spec.broker import BrokerCrash, BrokerReceive, BrokerRestart
 from rmqspec.spec.faults import CorruptOffsetFile
 from rmqspec.spec.property_types import ActionProperty, Invariant
+from rmqspec.spec.rebalance import POSITIONED_WITHOUT_OFFSET
 from rmqspec.spec.state import Commit, State, pq_key
 from rmqspec.spec.state import lowest_offset as _low
 
@@ -129,29 +130,45 @@ def _by_stale_owner(m: Model, s: State, a: Action, t: State, q: int) -> bool:
     pq other than the one that wrote the current value, and that pq did not read the current value as its start
     (Ghost.readers): the value it undercuts landed after its read, or it read another broker (a replica). The two owners
     overlapped, or the commit was computed while its pq still owned the queue and lands after ownership moved. A pq that
-    read the value and then commits below it shows no race: its memory went below what it read (``stale_owner_race``
-    names the race for the report)."""
+    read the value and then commits below it shows no race: its memory went below what it read. Nor does a pq that
+    commits below its own start (Ghost.starts): a stale commit carries what that pq consumed, and a pq consumes only
+    from where computePullFromWhere put it (RebalanceMixin._compute_pull_from_where: its memory is the offset it read,
+    raised by its own removeMessage results, ConcurrentConsumeMixin._remove_message, under updateOffset's increaseOnly
+    rule, PullMixin._updated), so a value below its start is one it never read, whatever the race
+    (``stale_owner_race`` names the race for the report)."""
     return stale_owner_race(m, s, a, q) is not None
 
 
 def stale_owner_race(m: Model, s: State, a: Action, q: int) -> str | None:
     """The race that lets the commit ``a`` lands on ``q`` lower the broker's offset, described; ``None``
-    when there is none (``_by_stale_owner``)."""
+    when there is none (``_by_stale_owner``): the committing pq is not the last writer, did not read the value it
+    undercuts, and commits a value at or above where it started."""
     landed = _landed_commit(s, a, q)
     if landed is None or s.ghost.last_writer[q] == landed[0]:
         return None
     key, _, value = landed
     if s.ghost.readers and key in s.ghost.readers[q]:
         return None
+    start = m.start_of(s, key)
+    if start is None or (value < start[0] and not _memory_predates_start(m, start[1])):
+        return None  # a value below the committing pq's own start: not one it could have read
     client, uid = key % 16, key // 16
     pq = s.clients[client].pqs[q]
     now_owner = "still owns the queue (overlapping owners)" if pq is not None and pq.uid == uid else "no longer owns it"
-    start = m.start_of(s, key)
-    read = "" if start is None else f"resumed at {start[0]} ({start[1]}), "
+    read = f"resumed at {start[0]} ({start[1]}), "
     return (
         f"pq {uid} of client {client} {read}commits {value} below {s.broker.offsets[q]}, which it never read "
         f"(landed after its start); it {now_owner}"
     )
+
+
+def _memory_predates_start(m: Model, how: str) -> bool:
+    """Whether a pq's memory offset may lie below its recorded start (Ghost.starts) without a cause of its own: an
+    orderly pq's first locked pull re-reads its position (step 6 of pullMessage, PullMixin._send_pull), and a re-read
+    that finds no stored offset positions it by consumeFromWhere without an updateOffset (computePullFromWhere,
+    RebalanceMixin._compute_pull_from_where), so the cursor moves and the memory keeps what
+    the pq read at its creation, which Ghost.starts no longer holds (it keeps a pq's latest position)."""
+    return m.orderly and how in POSITIONED_WITHOUT_OFFSET
 
 
 def _by_pool_reorder(m: Model, s: State, a: Action, t: State, q: int) -> bool:
@@ -199,8 +216,10 @@ DECLARED_DECREASE_CAUSES: tuple[DecreaseCause, ...] = (
         "R3.2, S5",
         "Allowed anomaly 'broker-offset-decrease-by-another-owner' (ALLOWED_ANOMALIES): the broker is "
         "last-writer-wins and 4.9.8 lets a stale or overlapping owner's late commit land. Only the race counts: "
-        "a commit from a pq other than the last writer, not below the position that pq resumed from (so the "
-        "value it undercuts landed after that pq read its start).",
+        "a commit from a pq other than the last writer, which did not read the value it undercuts (Ghost.readers: "
+        "that value landed after its start), of a value that pq could have committed: at or above where it "
+        "started (Ghost.starts; computePullFromWhere, R10.1, R9.4). A value below its own start is one it never "
+        "read, and no race explains it.",
         _by_stale_owner,
     ),
     DecreaseCause(
@@ -273,8 +292,19 @@ def _committed_decrease_declared(m: Model, s: State, a: Action, t: State) -> str
         if old is None or new is None or new >= old:
             continue
         if not any(cause.applies(m, s, a, t, q) for cause in DECLARED_DECREASE_CAUSES):
-            return f"queue {q}: broker offset fell {old} -> {new} by {type(a).__name__} with no declared cause"
+            return f"queue {q}: broker offset fell {old} -> {new} by {type(a).__name__} with no declared cause" + (
+                _below_own_start(m, s, a, q)
+            )
     return None
+
+
+def _below_own_start(m: Model, s: State, a: Action, q: int) -> str:
+    """For INV-8r's report: the committing pq's own start, when the value it commits lies below it."""
+    landed = _landed_commit(s, a, q)
+    start = None if landed is None else m.start_of(s, landed[0])
+    if landed is None or start is None or landed[2] >= start[0] or _memory_predates_start(m, start[1]):
+        return ""
+    return f" (pq {landed[0] // 16} of client {landed[0] % 16} commits {landed[2]} below its own start {start[0]})"
 
 
 COMMITTED_DECREASE_DECLARED = ActionProperty(

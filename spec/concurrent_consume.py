@@ -12,7 +12,8 @@ Its actions, before the class: ``CleanExpiredMsg``, ``StartConsume``, ``FinishCo
 ``ApplyConsumeOffset``.
 
 Its properties, after the class: INV-1 (a pq's msgCount and msgSize), INV-2 (the memory offset never passes
-an unhandled message), INV-5 (a dropped pq is inert) and INV-10 (retry delays and the DLQ threshold).
+an unhandled message), INV-5 (a dropped pq is inert), INV-22c (each redelivery inside its cause's extent), INV-23 (no
+message outlives its cleanExpireMsg run) and INV-10 (retry delays and the DLQ threshold).
 """
 
 from __future__ import annotations
@@ -46,10 +47,14 @@ if TYPE_CHECKING:
     from rmqspec.spec.actions import Action
     from rmqspec.spec.model import Model
 
+# The redelivery cause counted when a message is delivered again outside the extent of every cause the run shows
+# (INV-22c reports it)
+NO_REDELIVERY_CAUSE: Final = "no-cause"
 SEND_BACK_RESUBMIT_DELAY: Final = 5_000  # local resubmit after a failed send-back (R7.3)
 # cleanExpiredMsg (R6.8): at most this many messages per pq and run, each sent back at this delay level
 CLEAN_EXPIRED_MAX_LOOPS: Final = 16
 CLEAN_EXPIRED_DELAY_LEVEL: Final = 3
+CLEAN_EXPIRE_MSG_TASK: Final = "cleanExpireMsg"  # the task's name for TaskDies (faults.BACKGROUND_TASKS)
 
 
 # Consume statuses of the concurrent listener (R7.3).
@@ -157,7 +162,7 @@ class ConcurrentConsumeMixin:
                 elif o in orphaned:
                     cause = "beside-orphaned-listener"
                 else:
-                    cause = self._resume_cause(s, i, q)
+                    cause = self._resume_cause(s, i, q, o)
                 causes[cause] = causes.get(cause, 0) + 1
             delivered |= 1 << o
             mine |= 1 << o
@@ -171,12 +176,35 @@ class ConcurrentConsumeMixin:
         )
         return s._replace(ghost=g, history=hist)
 
-    def _resume_cause(self: Model, s: State, i: int, q: int) -> str:
-        """The redelivery cause of a message the current pq of (``i``, ``q``) had not delivered itself but an
-        earlier pq of the ledger had: where that pq resumed (the unpersisted window behind it)."""
+    def _resume_cause(self: Model, s: State, i: int, q: int, o: int) -> str:
+        """The redelivery cause of offset ``o``, which the current pq of (``i``, ``q``) had not delivered itself but
+        another pq of the ledger had, if ``o`` lies in that cause's extent; ``NO_REDELIVERY_CAUSE`` otherwise (INV-22c).
+
+        Both causes are a resume: the pq started at the position computePullFromWhere gave it (Ghost.starts: the last
+        landed commit, a replica's value, or consumeFromWhere's position after a cause INV-9a accepted;
+        RebalanceMixin._compute_pull_from_where) and pulls only from there on (the pull-status handling,
+        PullMixin._receive_pull), so a message below its start is outside every cause. At or above it:
+        ``beside-dropped-pq-listener`` when a running listener of a pq no longer live in its table (dropped by a
+        rebalance, pull expiry or OFFSET_ILLEGAL: what drops a pq, PullMixin) still holds ``o``: its
+        processConsumeResult will be skipped (R7.3), so the message was never handled, and the new pq (on the same
+        consumer, re-created in the same rebalance, or on another) delivers it again; otherwise ``resumed-at-<how>``:
+        ``o`` lay in the unpersisted window behind the resume, delivered before but not committed where the new pq
+        read its start."""
         pq = s.clients[i].pqs[q]
         start = None if pq is None else self.start_of(s, pq_key(i, pq.uid))
-        return "resumed-at-" + ("unknown" if start is None else start[1])
+        if start is None or o < start[0]:
+            return NO_REDELIVERY_CAUSE
+        ledger = self._ledger(i)
+        for j, other in enumerate(s.clients):
+            if self._ledger(j) != ledger:
+                continue
+            live = other.pqs[q]
+            for r in other.consuming:
+                if r.queue != q or all(k != o for k, _ in r.msgs):
+                    continue
+                if live is None or live.uid != r.pq_uid or live.pull_state == PULL_DROPPED or live.dropped:
+                    return "beside-dropped-pq-listener"
+        return "resumed-at-" + start[1]
 
     def _finish_choices(self: Model, s: State, i: int, r: ConsumeRequest) -> list[Action]:
         if self.orderly:
@@ -412,12 +440,17 @@ class ConcurrentConsumeMixin:
         cl = s.clients[i]
         if not cl.running or cl.next_clean is None or cl.next_clean > s.now:
             raise ActionNotEnabled(a, "cleanExpireMsg not due")
-        s = s._replace(clients=_put(s.clients, i, cl._replace(next_clean=cl.next_clean + self.consume_timeout)))
+        s = s._replace(clients=_put(s.clients, i, cl._replace(next_clean=self._next_clean_run(cl.next_clean))))
         for q in range(self.q_count):
             pq = s.clients[i].pqs[q]
             if pq is not None and pq.consume_started:
                 s = self._clean_expired_pq(s, i, q, pq)
         return s
+
+    def _next_clean_run(self: Model, due: int) -> int | None:
+        """When the cleanExpireMsg task runs next after its run due at ``due``: one period later
+        (scheduleAtFixedRate(consumeTimeout), R6.8)."""
+        return due + self.consume_timeout
 
     def _clean_expired_pq(self: Model, s: State, i: int, q: int, pq: ProcessQueue) -> State:
         """ProcessQueue.cleanExpiredMsg of one pq (R6.8; ``_clean_expired_msg``)."""
@@ -544,6 +577,103 @@ DROPPED_PQ_IS_INERT = ActionProperty(
     "R6.7, R7.2, R7.3",
     "After a rebalance the old owner must not overwrite the new owner's progress (RMQ-05).",
     _dropped_pq_inert,
+)
+
+
+def _redelivery_within_cause(m: Model, s: State, a: Action, t: State) -> str | None:
+    """INV-22c: the step counted no redelivery under ``NO_REDELIVERY_CAUSE`` (``_resume_cause``)."""
+    before, after = dict(s.ghost.redelivery_causes), dict(t.ghost.redelivery_causes)
+    if after.get(NO_REDELIVERY_CAUSE, 0) <= before.get(NO_REDELIVERY_CAUSE, 0):
+        return None
+    delivered = []
+    node = t.history
+    while node is not None and node is not s.history:  # the step's own events, newest first
+        if node.event.kind == "deliver":
+            delivered.append((node.event.client, node.event.queue, node.event.offset))
+        node = node.previous
+    for client, q, o in reversed(delivered):
+        pq = t.clients[client].pqs[q]
+        start = None if pq is None else m.start_of(t, pq_key(client, pq.uid))
+        if pq is not None and start is not None and o < start[0]:
+            return (
+                f"client {client} queue {q}: pq {pq.uid} delivered offset {o} again, below its start {start[0]} "
+                f"({start[1]}): outside the extent of every redelivery cause"
+            )
+    return f"{type(a).__name__}: a message delivered again outside the extent of every redelivery cause"
+
+
+REDELIVERY_WITHIN_CAUSE = ActionProperty(
+    "INV-22c",
+    "redelivery_within_cause",
+    "Every redelivery lies in the extent of the cause it is counted under: the same pq's retry, an orphaned "
+    "listener's batch, or a resume: at or above the position the delivering pq started from (a dropped pq's "
+    "running listener holding it, or the unpersisted window behind the resume).",
+    "R5.7, R6.7, R7.3, R9.4, R10.1",
+    "At-least-once delivery tolerates a duplicate only inside its cause's window; a pq delivering a message "
+    "below where it resumed redelivers what the group had committed, which the per-cause counts would hide.",
+    _redelivery_within_cause,
+)
+
+
+def _expired_start(pq: ProcessQueue) -> tuple[int, int] | None:
+    """(offset, CONSUME_START_TIME) of the message heading ``pq``'s tree, if its listener has started (R6.8)."""
+    if not pq.tree:
+        return None
+    o = _low(pq.tree)
+    started = next((at for k, at in pq.consume_started if k == o), None)
+    return None if started is None else (o, started)
+
+
+def _expired_message_cleaned(m: Model, s: State, a: Action, t: State) -> str | None:
+    """INV-23. The run: after a CleanExpiredMsg with the broker up, no pq of the client is headed by a message whose
+    listener started more than consumeTimeout before the run, unless the run took its 16 from that pq. The missing run:
+    a step that carries the clock past a held message's cleanup deadline (its listener's start plus twice
+    consumeTimeout: it became eligible one period after the start, and the fixed-rate task runs within one more)
+    while its running consumer has no cleanExpireMsg timer and no TaskDies killed it."""
+    if not m.cleans_expired:
+        return None
+    timeout = m.consume_timeout
+    if isinstance(a, CleanExpiredMsg):
+        if not s.broker.up:
+            return None  # the send-back throws, the message stays for the next run (R6.8, R7.4)
+        before = s.clients[a.client]
+        for q, pq in enumerate(t.clients[a.client].pqs):
+            head = None if pq is None else _expired_start(pq)
+            if pq is None or head is None or s.now - head[1] <= timeout:
+                continue
+            old = before.pqs[q]
+            if old is not None and old.uid == pq.uid and (old.tree & ~pq.tree).bit_count() >= CLEAN_EXPIRED_MAX_LOOPS:
+                continue  # this run's 16 passes were spent on the pq (R6.8)
+            return (
+                f"client {a.client} queue {q}: offset {head[0]}, whose listener started at {head[1]}, still heads "
+                f"pq {pq.uid} after the cleanExpireMsg run at {s.now} (consumeTimeout {timeout})"
+            )
+        return None
+    if t.now <= s.now:
+        return None
+    for i, cl in enumerate(t.clients):
+        if not cl.running or cl.next_clean is not None or CLEAN_EXPIRE_MSG_TASK in cl.dead_tasks:
+            continue
+        for q, pq in enumerate(cl.pqs):
+            head = None if pq is None else _expired_start(pq)
+            if head is not None and s.now <= head[1] + 2 * timeout < t.now:
+                return (
+                    f"client {i} queue {q}: offset {head[0]}, whose listener started at {head[1]}, is held at {t.now}, "
+                    f"past its cleanup deadline {head[1] + 2 * timeout}: no cleanExpireMsg task runs, and none died"
+                )
+    return None
+
+
+EXPIRED_MESSAGE_CLEANED = ActionProperty(
+    "INV-23",
+    "expired_message_cleaned",
+    "A concurrent consumer's message whose listener started more than consumeTimeout ago does not outlive its "
+    "cleanup: the next cleanExpireMsg run with the broker up sends it back and removes it when it heads its pq "
+    "(16 per pq and run), and that run is never missing unless TaskDies killed the task.",
+    "R6.8, R7.4",
+    "A listener stuck past consumeTimeout otherwise pins its message, and with it its queue's committed offset, "
+    "for good: nothing else removes a message whose listener never returns.",
+    _expired_message_cleaned,
 )
 
 

@@ -92,6 +92,12 @@ MUTATIONS: Final[dict[str, str]] = {
     "then positions by consumeFromWhere over what the group had committed (R3.1, R10.4)",
     "resume_memory_one_behind": "computePullFromWhere seeds the memory offset one below the stored offset it "
     "resumes at: the first commit lowers the broker below what that pq read (R10.1, R1.5)",
+    "position_seeds_memory_one_below": "computePullFromWhere seeds the memory offset one below a position "
+    "consumeFromWhere chose: the pq's commit lowers the broker below its own start, a value it never read; 'a pq "
+    "that did not read the value it undercuts' would tolerate it as a stale owner's commit (R10.1, R1.5)",
+    "first_pull_one_below_position": "Phase B's new PullRequest starts one below the position computePullFromWhere "
+    "returned: the new pq delivers again a message below its start, which the group had committed; counting it as "
+    "'resumed-at-<how>' without its extent would tolerate it (R9.4, R10.1)",
     "pull_cursor_one_behind": "the PullCallback sets nextOffset to nextBeginOffset - 1 after FOUND: the last "
     "message is pulled again once consumed (R5.7)",
     "update_offset_stores_one_less": "the broker's updateConsumerOffset stores commitOffset - 1: a pq's persist "
@@ -101,6 +107,8 @@ MUTATIONS: Final[dict[str, str]] = {
     # cleanExpiredMsg (ConcurrentConsumeMixin._clean_expired_msg)
     "expired_removed_without_send_back": "cleanExpiredMsg removes an expired message from the pq without sending "
     "it back: the watermark passes a message nobody handled (R6.8)",
+    "clean_timer_stops": "the cleanExpireMsg task runs once and is never re-armed: a message whose listener outlives "
+    "consumeTimeout afterwards stays in its pq, pinning its queue's offset, with no dead task to explain it (R6.8)",
     # liveness at quiescence (docs/spec.md, "Liveness at quiescence"): background tasks that stop; only LIV checks see
     # them
     "persist_timer_stops": "persistAllConsumerOffset runs once and is never rescheduled (R4.1)",

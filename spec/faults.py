@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from rmqspec.spec.concurrent_consume import CLEAN_EXPIRE_MSG_TASK
 from rmqspec.spec.enabling import ActionNotEnabled
 from rmqspec.spec.state import Client, Commit, Event, History, State
 from rmqspec.spec.state import put_at as _put
@@ -32,8 +33,15 @@ if TYPE_CHECKING:
 # long enough (with the 30 s heartbeat period) for the broker's 120 s channel expiry.
 STALL_DURATIONS = (35_000, 65_000, 150_000)
 # The background tasks a TaskDies fault can kill: MQClientInstance's scheduled persist and heartbeat
-# tasks, the RebalanceService thread, and ConsumeMessageOrderlyService's lockMQPeriodically.
-BACKGROUND_TASKS = ("persistAllConsumerOffset", "sendHeartbeatToAllBroker", "RebalanceService", "lockMQPeriodically")
+# tasks, the RebalanceService thread, ConsumeMessageOrderlyService's lockMQPeriodically and
+# ConsumeMessageConcurrentlyService's cleanExpireMsg.
+BACKGROUND_TASKS = (
+    "persistAllConsumerOffset",
+    "sendHeartbeatToAllBroker",
+    "RebalanceService",
+    "lockMQPeriodically",
+    CLEAN_EXPIRE_MSG_TASK,
+)
 
 
 # Actions of the environment's faults, each handled by its transition ``_<snake_case name>`` below
@@ -118,6 +126,7 @@ class FaultsMixin:
             "sendHeartbeatToAllBroker": cl.next_heartbeat is not None,
             "RebalanceService": "RebalanceService" not in cl.dead_tasks,
             "lockMQPeriodically": cl.next_lock_all is not None,
+            CLEAN_EXPIRE_MSG_TASK: cl.next_clean is not None,
         }
         return [t for t in BACKGROUND_TASKS if exists[t] and t not in cl.dead_tasks]
 
@@ -137,6 +146,7 @@ class FaultsMixin:
             "sendHeartbeatToAllBroker": {"next_heartbeat": None},
             "RebalanceService": {"next_rebalance": None},
             "lockMQPeriodically": {"next_lock_all": None},
+            CLEAN_EXPIRE_MSG_TASK: {"next_clean": None},
         }[a.task]
         cl = cl._replace(dead_tasks=(*cl.dead_tasks, a.task), **timers)  # type: ignore[arg-type]
         return s._replace(

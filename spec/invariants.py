@@ -68,6 +68,8 @@ ACTION_PROPERTIES: tuple[ActionProperty, ...] = (
     committed_offset.COMMITTED_DECREASE_DECLARED,  # INV-8r
     rebalance.POSITIONING_CAUSED,  # INV-9a
     pull.NO_REPULL_OF_CONSUMED,  # INV-22
+    concurrent_consume.REDELIVERY_WITHIN_CAUSE,  # INV-22c
+    concurrent_consume.EXPIRED_MESSAGE_CLEANED,  # INV-23
     slave.SLAVE_DECREASE_DECLARED,  # INV-8s
     slave.CORRECTION_FROM_MASTER_BOUNDS,  # INV-21
 )

@@ -263,12 +263,18 @@ class RebalanceMixin:
                 continue
             cl = s.clients[i]
             first_pull = s.now + (NEW_PULL_DISPATCH_DELAY if self.paced else 0)
-            pq = ProcessQueue(cl.seq, 0, 0, 0, 0, start, PULL_READY, first_pull, last_pull=s.now)
+            pq = ProcessQueue(
+                cl.seq, 0, 0, 0, 0, self._first_pull_offset(start), PULL_READY, first_pull, last_pull=s.now
+            )
             if self.orderly:  # orderly: pq.locked := true; lastLockTimestamp is its creation (R8.4)
                 pq = pq._replace(locked=True, last_lock=s.now)
             cl = cl._replace(pqs=_put(cl.pqs, q, pq), seq=cl.seq + 1)
             s = s._replace(clients=_put(s.clients, i, cl))
         return s, complete
+
+    def _first_pull_offset(self: Model, start: int) -> int:
+        """The new PullRequest's nextOffset: the position computePullFromWhere returned (R9.4 Phase B, R10.1)."""
+        return start
 
     def _locks_before_add(self: Model) -> bool:
         """Does Phase B take the broker lock, ``lock(mq)``, before it adds a queue (orderly; R8.4, orderly
@@ -326,15 +332,28 @@ class RebalanceMixin:
         cfw = self.config.consume_from_where
         is_retry = q == self.retry_queue
         if cfw == FROM_FIRST or (is_retry and cfw != FROM_TIMESTAMP):
-            return self._positioned(s, i, q, uid, 0, "consume-from-first", False, query_fails), 0
-        if not b.up:  # GET_MAX_OFFSET / SEARCH_OFFSET_BY_TIMESTAMP go to the master only: MQClientException
+            start, how, skip = 0, "consume-from-first", False
+        elif not b.up:  # GET_MAX_OFFSET / SEARCH_OFFSET_BY_TIMESTAMP go to the master only: MQClientException
             return s, None
-        queue = b.queues[q]
-        if cfw == FROM_TIMESTAMP and not is_retry:
-            start = br.search_offset(queue, self.config.consume_timestamp)
-            return self._positioned(s, i, q, uid, start, "consume-from-timestamp", True, query_fails), start
-        start = queue.max_offset
-        return self._positioned(s, i, q, uid, start, "consume-from-last", True, query_fails), start
+        elif cfw == FROM_TIMESTAMP and not is_retry:
+            start, how, skip = (
+                br.search_offset(b.queues[q], self.config.consume_timestamp),
+                "consume-from-timestamp",
+                True,
+            )
+        else:
+            start, how, skip = b.queues[q].max_offset, "consume-from-last", True
+        mem = self._memory_without_stored_offset(cl.mem[q], start)
+        if mem != cl.mem[q]:
+            s = s._replace(clients=_put(s.clients, i, cl._replace(mem=_put(cl.mem, q, mem))))
+        return self._positioned(s, i, q, uid, start, how, skip, query_fails), start
+
+    def _memory_without_stored_offset(self: Model, mem: int | None, start: int) -> int | None:
+        """The memory offset after computePullFromWhere chose ``start`` by consumeFromWhere: unchanged. With no
+        stored offset (-1) there is no ``updateOffset`` (R10.1), so memory holds nothing until the pq's first
+        removeMessage result (ConcurrentConsumeMixin._remove_message, updateOffset's increaseOnly rule,
+        PullMixin._updated)."""
+        return mem
 
     def _seeded_offset(self: Model, stored: int) -> int:
         """What computePullFromWhere's ``updateOffset(mq, o, increaseOnly=false)`` puts in memory: the offset

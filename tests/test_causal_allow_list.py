@@ -14,12 +14,24 @@ from collections.abc import Callable
 
 import pytest
 
-from rmqspec.properties.explore import explore, walk
+from rmqspec.properties.explore import explore, replay, walk
 from rmqspec.properties.fates import FAULT_CAUSES, LOST, PENDING, message_fates
 from rmqspec.properties.liveness import quiesce
 from rmqspec.spec import committed_offset as co
 from rmqspec.spec import invariants as inv
-from rmqspec.spec.actions import BrokerCrash
+from rmqspec.spec.actions import (
+    TIME_ONLY,
+    Action,
+    BrokerCrash,
+    BrokerReceive,
+    CleanExpiredMsg,
+    Rebalance,
+    ReceivePull,
+    SendPull,
+    Start,
+    StartConsume,
+)
+from rmqspec.spec.concurrent_consume import NO_REDELIVERY_CAUSE
 from rmqspec.spec.config import BROADCASTING, CLUSTERING, Config
 from rmqspec.spec.model import Model
 from rmqspec.spec.state import State
@@ -56,6 +68,71 @@ def test_a_decrease_by_another_pq_hides_a_pq_committing_below_what_it_read(monke
     )
     monkeypatch.setattr(co, "DECLARED_DECREASE_CAUSES", causes)
     assert explore(config, WALKS, STEPS, watch=ALL - {"INV-9a", "INV-22"}).valid
+
+
+def _not_a_reader(m: Model, s: State, a: object, t: State, q: int) -> bool:
+    """The stale-owner cause without its extent: a commit from a pq other than the last writer that did not read the
+    value it undercuts, whatever the value."""
+    landed = co._landed_commit(s, a, q)  # type: ignore[arg-type]
+    if landed is None or s.ghost.last_writer[q] == landed[0]:
+        return False
+    return not (s.ghost.readers and landed[0] in s.ghost.readers[q])
+
+
+def test_a_stale_owner_s_commit_must_lie_at_or_above_where_its_pq_started(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the pq seeds its memory one below the position consumeFromWhere gave it: its commit lowers the broker below its
+    # own start, a value it never read. Only INV-8r's stale-owner extent refutes it; without the extent it passes.
+    config = Config(**{**BASE, "mutations": frozenset({"position_seeds_memory_one_below"})})  # type: ignore[arg-type]
+    refuted = explore(config, WALKS, STEPS, watch=frozenset({"INV-8r"}))
+    assert not refuted.valid
+    assert "below its own start" in refuted.counterexamples[0].violations[0].detail
+    causes = tuple(
+        c._replace(applies=_not_a_reader) if c.name == "stale-owner" else c for c in co.DECLARED_DECREASE_CAUSES
+    )
+    monkeypatch.setattr(co, "DECLARED_DECREASE_CAUSES", causes)
+    assert explore(config, WALKS, STEPS, watch=ALL, liveness=True).valid
+
+
+def test_a_redelivery_below_the_position_its_pq_resumed_from_has_no_cause() -> None:
+    # the new pq's first pull starts one below its start: what it delivers there again was committed by the group;
+    # the per-cause count names it "no-cause" (it used to be counted as "resumed-at-<how>") and INV-22c refutes it
+    config = Config(**{**BASE, "mutations": frozenset({"first_pull_one_below_position"})})  # type: ignore[arg-type]
+    found = explore(config, WALKS, STEPS, watch=frozenset({"INV-22c"})).counterexamples[0]
+    assert "below its start" in found.violations[0].detail
+    end = replay(config, found.actions)[0]
+    assert dict(end.ghost.redelivery_causes).get(NO_REDELIVERY_CAUSE, 0) >= 1
+
+
+def test_a_pq_re_created_while_its_predecessor_s_listener_runs_redelivers_what_that_listener_holds() -> None:
+    # R9.4: a pull-expired pq is dropped and re-created in one rebalance while its listener still runs (R6.7); the new
+    # pq resumes at the stored position and delivers again the two messages that listener holds, whose result
+    # processConsumeResult will skip (R7.3): counted under beside-dropped-pq-listener, no property broken
+    config = Config(
+        consumers=1, queues=1, messages_per_queue=2, backlog=2, consume_batch_size=2, consume_timeout=600_000,
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET", client_crashes=0, client_shutdowns=0, broker_crashes=0,
+    )  # fmt: skip
+    model = Model(config)
+    state = model.initial()
+    steps: list[Action] = [Start(0), Rebalance(0), SendPull(0, 0), BrokerReceive(0, 0), ReceivePull(0, 0)]
+    for action in steps:
+        state = model.step(state, action)
+    steps.append(StartConsume(0, state.clients[0].requests[0].rid))
+    state = model.step(state, steps[-1])
+    old = state.clients[0].pqs[0]
+    assert old is not None and state.clients[0].consuming
+    while (pq := state.clients[0].pqs[0]) is None or pq.uid == old.uid:  # timers only: no pull, the listener runs on
+        steps.append(
+            next(a for a in model.enabled(state) if isinstance(a, TIME_ONLY) and not isinstance(a, CleanExpiredMsg))
+        )
+        state = model.step(state, steps[-1])
+    assert state.clients[0].consuming[0].pq_uid == old.uid  # the predecessor's listener still runs
+    while not any(r.pq_uid != old.uid for r in state.clients[0].requests):
+        steps.append(next(a for a in model.enabled(state) if isinstance(a, (SendPull, BrokerReceive, ReceivePull))))
+        state = model.step(state, steps[-1])
+    steps.append(StartConsume(0, state.clients[0].requests[-1].rid))
+    state, violations = replay(config, steps)
+    assert violations == []
+    assert state.ghost.redelivery_causes == (("beside-dropped-pq-listener", 2),)
 
 
 def test_a_group_that_lost_its_offsets_without_a_fault_is_refuted_at_its_restart() -> None:
@@ -108,7 +185,7 @@ def test_redeliveries_are_counted_per_cause_and_the_causes_add_up() -> None:
             causes[cause] = causes.get(cause, 0) + n
     assert causes.get("local-retry", 0) > 0  # a failed send-back is consumed again by the same pq (R7.3)
     assert causes.get("resumed-at-stored-offset", 0) > 0  # the unpersisted window behind a handover
-    assert set(causes) <= {"local-retry"} | {f"resumed-at-{how}" for how in _HOWS}
+    assert set(causes) <= {"local-retry", "beside-dropped-pq-listener"} | {f"resumed-at-{how}" for how in _HOWS}
 
 
 _HOWS = (

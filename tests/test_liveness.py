@@ -32,6 +32,7 @@ from rmqspec.properties.liveness import (
 from rmqspec.properties.machines import machine_for
 from rmqspec.spec import actions as act
 from rmqspec.spec.config import BROADCASTING, CLUSTERING, V5_X, Config
+from rmqspec.spec.invariants import check_step
 from rmqspec.spec.model import Model
 from rmqspec.spec.state import State
 
@@ -189,6 +190,40 @@ def test_a_dead_task_does_not_excuse_another_client_s_failure() -> None:
     outcome = check_liveness(model, *_scripted(model, died))
     assert {v.id for v in outcome.violations} == {"LIV-2", "LIV-5"}
     assert all("client 1 " in v.detail for v in outcome.violations)  # client 0's own are its task's harm
+
+
+@pytest.mark.parametrize("cause", ["TaskDies", "clean_timer_stops"])
+def test_a_dead_clean_expire_msg_task_excuses_a_pinned_message_and_explains_no_shortfall(cause: str) -> None:
+    # R6.8: the listener runs on past consumeTimeout (2 s) while only timers fire. With the cleaner's task dead
+    # (TaskDies) INV-23 accepts the message held past its deadline (start + 2 x 2 s); with the planted bug that
+    # never re-arms the task (no death to show) INV-23 reports it. At quiescence the listener answers, so the dead
+    # task leaves no shortfall to explain: no violation and no harm.
+    config = Config(
+        consumers=1, queues=1, messages_per_queue=2, backlog=2, consume_batch_size=2, consume_timeout=2_000,
+        task_deaths=1, consume_from_where="CONSUME_FROM_FIRST_OFFSET", client_crashes=0, client_shutdowns=0,
+        broker_crashes=0, mutations=frozenset() if cause == "TaskDies" else frozenset({"clean_timer_stops"}),
+    )  # fmt: skip
+    model = Model(config)
+    script: list[act.Action] = [act.Start(0), act.Rebalance(0), act.SendPull(0, 0), act.BrokerReceive(0, 0)]
+    script.append(act.ReceivePull(0, 0))
+    state, _ = _scripted(model, script)
+    script.append(act.StartConsume(0, state.clients[0].requests[0].rid))
+    if cause == "TaskDies":
+        script.append(act.TaskDies(0, "cleanExpireMsg"))
+    state, deaths = _scripted(model, script)
+    reported = []
+    while state.now <= 10_000:  # timers only: the listener runs on, nothing is pulled
+        action = next(a for a in model.enabled(state) if isinstance(a, act.TIME_ONLY))
+        after = model.step(state, action)
+        reported += [v for v in check_step(model, state, action, after) if v.id == "INV-23"]
+        state = after
+    assert state.clients[0].pqs[0].tree  # type: ignore[union-attr]  # still held: nothing cleaned it
+    if cause == "TaskDies":
+        assert reported == [] and [d.task for d in deaths] == ["cleanExpireMsg"]
+    else:
+        assert reported and "no cleanExpireMsg task runs, and none died" in reported[0].detail
+    outcome = check_liveness(model, state, deaths)
+    assert outcome.violations == [] and outcome.harms == []
 
 
 def test_an_auto_commit_off_listener_holding_messages_is_harm_not_a_violation() -> None:

@@ -57,6 +57,11 @@ CASES: dict[str, tuple[str, dict[str, object]]] = {
     # cleanExpiredMsg (R6.8): uniform walks answer a listener within a few steps, so none outlives the default
     # 15 s; at 2 s most walks have the cleaner remove a message, and the next commit passes it unhandled
     "expired_removed_without_send_back": ("INV-9", {"mode": CLUSTERING, "consume_timeout": 2_000}),
+    # tolerances that fit their cause: a decrease by a pq below its own start (INV-8r), a redelivery below the
+    # position its pq resumed from (INV-22c), a message outliving its cleanup with no dead task (INV-23)
+    "position_seeds_memory_one_below": ("INV-8r", {"mode": CLUSTERING}),
+    "first_pull_one_below_position": ("INV-22c", {"mode": CLUSTERING}),
+    "clean_timer_stops": ("INV-23", {"mode": CLUSTERING, "consume_timeout": 2_000}),
 }
 # Properties refuted a second time by a bug above, watched alone.
 SECOND_WITNESSES = [
@@ -223,3 +228,26 @@ def test_property_refutes_planted_orderly_bug_on_its_schedule(mutation: str, pro
     assert buggy.completed and buggy.ids == [prop], buggy.violations
     correct = schedule(version, frozenset())
     assert correct.ids == [], correct.violations
+
+
+def test_inv23_reports_a_cleaner_run_that_leaves_an_expired_message_at_the_head_of_its_pq() -> None:
+    """INV-23's other half (R6.8): the run itself. A CleanExpiredMsg step with the broker up after which a pq is still
+    headed by a message whose listener started more than consumeTimeout before the run is reported; the correct run
+    removes it."""
+    config = Config(
+        consumers=1, queues=1, messages_per_queue=2, backlog=2, consume_batch_size=2, consume_timeout=2_000,
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET", client_crashes=0, client_shutdowns=0, broker_crashes=0,
+    )  # fmt: skip
+    model = Model(config)
+    state = model.initial()
+    for action in (act.Start(0), act.Rebalance(0), act.SendPull(0, 0), act.BrokerReceive(0, 0), act.ReceivePull(0, 0)):
+        state = model.step(state, action)
+    state = model.step(state, act.StartConsume(0, state.clients[0].requests[0].rid))
+    while act.CleanExpiredMsg(0) not in model.enabled(state) or state.now <= 2_000:  # timers only: the listener runs on
+        state = model.step(state, next(a for a in model.enabled(state) if isinstance(a, TIMERS)))
+    after = model.step(state, act.CleanExpiredMsg(0))
+    assert after.clients[0].pqs[0].tree == 0  # sent back and removed
+    assert "INV-23" not in {v.id for v in check_step(model, state, act.CleanExpiredMsg(0), after)}
+    kept = after._replace(clients=(after.clients[0]._replace(pqs=state.clients[0].pqs),))  # a run that removed nothing
+    found = [v for v in check_step(model, state, act.CleanExpiredMsg(0), kept) if v.id == "INV-23"]
+    assert found and "still heads pq" in found[0].detail

@@ -61,3 +61,12 @@ class ExpiredRemovedWithoutSendBack(Variant):
 
     def _send_back_expired(self, b: Broker, msg: Message, now: int) -> tuple[Broker, str]:
         return b, "expired-removed"
+
+
+@planted("clean_timer_stops", breaks=("R6.8",), refuted_by=("INV-23",))
+class CleanTimerStops(Variant):
+    """The cleanExpireMsg task runs once and is never re-armed: a message whose listener outlives consumeTimeout
+    afterwards is never sent back, and no dead task explains it."""
+
+    def _next_clean_run(self, due: int) -> int | None:
+        return None

@@ -26,6 +26,24 @@ class ResumeMemoryOneBehind(Variant):
         return stored - 1 if stored > 0 else stored
 
 
+@planted("position_seeds_memory_one_below", breaks=("R10.1", "R1.5"), refuted_by=("INV-8r",))
+class PositionSeedsMemoryOneBelow(Variant):
+    """computePullFromWhere seeds the memory offset one below a (positive) position that consumeFromWhere chose: the
+    pq's first commit is a value below its own start, which it never read."""
+
+    def _memory_without_stored_offset(self, mem: int | None, start: int) -> int | None:
+        return start - 1 if start > 0 else mem
+
+
+@planted("first_pull_one_below_position", breaks=("R9.4", "R10.1"), refuted_by=("INV-22c",))
+class FirstPullOneBelowPosition(Variant):
+    """Phase B's new PullRequest starts one below the (positive) position computePullFromWhere returned: the new pq
+    delivers again a message below its start, which the group had committed."""
+
+    def _first_pull_offset(self, start: int) -> int:
+        return start - 1 if start > 0 else start
+
+
 def overlapping_avg(current: str, mq_all: tuple[str, ...], cid_all: tuple[str, ...]) -> tuple[int, ...]:
     """AVG (allocation.allocate_queues) with every block but the first starting one queue early, its size unchanged
     (uncached, so that properties/symbolic.py can run it on symbolic values)."""

@@ -526,6 +526,37 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
             ("orderly_consume.py", "_single_orderly_listener", "if m.tolerate_stale_unlock", "if broken >= 0"),
         ],
     ),
+    *_placed(
+        "violation",
+        _VIOLATION,
+        [
+            # INV-8r's report names the committing pq's start; it runs only for a decrease with no declared cause
+            ("committed_offset.py", "_below_own_start", "if landed is None or start is None", "", 2),
+            # INV-22c: a step that counted a redelivery under no-cause, and the search for its detail
+            ("concurrent_consume.py", "_redelivery_within_cause", "if after.get(NO_REDELIVERY_CAUSE", "delivered = []"),
+            ("concurrent_consume.py", "_redelivery_within_cause", "while node is not None", "", 2),
+            ("concurrent_consume.py", "_redelivery_within_cause", 'if node.event.kind == "deliver"', "", 2),
+            ("concurrent_consume.py", "_redelivery_within_cause", "for client, q, o in reversed(delivered)", "", 2),
+            ("concurrent_consume.py", "_redelivery_within_cause", "if pq is not None and start is not None", "", 2),
+            # INV-23's run half: an expired message still heading its pq after a cleanExpireMsg run
+            ("concurrent_consume.py", "_expired_message_cleaned", "if pq is None or head is None", "old = before"),
+            ("concurrent_consume.py", "_expired_message_cleaned", "if old is not None and old.uid == pq.uid", "", 2),
+        ],
+    ),
+    *_placed(
+        "mutation",
+        "a helper's answer that only its variant gives (spec/variants/): position_seeds_memory_one_below seeds the "
+        "memory at a consumeFromWhere position, first_pull_one_below_position pulls below a new pq's start (whose "
+        "redelivery has no cause), clean_timer_stops leaves a running consumer with no cleanExpireMsg timer and no "
+        "dead task; a default campaign plants none, rmqspec campaign --mutation NAME and tests/test_planted_bugs.py do",
+        [
+            ("rebalance.py", "RebalanceMixin._compute_pull_from_where", "if mem != cl.mem[q]", "s = s._replace("),
+            ("concurrent_consume.py", "ConcurrentConsumeMixin._resume_cause", "o < start[0]", "return NO_REDELIVERY"),
+            ("concurrent_consume.py", "_expired_message_cleaned", "cl.next_clean is not None", "for q, pq in"),
+            ("concurrent_consume.py", "_expired_message_cleaned", "for q, pq in enumerate(cl.pqs)", "", 2),
+            ("concurrent_consume.py", "_expired_message_cleaned", "if head is not None and s.now <=", "", 2),
+        ],
+    ),
     Exclusion(
         "anomalies.py",
         "allowed_anomalies",
