@@ -72,8 +72,8 @@ class FrontierResult:
         if not self.frontier_states:
             return "no frontier state (the horizon cut nothing)"
         return (
-            f"quiesced {self.frontier_states:,} frontier states ({self.full_runs:,} runs to their end, the rest "
-            f"joined a settled run; {self.steps:,} quiescence steps, {self.cpu_seconds:.1f} s of CPU)"
+            f"quiesced {self.frontier_states:,} frontier states (quiescences run to their end: {self.full_runs:,}, "
+            f"the others joined a settled run; {self.steps:,} quiescence steps, {self.cpu_seconds:.1f} s of CPU)"
         )
 
     def as_dict(self) -> dict[str, object]:

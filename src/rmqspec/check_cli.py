@@ -1,9 +1,10 @@
 """``rmqspec check``: exhaustive breadth-first checking of a configuration (``properties/exhaustive.py``), its
-liveness lassos (``properties/lasso.py``), statistics as TLC prints them, and each counterexample as a step
-table, a trace ``check-trace`` replays and a picture.
+liveness lassos (``properties/lasso.py``) and quiescence at its horizon (``properties/frontier.py``), statistics
+as TLC prints them, and each counterexample as a step table, a trace ``check-trace`` replays and a picture.
 
 Exit codes: 0 no violation (the report says whether the search was exhausted or cut by a limit), 1 a safety
-or liveness violation, 2 bad input, 130 interrupted (the statistics so far are printed).
+or liveness violation (a lasso, or a failure at the horizon: ``properties/frontier.py``) or a named configuration
+whose figures differ from its file's "expected", 2 bad input, 130 interrupted (the statistics so far are printed).
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ def add_check_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "violation; then look for liveness violations as fair cycles. docs/check.md explains the bounds and "
         "what the canonical form of a state leaves out.",
         epilog=f"named configurations: {names}. exit codes: 0 no violation (exhausted or not: the report says), "
-        "1 a violation, 2 bad input, 130 interrupted.",
+        "1 a violation (or a named configuration's figures differ from its file's expected), 2 bad input, "
+        "130 interrupted.",
     )
     check.add_argument(
         "--config",
