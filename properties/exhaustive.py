@@ -31,7 +31,7 @@ import time
 from array import array
 from collections import Counter, deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +148,30 @@ def _lock_expires_under_listener(m: Model, s: State, a: Action, t: State) -> boo
     return False
 
 
+def _flow_control_holds_pull(m: Model, s: State, a: Action, t: State) -> bool:
+    if not isinstance(a, act.ReceivePull):
+        return False
+    return any(
+        pq is not None and m.flow_controlled(pq, t.now) and not (p is not None and m.flow_controlled(p, s.now))
+        for p, pq in zip(s.clients[a.client].pqs, t.clients[a.client].pqs, strict=True)
+    )
+
+
+def _expired_message_cleaned(m: Model, s: State, a: Action, t: State) -> bool:
+    if not isinstance(a, act.CleanExpiredMsg):
+        return False
+    return any(
+        p is not None and n is not None and n.uid == p.uid and n.msg_count < p.msg_count
+        for p, n in zip(s.clients[a.client].pqs, t.clients[a.client].pqs, strict=True)
+    )
+
+
+def _pull_to_slave(m: Model, s: State, a: Action, t: State) -> bool:
+    if not isinstance(a, act.SendPull):
+        return False
+    return len(t.clients[a.client].pulls) > len(s.clients[a.client].pulls) and t.clients[a.client].pulls[-1].from_slave
+
+
 SOMETIMES: tuple[Sometimes, ...] = (
     Sometimes("rebalance-drops-cached", "a rebalance takes away a pq holding messages (R9.4)", _rebalance_drops_cached),
     Sometimes("routed-to-dlq", "a message is routed to the DLQ (R7.5)", _routed_to_dlq),
@@ -164,6 +188,17 @@ SOMETIMES: tuple[Sometimes, ...] = (
         "a pq's lock expires while its orderly listener runs (R6.6, R8.5)",
         _lock_expires_under_listener,
     ),
+    Sometimes(
+        "flow-control-holds-pull",
+        "a pull's answer leaves its pq over pullThresholdForQueue with its next pull due: flow control holds it (R5.1)",
+        _flow_control_holds_pull,
+    ),
+    Sometimes(
+        "expired-message-cleaned",
+        "cleanExpiredMsg removes a message whose listener ran past consumeTimeout from its pq (R6.8)",
+        _expired_message_cleaned,
+    ),
+    Sometimes("pull-to-slave", "a pull goes to the slave while the master is down (R5.3)", _pull_to_slave),
 )
 
 
@@ -333,13 +368,16 @@ def check(
     keep_edges: bool = False,
     progress: Callable[[CheckResult, int, int], None] | None = None,
     optimised: bool = True,
+    at_horizon: Callable[[int, State], None] | None = None,
 ) -> Search:
     """Explore every state of ``config`` reachable within ``bounds``, breadth first (module docstring).
     ``keep_edges`` keeps the transition graph and each state's failing liveness checks, which
     ``properties.lasso`` needs. ``progress(result, depth, frontier)`` is called about once a second.
     ``optimised=False`` computes each fingerprint from ``canonical()`` afresh and asks every action property
     and sometimes-condition on every transition: the plain search the optimised one must agree with
-    (docs/check.md, "Performance"), and the baseline ``rmqspec bench-check`` measures it against."""
+    (docs/check.md, "Performance"), and the baseline ``rmqspec bench-check`` measures it against.
+    ``at_horizon(index, state)`` is called once for each expanded state with a successor the horizon cut off
+    (a frontier state: ``properties.frontier`` quiesces it)."""
     from rmqspec.properties.lasso import liveness_bits
 
     model = Model(config)
@@ -371,6 +409,8 @@ def check(
     frontier: deque[tuple[int, State]] = deque([(0, s0)])
     found_keys: set[tuple[str, str]] = set()
     deadline = None if bounds.max_seconds is None else started + bounds.max_seconds
+    horizon = bounds.horizon_ms
+    cut_at = -1  # the last state reported to at_horizon
 
     def record(index: int, extra: int | None, vs: list[Any], name: str) -> bool:
         """Keep the first (shortest) violation per (property, action); True if the search should stop."""
@@ -413,6 +453,9 @@ def check(
                         result.sometimes[st.name] = Found(st.name, st.name, st.description, name, actions, len(actions))
             if not bounds.admits(n):
                 result.pruned += 1
+                if at_horizon is not None and cut_at != index and horizon is not None and n.now > horizon:
+                    cut_at = index
+                    at_horizon(index, s)
                 if keep_edges:
                     graph.src.append(index)
                     graph.dst.append(-1)
@@ -467,6 +510,18 @@ class NamedConfig:
     config: Config
     bounds: Bounds
     default_run: bool = True  # checked by ``rmqspec check --config all`` (and so by ``make run``)
+    # the figures its search gives (``EXPECTED_FIELDS``), and the same within tighter bounds where the full search
+    # takes too long for the tests (``"bounds"``: the Bounds fields changed); tests/test_check_configs.py checks them
+    expected: dict[str, Any] = field(default_factory=dict)
+    expected_within: dict[str, Any] = field(default_factory=dict)
+
+    def tested(self) -> tuple[Bounds, dict[str, Any]]:
+        """The bounds the tests search and the figures they expect there: ``expected_within`` if given, else
+        ``expected``."""
+        if self.expected_within:
+            changed = self.expected_within.get("bounds", {})
+            return replace(self.bounds, **changed), {k: v for k, v in self.expected_within.items() if k != "bounds"}
+        return self.bounds, self.expected
 
 
 def named_configs() -> dict[str, NamedConfig]:
@@ -475,21 +530,48 @@ def named_configs() -> dict[str, NamedConfig]:
 
 
 _BOUND_FIELDS = ("horizon_ms", "max_channel", "max_states", "max_depth", "max_seconds", "clamp_ms")
+# What a configuration's "expected" object may pin: the search's statistics, whether it is exhausted, the
+# sometimes-conditions it reaches (exactly), the actions it takes (at least these), and the frontier quiescence's
+# verdict ("frontier_failures": the liveness checks failing at the horizon, [] for none).
+EXPECTED_FIELDS = (
+    "exhausted",
+    "distinct_states",
+    "transitions",
+    "pruned",
+    "diameter",
+    "sometimes",
+    "actions",
+    "frontier_failures",
+)
+_DOC_KEYS = ("description", "config", "bounds", "default_run", "expected", "expected_within")
+
+
+def _expected(path: Path, doc: dict[str, Any], key: str) -> dict[str, Any]:
+    raw = doc.get(key, {})
+    allowed = EXPECTED_FIELDS + (("bounds",) if key == "expected_within" else ())
+    if not isinstance(raw, dict) or set(raw) - set(allowed):
+        bad = sorted(set(raw) - set(allowed)) if isinstance(raw, dict) else [key]
+        raise ConfigError(f"{path}: {key}: unknown field {bad[0]!r}; accepted: {', '.join(allowed)}")
+    changed = raw.get("bounds", {})
+    if not isinstance(changed, dict) or set(changed) - set(_BOUND_FIELDS):
+        raise ConfigError(f"{path}: {key}.bounds: expected an object of {', '.join(_BOUND_FIELDS)}")
+    return raw
 
 
 def load_named(path: Path) -> NamedConfig:
     """A named configuration from its JSON file: ``{"description", "config": {Config fields}, "bounds":
-    {Bounds fields}, "default_run": false}`` (``default_run`` only for one too slow for every ``make run``;
-    its description must say why). A bad file raises ConfigError naming the file and the field."""
+    {Bounds fields}, "default_run": false, "expected": {...}, "expected_within": {"bounds": {...}, ...}}``
+    (``default_run`` only for one too slow for every ``make run``; its description must say why; the expected
+    figures as ``EXPECTED_FIELDS``). A bad file raises ConfigError naming the file and the field."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
         raise ConfigError(f"{path}: cannot read a check configuration: {err}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("config", {}), dict):
         raise ConfigError(f'{path}: expected an object with "config" (Config fields) and "bounds"')
-    unknown = sorted(set(doc) - {"description", "config", "bounds", "default_run"})
+    unknown = sorted(set(doc) - set(_DOC_KEYS))
     if unknown:
-        raise ConfigError(f"{path}: unknown key {unknown[0]!r}; accepted: description, config, bounds, default_run")
+        raise ConfigError(f"{path}: unknown key {unknown[0]!r}; accepted: {', '.join(_DOC_KEYS)}")
     default_run = doc.get("default_run", True)
     if not isinstance(default_run, bool):
         raise ConfigError(f"{path}: default_run: got {default_run!r}; accepted: true or false")
@@ -501,4 +583,7 @@ def load_named(path: Path) -> NamedConfig:
         if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0):
             raise ConfigError(f"{path}: bounds.{k}: got {v!r}; accepted: a non-negative number or null")
     config = Config.from_mapping(doc.get("config", {}), where=str(path))
-    return NamedConfig(path.stem, str(doc.get("description", "")), config, Bounds(**raw_bounds), default_run)
+    expected, within = _expected(path, doc, "expected"), _expected(path, doc, "expected_within")
+    return NamedConfig(
+        path.stem, str(doc.get("description", "")), config, Bounds(**raw_bounds), default_run, expected, within
+    )

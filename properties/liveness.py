@@ -30,7 +30,7 @@ actions enabled before it: the schedule is weakly fair.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -85,6 +85,7 @@ class Quiescence:
     bound: int  # the step bound
     reached: bool
     safety: list[tuple[str, str]] = field(default_factory=list)
+    joined: bool = False  # stopped at a state whose own quiescence is known to settle (``quiesce``'s ``joins``)
 
 
 @dataclass(frozen=True)
@@ -142,13 +143,20 @@ def _full_success(model: Model, state: State, action: Action) -> bool:
 
 
 def quiesce(
-    model: Model, state: State, restart_clients: bool = True, check_safety: bool = True, settle: bool = True
+    model: Model,
+    state: State,
+    restart_clients: bool = True,
+    check_safety: bool = True,
+    settle: bool = True,
+    joins: Callable[[State], bool] | None = None,
 ) -> Quiescence:
     """Run the healing schedule from ``state`` until the horizon or the step bound (module docstring).
     With ``settle`` it stops early once every liveness check has held at every clock advance for
     ``STABLE_MS`` of logical time (the checks are then checked once more on the final state by
     :func:`check_quiescent`). With ``check_safety`` every invariant and action property is checked on
-    the way as well."""
+    the way as well. ``joins(s)`` is asked of every state the schedule reaches; when it answers True the run
+    stops there with ``joined`` set: the caller knows that state's own quiescence settles (a frontier
+    quiescence's memo, ``properties.frontier``)."""
     until = horizon(model, state)
     bound = step_bound(model, state, until)
     since: dict[Action, int] = {}
@@ -174,6 +182,8 @@ def quiesce(
         del since[action]
         state = after
         k += 1
+        if joins is not None and joins(state):
+            return Quiescence(start, state, taken, until, bound, True, safety, joined=True)
         if settle and isinstance(action, act.Tick):
             if _failures(model, state, restart_clients):
                 stable_since = None
@@ -576,12 +586,16 @@ def check_liveness(
     deaths: Sequence[DeadTask] = (),
     restart_clients: bool = True,
     check_safety: bool = True,
+    joins: Callable[[State], bool] | None = None,
 ) -> LivenessOutcome:
     """Quiesce ``state`` and check it, telling the harm of the walk's dead tasks (``deaths``) from
     violations: what every run does at its end (docs/spec.md, "Liveness at quiescence"). ``check_safety``: check every
-    safety property on the quiescence steps too (the shrinker leaves it off while it looks for a liveness failure)."""
-    q = quiesce(model, state, restart_clients, check_safety)
+    safety property on the quiescence steps too (the shrinker leaves it off while it looks for a liveness failure).
+    ``joins``: as for ``quiesce``; a run that joins a known-settling state has no liveness violation."""
+    q = quiesce(model, state, restart_clients, check_safety, joins=joins)
     violations = [LivenessViolation(vid, f"safety during quiescence: {d}") for vid, d in q.safety]
+    if q.joined:
+        return LivenessOutcome(q, violations, [])
     if not q.reached:
         return LivenessOutcome(q, violations + check_quiescent(model, q, restart_clients), [])
     found, harms = attribute(model, q.state, shortfalls(model, q.state, restart_clients), deaths)

@@ -254,32 +254,13 @@ def test_a_bad_check_configuration_is_named_with_its_field(tmp_path: Path) -> No
         load_named(bad)
 
 
-# The exhaustive counts of the named configurations: a change to the model that changes the reachable space
-# fails here and must explain the new figure (docs/check.md, "Pinned counts").
-PINNED = {
-    "idle-consumer": {"distinct_states": 1201, "transitions": 4025, "pruned": 948, "diameter": 22},
-}
-
-
-@pytest.mark.parametrize("name", sorted(PINNED))
-def test_the_named_configuration_has_its_pinned_state_count(name: str) -> None:
-    nc = named_configs()[name]
-    r = check(nc.config, nc.bounds, stop_at_first=False).result
-    assert r.exhausted and r.valid
-    got = {
-        "distinct_states": r.distinct_states,
-        "transitions": r.transitions,
-        "pruned": r.pruned,
-        "diameter": r.diameter,
-    }
-    assert got == PINNED[name]
-
-
-def test_one_message_within_fifteen_seconds_is_exhausted_with_its_pinned_count_and_reaches_its_sometimes() -> None:
+def test_one_message_within_fifteen_seconds_routes_a_message_to_the_dlq_on_a_witness_that_replays() -> None:
+    # its figures are checked by tests/test_check_configs.py against properties/check_configs/one-message.json
     nc = named_configs()["one-message"]
-    r = check(nc.config, replace(nc.bounds, horizon_ms=15_000), stop_at_first=False).result
-    assert r.exhausted and r.valid
-    assert (r.distinct_states, r.transitions, r.pruned) == (53_870, 243_697, 49_043)
+    bounds, expected = nc.tested()
+    assert bounds.horizon_ms == 15_000
+    r = check(nc.config, bounds, stop_at_first=False).result
+    assert r.exhausted and r.valid and r.distinct_states == expected["distinct_states"]
     assert sum(r.depth_counts) == r.distinct_states
     # a single consumer of one message can send it back to the DLQ; the others need more consumers or queues
     assert "routed-to-dlq" in r.sometimes
@@ -406,7 +387,7 @@ def test_the_correct_idle_consumer_has_no_lasso_and_its_planted_twin_of_the_reba
 
 
 def test_the_sometimes_properties_are_named_and_described() -> None:
-    assert len({s.name for s in SOMETIMES}) == len(SOMETIMES) == 5
+    assert len({s.name for s in SOMETIMES}) == len(SOMETIMES) == 8
     assert all(s.description for s in SOMETIMES)
 
 
@@ -416,7 +397,11 @@ def test_check_command_reports_statistics_and_exits_zero_on_the_correct_model(
     code = main(["check", "--config", "idle-consumer", "--json", "--quiet", "--out", str(tmp_path)])
     doc = json.loads(capsys.readouterr().out)
     assert code == 0
-    assert doc["exhausted"] and doc["valid"] and doc["distinct_states"] == PINNED["idle-consumer"]["distinct_states"]
+    assert (
+        doc["exhausted"]
+        and doc["valid"]
+        and doc["distinct_states"] == named_configs()["idle-consumer"].expected["distinct_states"]
+    )
     assert doc["liveness"].startswith("searched")
     assert set(doc["sometimes"]) == {s.name for s in SOMETIMES}
 
@@ -438,6 +423,23 @@ def test_check_command_writes_the_shortest_counterexample_as_trace_and_picture(
 def test_check_command_names_a_bad_configuration(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", "--config", "no-such-configuration"]) == 2
     assert "no-such-configuration" in capsys.readouterr().err
+
+
+def test_check_command_reports_a_liveness_failure_at_the_horizon_and_writes_its_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["check", "--config", "broadcast-retention-instant", "--quiet", "--no-explain", "--out", str(tmp_path)]
+    assert main([*argv, "--mutation", "persist_timer_stops"]) == 1
+    out = capsys.readouterr().out
+    assert "LIV-2 (at the horizon)" in out and "then the quiescence" in out
+    assert (tmp_path / "horizon-1-liv-2.txt").is_file() and (tmp_path / "horizon-1-liv-2.trace.jsonl").is_file()
+    # the flag turns it off, and the lasso search alone sees nothing: the horizon cut every cycle
+    assert main([*argv, "--mutation", "persist_timer_stops", "--no-frontier"]) == 0
+    assert "at the horizon: skipped (--no-frontier)" in capsys.readouterr().out
+    # the correct model is clean there, and the report says how many frontier states were quiesced
+    assert main([*argv, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["frontier"]["frontier_states"] > 0 and doc["frontier"]["failures"] == []
 
 
 def test_the_counterexample_bench_prints_the_shortest_beside_the_shrunk(capsys: pytest.CaptureFixture[str]) -> None:
@@ -490,6 +492,29 @@ def test_check_all_runs_every_named_configuration_but_those_that_opt_out(
     docs = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [d["config"] for d in docs] == ["broadcast-restart-instant", "idle-consumer"]
     assert all(not d["valid"] for d in docs)
+
+
+def test_check_command_compares_a_named_configuration_with_the_figures_its_file_expects(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rmqspec.properties import exhaustive
+
+    named = tmp_path / "configs"
+    named.mkdir()
+    doc = json.loads((exhaustive.NAMED_DIR / "broadcast-restart-instant.json").read_text())
+    (named / "right.json").write_text(json.dumps(doc))
+    wrong = {**doc, "expected": {**doc["expected"], "distinct_states": doc["expected"]["distinct_states"] + 1}}
+    (named / "wrong.json").write_text(json.dumps(wrong))
+    monkeypatch.setattr(exhaustive, "NAMED_DIR", named)
+    argv = ["check", "--quiet", "--out", str(tmp_path / "out")]
+    assert main([*argv, "--config", "right"]) == 0
+    assert "differ" not in capsys.readouterr().out
+    assert main([*argv, "--config", "wrong"]) == 1
+    assert 'the figures differ from the configuration file\'s "expected": distinct_states: expected' in (
+        capsys.readouterr().out
+    )
+    # a changed bound is another search: nothing to compare
+    assert main([*argv, "--config", "wrong", "--max-depth", "3"]) == 0
 
 
 def test_every_shipped_configuration_is_run_by_default_or_says_why_not() -> None:

@@ -1,7 +1,8 @@
-"""The small named configurations of ``rmqspec check`` (properties/check_configs/*.json beyond idle-consumer,
-one-message and query-error-5x): each is exhausted with its pinned counts and reaches its pinned
-sometimes-properties, and each planted bug that docs/check.md ("Planted bugs: shortest against shrunk") says a
-configuration refutes is refuted there, by the property and at the length the table gives, with a counterexample
+"""The named configurations of ``rmqspec check`` (properties/check_configs/*.json): each gives the figures its file
+expects (states, transitions, diameter, exhausted or not, the sometimes-conditions and actions it reaches, and no
+liveness failure at its horizon), each concern's rare path is reached where its configuration says, the timer-stop
+bugs are caught at the horizon, and each planted bug that docs/check.md ("Planted bugs: shortest against shrunk")
+says a configuration refutes is refuted there, by the property and at the length the table gives, with a counterexample
 that replays through the model."""
 
 from __future__ import annotations
@@ -10,73 +11,137 @@ from dataclasses import replace
 
 import pytest
 
-from rmqspec.bench_counterexamples import safety_configs
-from rmqspec.properties.exhaustive import check, named_configs
-from rmqspec.spec.config import MUTATIONS
+from rmqspec.properties.exhaustive import SOMETIMES, Bounds, NamedConfig, check, named_configs
+from rmqspec.properties.frontier import FrontierCollector, FrontierFailure, quiesce_frontier
+from rmqspec.properties.lasso import find_lassos
+from rmqspec.properties.liveness import _failures, quiesce
+from rmqspec.spec import actions as act
+from rmqspec.spec.config import MUTATIONS, Config
 from rmqspec.spec.invariants import check_state, check_step
 from rmqspec.spec.model import Model
-from rmqspec.spec.state import State
+from rmqspec.spec.state import PULL_DROPPED, State
 
-# name -> (bounds changed for the pin, the pinned counts, the sometimes-properties reached). A configuration whose
-# own search takes more than about 20 s here is pinned within tighter bounds, as test_check.py pins one-message
-# within 15 s; docs/check.md ("Named configurations and pinned counts") gives the full figures.
-PINNED: dict[str, tuple[dict[str, int], dict[str, int], set[str]]] = {
-    "broadcast-restart-instant": (
-        {},
-        {"distinct_states": 35, "transitions": 83, "pruned": 37, "diameter": 10},
-        set(),
-    ),
-    "orderly-one-message-instant": (
-        {},
-        {"distinct_states": 487, "transitions": 1905, "pruned": 614, "diameter": 19},
-        set(),
-    ),
-    "orderly-two-consumers-instant": (
-        {},
-        {"distinct_states": 205, "transitions": 839, "pruned": 303, "diameter": 11},
-        set(),
-    ),
-    "two-consumers-instant": (
-        {},
-        {"distinct_states": 895, "transitions": 5029, "pruned": 1631, "diameter": 15},
-        {"commit-after-drop"},
-    ),
-    "two-messages-instant": (
-        {},
-        {"distinct_states": 2751, "transitions": 14045, "pruned": 3439, "diameter": 20},
-        set(),
-    ),
-    "retention-instant": (
-        {},
-        {"distinct_states": 6709, "transitions": 36607, "pruned": 8365, "diameter": 25},
-        {"offset-illegal-with-cache"},
-    ),
-    "consume-timeout": (
-        {},
-        {"distinct_states": 31851, "transitions": 135968, "pruned": 17798, "diameter": 24},
-        set(),
-    ),
-    "restart-instant": (
-        {"max_channel": 1},
-        {"distinct_states": 14717, "transitions": 60272, "pruned": 20946, "diameter": 34},
-        {"commit-after-drop"},
-    ),
-    "two-consumers-one-message-instant": (
-        {},
-        {"distinct_states": 29967, "transitions": 224539, "pruned": 71614, "diameter": 31},
-        {"commit-after-drop", "rebalance-drops-cached"},
-    ),
-    "orderly-two-consumers-one-message-instant": (
-        {"max_channel": 1},  # searched to 100,000 states with two requests per connection: not exhausted
-        {"distinct_states": 6242, "transitions": 29272, "pruned": 8830, "diameter": 24},
-        {"commit-after-drop", "rebalance-drops-cached"},
-    ),
-    "admin-reset": (
-        {"horizon_ms": 6000},  # the reset is taken but not applied: the full search takes minutes
-        {"distinct_states": 8709, "transitions": 36703, "pruned": 5085, "diameter": 30},
-        set(),
-    ),
-}
+
+def _frontier_failures(nc: NamedConfig, bounds: Bounds, config: Config | None = None) -> list[FrontierFailure]:
+    collector = FrontierCollector()
+    search = check(config or nc.config, bounds, stop_at_first=False, at_horizon=collector.add)
+    return quiesce_frontier(search, collector.states, stop_at_first=False).failures
+
+
+def test_every_shipped_configuration_says_what_its_search_gives() -> None:
+    for nc in named_configs().values():
+        _, expected = nc.tested()
+        assert {"exhausted", "distinct_states", "diameter", "sometimes", "actions"} <= set(expected), nc.name
+        assert nc.expected, nc.name  # the full configuration's figures, as `rmqspec check --config all` measures them
+        if nc.bounds.horizon_ms is not None:
+            assert expected.get("frontier_failures") == [], nc.name
+
+
+@pytest.mark.parametrize("name", sorted(named_configs()))
+def test_the_correct_model_gives_the_figures_its_configuration_file_expects(name: str) -> None:
+    # the figures live in properties/check_configs/<name>.json ("expected", or "expected_within" where the full
+    # search is too long for the tests); docs/check.md's table gives the same
+    nc = named_configs()[name]
+    bounds, expected = nc.tested()
+    r = check(nc.config, bounds, stop_at_first=False).result
+    assert r.valid
+    got = {
+        "exhausted": r.exhausted,
+        "distinct_states": r.distinct_states,
+        "transitions": r.transitions,
+        "pruned": r.pruned,
+        "diameter": r.diameter,
+        "sometimes": sorted(r.sometimes),
+        "actions": sorted(r.action_counts),
+    }
+    assert {k: v for k, v in got.items() if k in expected} == {k: v for k, v in expected.items() if k in got}
+    # every witness of a sometimes-condition replays through the model and meets the condition on its last step
+    model = Model(nc.config)
+    for found in r.sometimes.values():
+        s = model.initial()
+        for a in found.actions[:-1]:
+            s = model.step(s, a)  # type: ignore[arg-type]
+        last = found.actions[-1]
+        holds = next(x.holds for x in SOMETIMES if x.name == found.id)
+        assert holds(model, s, last, model.step(s, last)), (name, found.id)  # type: ignore[arg-type]
+    if "frontier_failures" in expected:
+        assert [f.ids for f in _frontier_failures(nc, bounds)] == expected["frontier_failures"]
+
+
+def test_the_orderly_handover_configuration_is_searched_to_its_state_limit() -> None:
+    # too large to exhaust here with two requests per connection (docs/check.md): the correct model is searched
+    # to its limit without a violation, which is evidence, not proof
+    nc = named_configs()["orderly-two-consumers-one-message-instant"]
+    r = check(nc.config, replace(nc.bounds, max_states=20_000)).result
+    assert r.valid and r.stopped_by == "max_states" and not r.exhausted
+
+
+# --- each concern's rare path is reached (the behaviour, shown on the state the witness ends in) -----------------
+def _witness_end(nc: NamedConfig, condition: str) -> tuple[Model, list[object], State]:
+    r = check(nc.config, nc.tested()[0]).result
+    found = r.sometimes[condition]
+    model = Model(nc.config)
+    s = model.initial()
+    for a in found.actions:
+        s = model.step(s, a)  # type: ignore[arg-type]
+    return model, list(found.actions), s
+
+
+def test_flow_control_holds_a_pull_while_the_pq_is_over_its_threshold() -> None:
+    nc = named_configs()["flow-control-instant"]
+    model, _, s = _witness_end(nc, "flow-control-holds-pull")
+    pq = s.clients[0].pqs[0]
+    assert pq is not None and pq.msg_count > nc.config.pull_threshold_for_queue == 1
+    assert model.flow_controlled(pq, s.now)
+    # the topic queue's ready pull request is held (queue 1, the retry queue, is empty and pulls on)
+    assert not any(isinstance(a, act.SendPull) and a.queue == 0 for a in model.enabled(s))
+    assert s.broker.queues[0].max_offset > pq.next_offset  # a message is still to be pulled
+
+
+def test_an_offset_query_fails_during_a_rebalance_and_a_later_rebalance_takes_the_queue() -> None:
+    nc = named_configs()["rebalance-query-error-5x"]
+    r = check(nc.config, nc.bounds, stop_at_first=False).result
+    assert r.action_counts["RebalanceQueryError"] > 0 and nc.config.version == "5.x"
+    # the first rebalance's query fails, and the quiescence from there (the periodic rebalance) takes the queue
+    model = Model(nc.config)
+    s = model.initial()
+    for _ in range(10):  # Start, then the clock to the first rebalance (1 s, minInterval): two steps
+        enabled = model.enabled(s)
+        if any(isinstance(a, act.RebalanceQueryError) for a in enabled):
+            break
+        wire = [a for a in enabled if isinstance(a, (act.Start, act.BrokerReceive, act.Heartbeat))]
+        s = model.step(s, wire[0] if wire else act.Tick())
+    s = model.step(s, act.RebalanceQueryError(0, 0))
+    assert s.clients[0].pqs[0] is None  # 5.x skipped the queue (R2.3)
+    q = quiesce(model, s)
+    assert q.reached and q.state.clients[0].pqs[0] is not None and not _failures(model, q.state, True)
+
+
+def test_broadcasting_retention_deletes_and_the_broker_answers_offset_illegal() -> None:
+    nc = named_configs()["broadcast-retention-instant"]
+    assert nc.config.mode == "BROADCASTING"
+    _, actions, s = _witness_end(nc, "offset-illegal-with-cache")
+    assert any(isinstance(a, act.RetentionDelete) for a in actions)
+    assert isinstance(actions[-1], act.ReceivePull)
+    # the pq is marked dropped at once and its offset corrected 10 s later (4.9.8, R5.7): the quiescence's part
+    pq = s.clients[0].pqs[0]
+    assert pq is not None and pq.pull_state == PULL_DROPPED and pq.msg_count > 0
+    assert [f.queue for f in s.clients[0].offset_fixes] == [0]
+
+
+def test_clean_expired_msg_removes_a_message_whose_listener_ran_past_the_timeout() -> None:
+    nc = named_configs()["consume-timeout"]
+    _, actions, s = _witness_end(nc, "expired-message-cleaned")
+    assert isinstance(actions[-1], act.CleanExpiredMsg)
+    assert s.broker.scheduled or s.broker.dlq  # its copy was sent back (R6.8)
+
+
+def test_a_pull_goes_to_the_slave_while_the_master_is_down() -> None:
+    nc = named_configs()["slave-instant"]
+    _, actions, s = _witness_end(nc, "pull-to-slave")
+    assert not s.broker.up and s.clients[0].pulls[-1].from_slave
+    assert any(isinstance(a, act.BrokerCrash) for a in actions)
+
 
 # (mutation, configuration, property, shortest length): the rows of docs/check.md's table, as
 # ``rmqspec bench-counterexamples`` found them (the first configuration, smallest first, whose search breaks).
@@ -121,31 +186,6 @@ SHORTNESS_SHOWN = {
 }
 
 
-def test_every_shipped_configuration_is_pinned_here_or_in_test_check() -> None:
-    # idle-consumer, one-message and query-error-5x are pinned in tests/test_check.py
-    assert {nc.name for nc in safety_configs()} == set(PINNED) | {"one-message"}
-    assert set(named_configs()) == set(PINNED) | {"idle-consumer", "one-message", "query-error-5x"}
-
-
-def test_the_orderly_handover_configuration_is_searched_to_its_state_limit() -> None:
-    # too large to exhaust here with two requests per connection (docs/check.md): the correct model is searched
-    # to its limit without a violation, which is evidence, not proof
-    nc = named_configs()["orderly-two-consumers-one-message-instant"]
-    r = check(nc.config, replace(nc.bounds, max_states=20_000)).result
-    assert r.valid and r.stopped_by == "max_states" and not r.exhausted
-
-
-@pytest.mark.parametrize("name", sorted(PINNED))
-def test_the_correct_model_exhausts_the_configuration_with_its_pinned_counts_and_sometimes(name: str) -> None:
-    changed, counts, sometimes = PINNED[name]
-    nc = named_configs()[name]
-    r = check(nc.config, replace(nc.bounds, **changed), stop_at_first=False).result
-    assert r.exhausted and r.valid
-    got = {"distinct_states": r.distinct_states, "transitions": r.transitions, "pruned": r.pruned}
-    assert {**got, "diameter": r.diameter} == counts
-    assert set(r.sometimes) == sometimes
-
-
 def _replays_to(config_mutation: tuple[str, str], prop: str, actions: list[object]) -> bool:
     """Whether ``actions``, stepped from ``initial()`` by the model with the mutation, end in a violation of
     ``prop`` on their last step."""
@@ -177,8 +217,32 @@ def test_the_planted_bug_is_refuted_in_its_smallest_configuration_with_a_shortes
         assert shorter.result.valid
 
 
-# The rest of docs/check.md's table: refuted by a lasso (tests/test_check.py), or not expressed by a small
-# configuration (the docs give the smallest configuration tried for each).
+# Liveness at the horizon (properties/frontier.py): each timer-stop bug in a horizon-bounded configuration, where the
+# horizon cuts every cycle that passes time, so the lasso search cannot see it.
+AT_HORIZON = [
+    ("persist_timer_stops", "broadcast-retention-instant", "LIV-2"),
+    ("rebalance_timer_stops", "rebalance-query-error-5x", "LIV-1"),
+]
+
+
+@pytest.mark.parametrize(("mutation", "name", "liv"), AT_HORIZON, ids=[m for m, *_ in AT_HORIZON])
+def test_a_timer_that_stops_is_caught_at_the_horizon_by_a_run_that_replays(mutation: str, name: str, liv: str) -> None:
+    nc = named_configs()[name]
+    planted = replace(nc.config, mutations=frozenset({mutation}))
+    assert find_lassos(check(planted, nc.bounds, keep_edges=True)) == []  # no cycle: the horizon cut them
+    failures = _frontier_failures(nc, nc.bounds, planted)
+    assert failures and liv in failures[0].ids
+    # the report is a real run: the search's path to the frontier state, then the quiescence, ends where it fails
+    model = Model(planted)
+    s = model.initial()
+    for a in failures[0].prefix + failures[0].quiescence:
+        s = model.step(s, a)
+    assert liv in {v.id for v in _failures(model, s, True)}
+    assert s.now > (nc.bounds.horizon_ms or 0)  # the run went past the horizon: only the quiescence could see it
+
+
+# The rest of docs/check.md's table: refuted by a lasso (tests/test_check.py) and at the horizon (AT_HORIZON), or not
+# expressed by a small configuration (the docs give the smallest configuration tried for each).
 BY_LASSO = {"persist_timer_stops", "rebalance_timer_stops"}
 NOT_EXPRESSED = {
     "offset_illegal_fix_deferred",  # two 5.x consumers, a retention delete and more than 10 s
@@ -194,4 +258,5 @@ def test_every_planted_bug_is_refuted_in_a_named_configuration_by_a_lasso_or_nam
     refuted = [m for m, *_ in REFUTED]
     assert len(set(refuted)) == len(refuted)
     assert set(refuted) | BY_LASSO | NOT_EXPRESSED == set(MUTATIONS)
+    assert {m for m, *_ in AT_HORIZON} == BY_LASSO
     assert len(refuted) + len(BY_LASSO) + len(NOT_EXPRESSED) == len(MUTATIONS) == 35

@@ -71,7 +71,7 @@ def size(named: NamedConfig) -> tuple[int, int, int, int, int, int, str]:
 
 
 def safety_configs() -> list[NamedConfig]:
-    """The named configurations with a horizon (which find safety violations only), smallest first."""
+    """The named configurations with a horizon (the ones a safety search of a planted bug tries), smallest first."""
     return sorted((nc for nc in named_configs().values() if nc.bounds.horizon_ms is not None), key=size)
 
 

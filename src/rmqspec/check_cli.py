@@ -1,9 +1,10 @@
 """``rmqspec check``: exhaustive breadth-first checking of a configuration (``properties/exhaustive.py``), its
-liveness lassos (``properties/lasso.py``), statistics as TLC prints them, and each counterexample as a step
-table, a trace ``check-trace`` replays and a picture.
+liveness lassos (``properties/lasso.py``) and quiescence at its horizon (``properties/frontier.py``), statistics
+as TLC prints them, and each counterexample as a step table, a trace ``check-trace`` replays and a picture.
 
 Exit codes: 0 no violation (the report says whether the search was exhausted or cut by a limit), 1 a safety
-or liveness violation, 2 bad input, 130 interrupted (the statistics so far are printed).
+or liveness violation (a lasso, or a failure at the horizon: ``properties/frontier.py``) or a named configuration
+whose figures differ from its file's "expected", 2 bad input, 130 interrupted (the statistics so far are printed).
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ def add_check_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "violation; then look for liveness violations as fair cycles. docs/check.md explains the bounds and "
         "what the canonical form of a state leaves out.",
         epilog=f"named configurations: {names}. exit codes: 0 no violation (exhausted or not: the report says), "
-        "1 a violation, 2 bad input, 130 interrupted.",
+        "1 a violation (or a named configuration's figures differ from its file's expected), 2 bad input, "
+        "130 interrupted.",
     )
     check.add_argument(
         "--config",
@@ -54,7 +56,15 @@ def add_check_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     stop = check.add_mutually_exclusive_group()
     stop.add_argument("--stop-at-first", dest="all", action="store_false", help="stop at the first violation (default)")
     stop.add_argument("--all", dest="all", action="store_true", help="collect one violation per property and action")
-    check.add_argument("--no-liveness", action="store_true", help="do not look for liveness lassos")
+    check.add_argument(
+        "--no-liveness", action="store_true", help="no liveness check: neither lassos nor quiescence at the horizon"
+    )
+    check.add_argument(
+        "--no-frontier",
+        action="store_true",
+        help="with a horizon, do not quiesce the frontier states the horizon cuts off (docs/check.md, "
+        "'Liveness at the horizon')",
+    )
     check.add_argument(
         "--no-explain",
         action="store_true",
@@ -309,6 +319,7 @@ def run_check_all(args: argparse.Namespace) -> int:
 
 def run_check(args: argparse.Namespace) -> int:
     from rmqspec.properties.exhaustive import SOMETIMES, CheckResult, check
+    from rmqspec.properties.frontier import FrontierCollector, FrontierResult, quiesce_frontier
     from rmqspec.properties.lasso import find_lassos
 
     if args.config == ALL:
@@ -332,8 +343,17 @@ def run_check(args: argparse.Namespace) -> int:
     if args.spark:
         return _run_check_on_spark(args, name, config, bounds, progress)
     interrupted = False
+    frontier_on = not args.no_liveness and not getattr(args, "no_frontier", False) and bounds.horizon_ms is not None
+    collector = FrontierCollector() if frontier_on else None
     try:
-        search = check(config, bounds, stop_at_first=not args.all, keep_edges=not args.no_liveness, progress=progress)
+        search = check(
+            config,
+            bounds,
+            stop_at_first=not args.all,
+            keep_edges=not args.no_liveness,
+            progress=progress,
+            at_horizon=None if collector is None else collector.add,
+        )
     except ValueError as err:  # a configuration that needs a horizon
         print(f"rmqspec: error: {err}", file=sys.stderr)
         return 2
@@ -355,12 +375,24 @@ def run_check(args: argparse.Namespace) -> int:
                 interrupted = True
                 liveness_note = "interrupted"
             liveness_note = liveness_note or ("searched the explored graph" + ("" if r.exhausted else " (partial)"))
+    frontier: FrontierResult | None = None
+    if collector is not None and r.stopped_by != "violation" and not interrupted:
+        try:
+            frontier = quiesce_frontier(search, collector.states, stop_at_first=not args.all)
+            liveness_note += "; at the horizon: " + frontier.describe()
+        except KeyboardInterrupt:
+            interrupted = True
+            liveness_note += "; at the horizon: interrupted"
+    elif bounds.horizon_ms is not None and not args.no_liveness and r.stopped_by != "violation":
+        liveness_note += "; at the horizon: skipped (--no-frontier)"
+    frontier_failures = frontier.failures if frontier is not None else []
+    differences = _differences_from_expected(args, name, config, bounds, r, frontier, lassos)
     explained: dict[int, Any] = {}
     explain_note = ""
     if r.violations and not args.no_explain:
         explained, explain_note = _explain(config, bounds, r.violations)
     out = Path(args.out)
-    written = _write_counterexamples(out, config, r, lassos)
+    written = _write_counterexamples(out, config, r, lassos, frontier_failures)
     graph_error = False
     if args.graph:
         try:
@@ -373,13 +405,15 @@ def run_check(args: argparse.Namespace) -> int:
         "version": __version__,
         "mutations": sorted(config.mutations),
         **r.as_dict(),
-        "valid": r.valid and not lassos,
+        "valid": r.valid and not lassos and not frontier_failures,
         "liveness": liveness_note,
+        "frontier": None if frontier is None else frontier.as_dict(),
         "lassos": [
             {"id": lz.id, "detail": lz.detail, "prefix_steps": len(lz.prefix), "cycle_steps": len(lz.cycle)}
             for lz in lassos
         ],
         "written": [str(p) for p in written],
+        "expected_differences": differences,
     }
     for k, v in enumerate(doc["violations"]):
         v["unavoidable_steps"] = explained[k].steps if k in explained else None
@@ -389,12 +423,45 @@ def run_check(args: argparse.Namespace) -> int:
         # one document per line when several configurations are checked (--config all)
         print(json.dumps(doc) if getattr(args, "json_lines", False) else json.dumps(doc, indent=2))
     else:
-        _print_report(name, r, lassos, liveness_note, written, SOMETIMES, explained, explain_note)
+        _print_report(name, r, lassos, liveness_note, written, SOMETIMES, explained, explain_note, frontier_failures)
+    if differences and not args.json:
+        print(f'the figures differ from the configuration file\'s "expected": {"; ".join(differences)}')
     if interrupted:
         return 130
-    if not doc["valid"]:
+    if not doc["valid"] or differences:
         return EXIT_VIOLATION
     return 2 if graph_error else EXIT_OK
+
+
+def _differences_from_expected(
+    args: argparse.Namespace, name: str, config: Any, bounds: Any, r: Any, frontier: Any, lassos: list[Any]
+) -> list[str]:
+    """How the search of a named configuration, run as its file gives it (no mutation, no changed bound, every
+    check on), differs from the figures its file expects (``"expected"``; docs/check.md, "Named configurations");
+    [] when it is not run that way or agrees. A difference means the model's reachable space changed."""
+    from rmqspec.properties.exhaustive import named_configs
+
+    nc = named_configs().get(name)
+    if nc is None or not nc.expected or config != nc.config or bounds != nc.bounds or args.all or args.no_liveness:
+        return []
+    if getattr(args, "no_frontier", False) or r.stopped_by == "violation" or lassos:
+        return []
+    got: dict[str, Any] = {
+        "exhausted": r.exhausted,
+        "distinct_states": r.distinct_states,
+        "transitions": r.transitions,
+        "pruned": r.pruned,
+        "diameter": r.diameter,
+        "sometimes": sorted(r.sometimes),
+        "actions": sorted(r.action_counts),
+    }
+    if frontier is not None:
+        got["frontier_failures"] = [f.ids for f in frontier.failures]
+    return [
+        f"{key}: expected {want!r}, got {got[key]!r}"
+        for key, want in nc.expected.items()
+        if key in got and got[key] != want
+    ]
 
 
 def run_bench_check(args: argparse.Namespace) -> int:
@@ -479,6 +546,7 @@ def _print_report(
     sometimes: Any,
     explained: dict[int, Any] | None = None,
     explain_note: str = "",
+    frontier_failures: list[Any] | None = None,
 ) -> None:
     how = "exhausted" if r.exhausted else f"NOT exhausted (stopped by {r.stopped_by})"
     print(f"check {name}: {how}; constraints: {r.bounds.describe()}; time relative to now: {r.relative_time}")
@@ -513,17 +581,22 @@ def _print_report(
         print(explain_note)
     for lz in lassos:
         print("\n" + lz.describe())
-    if not r.violations and not lassos:
+    for ff in frontier_failures or []:
+        print("\n" + ff.describe())
+    if not r.violations and not lassos and not frontier_failures:
         print("no violation" + ("" if r.exhausted else " within the limits"))
     for p in written:
         print(f"wrote {p}")
 
 
-def _write_counterexamples(out: Path, config: Any, r: Any, lassos: list[Any]) -> list[Path]:
+def _write_counterexamples(
+    out: Path, config: Any, r: Any, lassos: list[Any], frontier_failures: list[Any] | None = None
+) -> list[Path]:
     from rmqspec.properties.trace import write_trace
 
     written: list[Path] = []
-    if not r.violations and not lassos:
+    frontier_failures = frontier_failures or []
+    if not r.violations and not lassos and not frontier_failures:
         return written
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -539,6 +612,14 @@ def _write_counterexamples(out: Path, config: Any, r: Any, lassos: list[Any]) ->
             stem = out / f"lasso-{k}-{lz.id.lower().replace('/', '-')}"
             Path(str(stem) + ".txt").write_text(lz.describe() + "\n", encoding="utf-8")
             written.append(Path(str(stem) + ".txt"))
+        for k, ff in enumerate(frontier_failures, 1):
+            # the run as a trace (the path to the frontier state, then the quiescence), and the report
+            stem = out / f"horizon-{k}-{ff.ids[0].lower().replace('/', '-')}"
+            Path(str(stem) + ".txt").write_text(ff.describe() + "\n", encoding="utf-8")
+            write_trace(
+                config, ff.prefix + ff.quiescence, str(stem) + ".trace.jsonl", producer=f"rmqspec {__version__} check"
+            )
+            written += [Path(str(stem) + ".txt"), Path(str(stem) + ".trace.jsonl")]
     except OSError as err:
         print(f"rmqspec: error: {out}: cannot write counterexamples: {err.strerror}", file=sys.stderr)
     return written
