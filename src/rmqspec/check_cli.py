@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rmqspec import __version__
+from rmqspec.outfiles import check_writable, write_atomic
 from rmqspec.spec.config import ConfigError
 
 EXIT_OK, EXIT_VIOLATION = 0, 1
@@ -266,10 +267,15 @@ def _load(args: argparse.Namespace) -> Any:
         "max_depth": args.max_depth,
         "max_seconds": args.max_seconds,
     }
+    bounds = nc.bounds
     for key, value in overrides.items():
-        if value is not None and value < 0:
-            raise CheckInputError(f"--{key.replace('_', '-')}: got {value}; accepted: a non-negative number")
-    bounds = replace(nc.bounds, **{k: v for k, v in overrides.items() if v is not None})
+        if value is not None:
+            try:  # Bounds checks each for type, finiteness and range (exhaustive.BOUND_RANGES)
+                bounds = replace(bounds, **{key: value})
+            except ConfigError as err:
+                flag = "--horizon" if key == "horizon_ms" else f"--{key.replace('_', '-')}"
+                what = str(err).removeprefix(f"{key}: ").removesuffix(", or null for no limit")
+                raise CheckInputError(f"{flag}: {what}") from None
     return nc.name, config, bounds
 
 
@@ -329,6 +335,11 @@ def run_check(args: argparse.Namespace) -> int:
                 flush=True,
             )
 
+    if args.graph and not args.spark:  # refused before the search, not after it
+        problem = check_writable(args.graph)
+        if problem is not None:
+            print(f"rmqspec: error: --graph {args.graph}: cannot write: {problem}", file=sys.stderr)
+            return 2
     if args.spark:
         return _run_check_on_spark(args, name, config, bounds, progress)
     interrupted = False
@@ -360,8 +371,8 @@ def run_check(args: argparse.Namespace) -> int:
     if r.violations and not args.no_explain:
         explained, explain_note = _explain(config, bounds, r.violations)
     out = Path(args.out)
-    written = _write_counterexamples(out, config, r, lassos)
-    graph_error = False
+    written, write_error = _write_counterexamples(out, config, r, lassos)
+    graph_error = write_error
     if args.graph:
         try:
             written.append(_write_graph(search, Path(args.graph)))
@@ -392,9 +403,9 @@ def run_check(args: argparse.Namespace) -> int:
         _print_report(name, r, lassos, liveness_note, written, SOMETIMES, explained, explain_note)
     if interrupted:
         return 130
-    if not doc["valid"]:
-        return EXIT_VIOLATION
-    return 2 if graph_error else EXIT_OK
+    if graph_error:  # a counterexample or the graph could not be written: the line above names the file
+        return 2
+    return EXIT_OK if doc["valid"] else EXIT_VIOLATION
 
 
 def run_bench_check(args: argparse.Namespace) -> int:
@@ -428,12 +439,12 @@ def _run_check_on_spark(args: argparse.Namespace, name: str, config: Any, bounds
     except (ValueError, SparkCheckError) as err:
         print(f"rmqspec: error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("\nrmqspec: interrupted; nothing was checked to the end", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as err:  # CheckInterrupted: Spark and its JVM are stopped; 130 or 143
+        print(f"\nrmqspec: {str(err) or 'interrupted; nothing was checked to the end'}", file=sys.stderr)
+        return int(getattr(err, "exit_code", 130))
     if not args.quiet:
         print(file=sys.stderr)
-    written = _write_counterexamples(Path(args.out), config, r, [])
+    written, write_error = _write_counterexamples(Path(args.out), config, r, [])
     doc = {
         "config": name,
         "version": __version__,
@@ -448,6 +459,8 @@ def _run_check_on_spark(args: argparse.Namespace, name: str, config: Any, bounds
         print(json.dumps(doc, indent=2))
     else:
         _print_report(name, r, [], SPARK_LIVENESS_NOTE, written, SOMETIMES)
+    if write_error:
+        return 2
     return EXIT_OK if r.valid else EXIT_VIOLATION
 
 
@@ -519,12 +532,14 @@ def _print_report(
         print(f"wrote {p}")
 
 
-def _write_counterexamples(out: Path, config: Any, r: Any, lassos: list[Any]) -> list[Path]:
+def _write_counterexamples(out: Path, config: Any, r: Any, lassos: list[Any]) -> tuple[list[Path], bool]:
+    """Each violation's trace and picture and each lasso's description under ``out``, each written whole or not
+    at all; the files written, and whether one could not be (the error line on stderr names it)."""
     from rmqspec.properties.trace import write_trace
 
     written: list[Path] = []
     if not r.violations and not lassos:
-        return written
+        return written, False
     try:
         out.mkdir(parents=True, exist_ok=True)
         for k, v in enumerate(r.violations, 1):
@@ -533,15 +548,16 @@ def _write_counterexamples(out: Path, config: Any, r: Any, lassos: list[Any]) ->
             written.append(Path(str(stem) + ".trace.jsonl"))
             svg = _picture(config, v.actions, [v])
             if svg is not None:
-                Path(str(stem) + ".svg").write_text(svg, encoding="utf-8")
+                write_atomic(Path(str(stem) + ".svg"), svg)
                 written.append(Path(str(stem) + ".svg"))
         for k, lz in enumerate(lassos, 1):
             stem = out / f"lasso-{k}-{lz.id.lower().replace('/', '-')}"
-            Path(str(stem) + ".txt").write_text(lz.describe() + "\n", encoding="utf-8")
+            write_atomic(Path(str(stem) + ".txt"), lz.describe() + "\n")
             written.append(Path(str(stem) + ".txt"))
     except OSError as err:
-        print(f"rmqspec: error: {out}: cannot write counterexamples: {err.strerror}", file=sys.stderr)
-    return written
+        print(f"rmqspec: error: {err.filename or out}: cannot write counterexamples: {err.strerror}", file=sys.stderr)
+        return written, True
+    return written, False
 
 
 def _picture(config: Any, actions: list[Any], violations: list[Any]) -> str | None:
@@ -574,9 +590,10 @@ def _write_graph(search: Any, path: Path) -> Path:
             lines = ["digraph states {"]
             lines += [f'  {u} -> {v} [label="{d["action"]}"];' for u, v, d in out.edges(data=True)]
             lines.append("}")
-            path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+            write_atomic(path, "\n".join(lines) + "\n")
         else:
-            nx.write_graphml(out, path)
+            xml = ["<?xml version='1.0' encoding='utf-8'?>\n", *(f"{x}\n" for x in nx.generate_graphml(out))]
+            write_atomic(path, xml)
     except OSError as err:
         raise CheckInputError(f"--graph {path}: cannot write: {err.strerror}") from None
     return path

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from rmqspec import __version__
 from rmqspec.check_cli import add_check_command, positive_int
 from rmqspec.jsonin import InputError, read_file
+from rmqspec.outfiles import write_atomic
 from rmqspec.spec.config import (
     AVG_BY_CIRCLE,
     BROADCASTING,
@@ -146,11 +147,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(small.describe())
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "run-summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-        (out_dir / "actions.svg").write_text(_bar_chart_svg(total_actions, "Actions fired"), encoding="utf-8")
+        write_atomic(out_dir / "run-summary.json", json.dumps(summary, indent=2) + "\n")
+        write_atomic(out_dir / "actions.svg", _bar_chart_svg(total_actions, "Actions fired"))
         pictures = _write_counterexample_pictures(shrunk_failures, out_dir)
     except OSError as err:
-        raise CliError(f"{out_dir}: cannot write results: {err.strerror}") from None
+        raise CliError(f"{err.filename or out_dir}: cannot write results: {err.strerror}") from None
     print(f"\nwrote {out_dir / 'run-summary.json'} and {out_dir / 'actions.svg'}")
     for path in pictures:
         print(f"wrote {path} (the counterexample as a timeline picture)")
@@ -167,7 +168,7 @@ def _write_counterexample_pictures(failures: list[tuple[str, Counterexample]], o
         path = out_dir / ("counterexample.svg" if len(failures) == 1 else f"counterexample-{name}.svg")
         title = f"Counterexample in {name} (seed {c.seed})"
         svg = render_timeline(c.config, c.actions, c.violations, title=title, walk_steps=c.walk_steps)
-        path.write_text(svg, encoding="utf-8")
+        write_atomic(path, svg)
         paths.append(path)
     return paths
 
@@ -343,9 +344,15 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
         return EXIT_NONDETERMINISM
     if interactive:
         print(file=sys.stderr)
-    saved = save_failures(result.failures, store)
-    summary = summarize(result, args.master)
-    report = write_report(result, summary, out, store)
+    try:
+        saved = save_failures(result.failures, store)
+        summary = summarize(result, args.master)
+        report = write_report(result, summary, out, store)
+    except OSError as err:  # every run is in the batches: resuming writes the results again
+        raise CliError(
+            f"{err.filename or out}: cannot write: {err.strerror}; every run is saved in {out / 'batches'}: make "
+            f"room, then {_resume_command(args, out)}"
+        ) from None
     print(
         f"rmqspec campaign on {args.master} (parallelism {summary['parallelism']}): {summary['runs']} runs, "
         f"{summary['steps']} steps in {summary['seconds']} s ({summary['steps_per_second']} steps/s)"
@@ -1042,6 +1049,12 @@ def main(argv: list[str] | None = None) -> int:
         return code
     except (CliError, InputError) as err:  # InputError: a JSON input, named by the reader that refused it
         print(f"rmqspec: error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except OSError as err:  # a file that cannot be written (a full disk, no permission): named, never a traceback
+        if err.filename is None:
+            print(f"rmqspec: internal error: {type(err).__name__}: {err} (please report this)", file=sys.stderr)
+            return EXIT_INTERNAL
+        print(f"rmqspec: error: {err.filename}: {err.strerror}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt as err:  # a campaign's (CampaignInterrupted) says what it saved and how to resume
         print(f"rmqspec: {str(err) or 'interrupted'}", file=sys.stderr)
