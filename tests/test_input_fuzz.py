@@ -579,3 +579,96 @@ for line in sys.stdin:
     out = capsys.readouterr().out
     assert code == EXIT_VIOLATION, out[:2000]  # the padded reply diverges: it was read, not timed out
     assert "DIVERGENCE" in out and "hung" not in out
+
+
+# --- adapter replies: a malformed reply of either protocol version is a SUT failure ------------------------
+FUZZ_ADAPTER = """
+import json, sys
+from rmqspec.conform.reference_adapter import ReferenceAdapter
+adapter = ReferenceAdapter()
+damaged, at, protocol = open(sys.argv[1], "rb").read(), int(sys.argv[2]), int(sys.argv[3])
+for n, line in enumerate(sys.stdin):
+    request = json.loads(line)
+    args = request.get("args", {})
+    if request["op"] == "hello":
+        args = {**args, "protocol": protocol}
+    reply = adapter.handle(request["op"], args)
+    reply["id"] = request["id"]
+    if n == at:
+        sys.stdout.buffer.write(damaged)
+        sys.stdout.flush()
+        if not damaged.endswith(b"\\n"):
+            sys.exit(0)  # a reply cut short: the adapter dies mid-line
+    else:
+        print(json.dumps(reply), flush=True)
+"""
+# The replies damaged: to hello (n 0), to reset (1) and to an operation (2 and on).
+REPLY = [json.dumps({"id": 3, "ok": True, "result": {"offset": 7, "found": True}, "sent": [{"code": "X"}]})]
+
+
+@pytest.mark.parametrize("protocol", [1, 2])
+@pytest.mark.parametrize("damage", list(CLASSES))
+def test_a_malformed_adapter_reply_is_a_sut_failure_never_an_internal_error(
+    damage: str, protocol: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rng = random.Random(f"reply/{damage}/{protocol}")
+    adapter = tmp_path / "adapter.py"
+    adapter.write_text(FUZZ_ADAPTER)
+    damaged = tmp_path / "reply"
+    for _ in range(PER_CLASS):
+        bad = CLASSES[damage](REPLY, rng)
+        data = bad.data if damage == "truncated" else bad.data.rstrip(b"\n") + b"\n"
+        if damage == "empty":
+            data = b" \n"  # a blank reply line: an empty one is skipped by no reader, it is not JSON
+        damaged.write_bytes(data)
+        at = rng.choice([0, 1, 2, 3, 5])
+        sut = f"{sys.executable} {adapter} {damaged} {at} {protocol}"
+        argv = ["conform", "--sut", sut, "--examples", "1", "--shrink-seconds", "0", "--out", str(tmp_path / "o")]
+        code = main(argv)
+        TALLY.setdefault("conform (adapter replies)", Counter())[code] += 1
+        captured = capsys.readouterr()
+        context = f"reply {data[:200]!r} to request {at}: {captured.err[-2000:]} {captured.out[-2000:]}"
+        # a reply the protocol does not accept is the SUT's failure; a well-formed one that differs, a divergence
+        assert code in (EXIT_SUT_FAILED, EXIT_VIOLATION), context
+        assert code == EXIT_SUT_FAILED or damage == "non_object", context
+        assert "Traceback" not in captured.err + captured.out and "internal error" not in captured.err, context
+
+
+def test_an_adapter_reply_nested_50000_deep_is_a_sut_failure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    adapter = tmp_path / "adapter.py"
+    adapter.write_text(FUZZ_ADAPTER)
+    (tmp_path / "reply").write_bytes(
+        b'{"id": 2, "ok": true, "result": {"a": ' + b"[" * 50_000 + b"]" * 50_000 + b"}}\n"
+    )
+    sut = f"{sys.executable} {adapter} {tmp_path / 'reply'} 2 2"
+    code = main(["conform", "--sut", sut, "--examples", "1", "--shrink-seconds", "0", "--out", str(tmp_path / "o")])
+    out = capsys.readouterr().out
+    assert code == EXIT_SUT_FAILED, out[-2000:]
+    assert "nested more than" in out
+
+
+def test_a_grandchild_of_the_adapter_that_left_its_process_group_does_not_outlive_conform(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pid_file = tmp_path / "grandchild.pid"
+    sut = _adapter(
+        tmp_path,
+        f"""
+import subprocess, time
+code = "import os, sys, time; os.setsid(); open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(600)"
+subprocess.Popen([sys.executable, "-c", code, {str(pid_file)!r}])
+while not os.path.exists({str(pid_file)!r}) or not open({str(pid_file)!r}).read():
+    time.sleep(0.05)  # the grandchild has left the process group once it wrote its pid
+for line in sys.stdin:
+    request, reply = reply_to(line)
+    print(json.dumps(reply), flush=True)
+""",
+    )
+    assert main(["conform", "--sut", sut, "--examples", "1", "--out", str(tmp_path / "o")]) == 0
+    capsys.readouterr()
+    grandchild = int(pid_file.read_text())
+    # conform's close() killed it with SIGKILL before returning; reap-or-gone is all that can be left
+    stat = Path(f"/proc/{grandchild}/stat")
+    assert not stat.exists() or stat.read_bytes().rsplit(b")", 1)[1].split()[0] == b"Z"
