@@ -672,3 +672,31 @@ for line in sys.stdin:
     # conform's close() killed it with SIGKILL before returning; reap-or-gone is all that can be left
     stat = Path(f"/proc/{grandchild}/stat")
     assert not stat.exists() or stat.read_bytes().rsplit(b")", 1)[1].split()[0] == b"Z"
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--max-seconds", "nan"],
+        ["--max-seconds", "inf"],
+        ["--max-seconds", "-1"],
+        ["--max-channel", "0"],
+        ["--horizon", "-1"],
+        ["--max-states", "0"],
+        ["--max-depth", "-2"],
+    ],
+)
+def test_a_bound_given_as_an_option_is_checked_before_the_search(
+    flags: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["check", "--config", "one-message", *flags, "--quiet", "--out", str(tmp_path)])
+    captured = capsys.readouterr()
+    assert code == EXIT_BAD_INPUT, captured.err
+    assert captured.err.startswith(f"rmqspec: error: {flags[0]}: got ") and captured.out == ""
+
+
+def test_bench_counterexamples_checks_its_time_limit_before_the_first_search(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["bench-counterexamples", "--seconds", "nan"]) == EXIT_BAD_INPUT
+    assert capsys.readouterr().err.startswith("rmqspec: error: --seconds: got nan")

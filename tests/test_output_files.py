@@ -96,3 +96,15 @@ def test_a_second_campaign_into_a_directory_in_use_is_refused_and_a_dead_holders
         assert (out / LOCK_NAME).read_text() == f"{os.getpid()}\n"
         with pytest.raises(CampaignError, match="in use by another campaign"), output_lock(out):
             pass  # a second holder in this process is refused too
+
+
+@pytest.mark.parametrize("command", [["run"], ["check", "--config", "one-message", "--quiet"]])
+def test_an_out_directory_that_cannot_be_made_is_refused_before_the_work(
+    command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "file").write_text("")
+    code = main([*command, "--out", str(tmp_path / "file" / "out")])
+    captured = capsys.readouterr()
+    assert code == 2, captured.err
+    assert captured.err.startswith(f"rmqspec: error: --out {tmp_path / 'file' / 'out'}: cannot write")
+    assert f"{tmp_path / 'file'} is not a directory" in captured.err and captured.out == ""

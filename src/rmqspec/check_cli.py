@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rmqspec import __version__
-from rmqspec.outfiles import check_writable, write_atomic
+from rmqspec.outfiles import check_directory, check_writable, write_atomic
 from rmqspec.spec.config import ConfigError
 
 EXIT_OK, EXIT_VIOLATION = 0, 1
@@ -232,7 +232,14 @@ def _print_reached(r: Any, how: str = "") -> None:
 
 def _run_bench(args: argparse.Namespace) -> int:
     from rmqspec.bench_counterexamples import bench_counterexamples, print_table
+    from rmqspec.properties.exhaustive import Bounds
 
+    try:
+        Bounds(max_seconds=args.seconds)  # each search's limit: checked before the first one
+    except ConfigError as err:
+        what = str(err).removeprefix("max_seconds: ").removesuffix(", or null for no limit")
+        print(f"rmqspec: error: --seconds: {what}", file=sys.stderr)
+        return 2
     try:
         rows = bench_counterexamples(args.seconds, args.walks, only=args.mutation)
     except ConfigError as err:
@@ -340,6 +347,10 @@ def run_check(args: argparse.Namespace) -> int:
         if problem is not None:
             print(f"rmqspec: error: --graph {args.graph}: cannot write: {problem}", file=sys.stderr)
             return 2
+    problem = check_directory(args.out)
+    if problem is not None:  # where counterexamples go: refused before the search
+        print(f"rmqspec: error: --out {args.out}: cannot write counterexamples: {problem}", file=sys.stderr)
+        return 2
     if args.spark:
         return _run_check_on_spark(args, name, config, bounds, progress)
     interrupted = False

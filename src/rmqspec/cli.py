@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from rmqspec import __version__
 from rmqspec.check_cli import add_check_command, positive_int
 from rmqspec.jsonin import InputError, read_file
-from rmqspec.outfiles import write_atomic
+from rmqspec.outfiles import check_directory, write_atomic
 from rmqspec.spec.config import (
     AVG_BY_CIRCLE,
     BROADCASTING,
@@ -90,6 +90,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         except ConfigError as err:
             raise CliError(f"--mutation: {err}") from None
     out_dir = Path(args.out)
+    problem = check_directory(out_dir)
+    if problem is not None:  # refused before the walks, not after them
+        raise CliError(f"--out {out_dir}: cannot write results: {problem}")
     total_actions: Counter[str] = Counter()
     total_sometimes: Counter[str] = Counter()
     rows = []

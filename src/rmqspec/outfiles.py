@@ -4,7 +4,7 @@
 over the file, so a reader never sees a file half-written (a full disk, a kill mid-write): the file is the
 old one or the new one, and a failed write leaves no ``.tmp`` behind. Its ``OSError`` names the file the
 caller asked for (not the ``.tmp``), so the message a command prints says which result could not be written.
-:func:`check_writable` refuses an output before the work that would fill it.
+:func:`check_writable` and :func:`check_directory` refuse an output before the work that would fill it.
 """
 
 from __future__ import annotations
@@ -47,4 +47,18 @@ def check_writable(path: str | os.PathLike[str]) -> str | None:
     return None
 
 
-__all__ = ["check_writable", "write_atomic"]
+def check_directory(path: str | os.PathLike[str]) -> str | None:
+    """Why files cannot be written in the directory ``path`` (it, or the nearest of its parents that exists, is
+    not a directory or not writable), or None. Creates nothing."""
+    path = Path(path)
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is not a directory"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{existing}: permission denied"
+    return None
+
+
+__all__ = ["check_directory", "check_writable", "write_atomic"]
