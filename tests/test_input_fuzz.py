@@ -534,18 +534,22 @@ def test_an_adapter_writing_an_extra_reply_line_is_a_sut_failure_naming_the_line
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # After its first reset, the adapter also answers the next request before it is asked: taken
-    # for that request's reply, this once made Hypothesis report a flaky test (an internal error).
+    # for that request's reply, this once made Hypothesis report a flaky test (an internal error). The extra
+    # line goes out in one write with the reply (a pipe write under PIPE_BUF is atomic), so it is always there
+    # when the reply is read: written separately, it sometimes came after the next request was sent, and
+    # was taken for that request's reply (the id matches), a divergence instead of a SUT failure.
     sut = _adapter(
         tmp_path,
         """
 resets = 0
 for line in sys.stdin:
     request, reply = reply_to(line)
-    print(json.dumps(reply), flush=True)
+    out = json.dumps(reply) + "\\n"
     if request["op"] == "reset":
         resets += 1
-        if resets == 1:
-            print(json.dumps({**reply, "id": request["id"] + 1, "extra": "EXTRA-LINE"}), flush=True)
+        if resets == 1:  # in the same write as the reply: both are there when the reply is read
+            out += json.dumps({**reply, "id": request["id"] + 1, "extra": "EXTRA-LINE"}) + "\\n"
+    os.write(1, out.encode())
 """,
     )
     code = main(["conform", "--sut", sut, "--examples", "5", "--shrink-seconds", "5", "--out", str(tmp_path / "o")])
