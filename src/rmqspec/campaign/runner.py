@@ -810,6 +810,7 @@ def _write_parquet(spark: Any, rows: list[dict[str, Any]], path: Path) -> None:
     # Written beside, then renamed over runs.parquet: a write that fails (a full disk) leaves no directory a
     # reader would take for the campaign's runs, only the .tmp one, which the next write overwrites.
     tmp = path.with_name(path.name + ".tmp")
+    spark.sparkContext.setLogLevel("OFF")  # a failed write's hundreds of lines of task errors: one line says it
     try:
         spark.createDataFrame(data, schema).coalesce(1).write.mode("overwrite").parquet(str(tmp))
     except Exception as err:
@@ -819,6 +820,8 @@ def _write_parquet(spark: Any, rows: list[dict[str, Any]], path: Path) -> None:
         raise CampaignError(
             f"{path}: cannot write: {reason}; every run is saved in {path.parent / 'batches'}: make room, then resume"
         ) from None
+    finally:
+        spark.sparkContext.setLogLevel("ERROR")  # as spark_session.start_spark leaves it
     try:
         if path.exists():
             shutil.rmtree(path)
