@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rmqspec import __version__
-from rmqspec.check_cli import add_check_command, positive_int
+from rmqspec.check_cli import add_check_command, positive_int, positive_seconds, seconds
 from rmqspec.jsonin import InputError, read_file
 from rmqspec.outfiles import check_directory, write_atomic
 from rmqspec.spec.config import (
@@ -637,7 +637,7 @@ def _add_trace_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     )
     bench.add_argument(
         "--max-seconds",
-        type=float,
+        type=positive_seconds,
         default=60.0,
         help="skip a size whose full check is predicted to take longer (default 60)",
     )
@@ -803,7 +803,7 @@ def build_parser() -> argparse.ArgumentParser:
     camp.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
     bound = camp.add_mutually_exclusive_group()
     bound.add_argument("--runs", type=positive_int, help="number of runs")
-    bound.add_argument("--duration", type=float, help="seconds to keep starting batches (default 120)")
+    bound.add_argument("--duration", type=positive_seconds, help="seconds to keep starting batches (default 120)")
     camp.add_argument("--steps", type=positive_int, default=300, help="steps per run (default 300)")
     camp.add_argument("--seed", type=int, default=0, help="campaign seed: unit k uses seed+k (default 0)")
     camp.add_argument("--batch-size", type=positive_int, default=32, help="runs per Spark job (default 32)")
@@ -844,7 +844,9 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--campaign", metavar="DIR", help="a campaign's output directory")
     where.add_argument("--from", dest="from_file", metavar="FILE", help="a coverage.json (campaign or test suite)")
     where.add_argument("--runs", type=positive_int, help="run a campaign of this many runs first")
-    where.add_argument("--duration", type=float, help="run a campaign of this many seconds first (default 120)")
+    where.add_argument(
+        "--duration", type=positive_seconds, help="run a campaign of this many seconds first (default 120)"
+    )
     cov.add_argument("--master", default="local[*]", help="Spark master for the campaign it runs (default local[*])")
     cov.add_argument(
         "--coverage-every",
@@ -866,10 +868,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="campaign throughput on local[1] vs local[2], against a single-process loop, time to detect "
         "planted bugs, Spark overheads",
     )
-    bc.add_argument("--budget", type=float, default=45.0, help="seconds per throughput measurement (default 45)")
+    bc.add_argument(
+        "--budget", type=positive_seconds, default=45.0, help="seconds per throughput measurement (default 45)"
+    )
     bc.add_argument("--steps", type=positive_int, default=300, help="steps per run (default 300)")
     bc.add_argument("--batch-size", type=positive_int, default=32, help="runs per Spark job (default 32)")
-    bc.add_argument("--detect-budget", type=float, default=20.0, help="seconds per planted bug and side (default 20)")
+    bc.add_argument(
+        "--detect-budget", type=positive_seconds, default=20.0, help="seconds per planted bug and side (default 20)"
+    )
     bc.add_argument("--detect-seeds", type=positive_int, default=3, help="campaign seeds per planted bug (default 3)")
     bc.add_argument("--mutation", action="append", help="only these planted bugs in (c) (repeatable; default all)")
     bc.add_argument("--no-lockstep", action="store_true", help="model-only runs for (a), (b) and (d) too")
@@ -1001,9 +1007,11 @@ def _add_conform_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
     conform.add_argument("--examples", type=positive_int, default=200, help="generated request sequences (default 200)")
     conform.add_argument("--steps", type=positive_int, default=40, help="operations per sequence, at most (default 40)")
     conform.add_argument("--seed", type=int, default=0, help="generation seed; the same seed sends the same requests")
-    conform.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for each reply (default 10)")
     conform.add_argument(
-        "--shrink-seconds", type=float, default=60.0, help="time budget for shrinking a finding (default 60)"
+        "--timeout", type=positive_seconds, default=10.0, help="seconds to wait for each reply (default 10)"
+    )
+    conform.add_argument(
+        "--shrink-seconds", type=seconds, default=60.0, help="time budget for shrinking a finding (default 60)"
     )
     conform.add_argument("--components", help=f"comma-separated subset to check (of {', '.join(COMPONENTS)})")
     conform.add_argument("--out", help="where the script and the SUT's stderr go (default rmqspec-out/conform-<time>)")
