@@ -3,7 +3,8 @@ liveness lassos (``properties/lasso.py``), statistics as TLC prints them, and ea
 table, a trace ``check-trace`` replays and a picture.
 
 Exit codes: 0 no violation (the report says whether the search was exhausted or cut by a limit), 1 a safety
-or liveness violation, 2 bad input, 130 interrupted (the statistics so far are printed).
+or liveness violation, 2 bad input (a bad bound or field, an output that cannot be written: the line names it),
+130 interrupted (the statistics so far are printed), 143 terminated (SIGTERM, with ``--spark``).
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ def add_check_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "violation; then look for liveness violations as fair cycles. docs/check.md explains the bounds and "
         "what the canonical form of a state leaves out.",
         epilog=f"named configurations: {names}. exit codes: 0 no violation (exhausted or not: the report says), "
-        "1 a violation, 2 bad input, 130 interrupted.",
+        "1 a violation, 2 bad input (a bad bound or field, an output that cannot be written), 130 interrupted, "
+        "143 terminated (SIGTERM, with --spark).",
     )
     check.add_argument(
         "--config",
