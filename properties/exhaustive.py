@@ -25,7 +25,6 @@ path to it, and one that no transition satisfies means the model or its bounds w
 
 from __future__ import annotations
 
-import json
 import resource
 import time
 from array import array
@@ -35,17 +34,42 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rmqspec.properties.canonical import DEFAULT_CLAMP_MS, CanonicalKeys, canonical, time_is_relative
+from rmqspec.jsonin import InputError, read_file
+from rmqspec.properties.canonical import CLOCK_ORIGIN, DEFAULT_CLAMP_MS, CanonicalKeys, canonical, time_is_relative
 from rmqspec.properties.step_guards import StepChecks
 from rmqspec.spec import actions as act
 from rmqspec.spec import broker_rules as br
 from rmqspec.spec.actions import Action, action_name
 from rmqspec.spec.config import Config, ConfigError
+from rmqspec.spec.faults import STALL_DURATIONS
 from rmqspec.spec.invariants import ACTION_PROPERTIES, Violation, check_state
 from rmqspec.spec.model import Model
 from rmqspec.spec.orderly import client_lock_expired
 from rmqspec.spec.property_types import ActionProperty
 from rmqspec.spec.state import Commit, State
+
+# What each bound accepts: (type, lowest, highest). A bound outside its range would make a search claim what it
+# did not do: max_channel 0 forbids every pull, so the space "exhausted" is the idle start; NaN compares false
+# with every clock, so a NaN horizon prunes nothing it should and everything it should not. horizon_ms 0 is an
+# instant model (the shipped *-instant configurations). The integers stop at 2**63 - 1 (a Spark LongType); the
+# clamp is longer than the longest window a past time is compared against (the 150 s Stall, spec/faults.py) and
+# at most CLOCK_ORIGIN, so no clamped time is negative (canonical.py).
+_INT64 = 2**63 - 1
+BOUND_RANGES: dict[str, tuple[type, float, float]] = {
+    "horizon_ms": (int, 0, _INT64),
+    "max_channel": (int, 1, _INT64),
+    "max_states": (int, 1, _INT64),
+    "max_depth": (int, 0, _INT64),
+    "max_seconds": (float, 0, 1e9),  # about 31 years: beyond it a limit is a mistake, not a budget
+    "clamp_ms": (int, max(STALL_DURATIONS) + 1, CLOCK_ORIGIN),
+}
+
+
+def _accepted(name: str) -> str:
+    kind, low, high = BOUND_RANGES[name]
+    what = "an integer" if kind is int else "a finite number"
+    none = "" if name == "clamp_ms" else ", or null for no limit"
+    return f"{what} from {low:,.0f} to {high:,.0f}{none}" if high < _INT64 else f"{what} from {low:,.0f} up{none}"
 
 
 @dataclass(frozen=True)
@@ -59,6 +83,18 @@ class Bounds:
     max_depth: int | None = None  # limit: steps from the initial state
     max_seconds: float | None = None  # limit: wall-clock time
     clamp_ms: int = DEFAULT_CLAMP_MS  # canonical form: how old a past time may get before it is clamped
+
+    def __post_init__(self) -> None:
+        for name, (kind, low, high) in BOUND_RANGES.items():
+            value = getattr(self, name)
+            if value is None and name != "clamp_ms":
+                continue
+            if kind is int:
+                ok = isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+            else:
+                ok = isinstance(value, (int, float)) and not isinstance(value, bool) and low <= value <= high
+            if not ok:  # NaN fails every comparison, so it lands here, as do the infinities
+                raise ConfigError(f"{name}: got {value!r}; accepted: {_accepted(name)}")
 
     def admits(self, state: State) -> bool:
         """Whether ``state`` lies within the constraints (a successor outside them is pruned)."""
@@ -529,7 +565,6 @@ def named_configs() -> dict[str, NamedConfig]:
     return {p.stem: load_named(p) for p in sorted(NAMED_DIR.glob("*.json"))}
 
 
-_BOUND_FIELDS = ("horizon_ms", "max_channel", "max_states", "max_depth", "max_seconds", "clamp_ms")
 # What a configuration's "expected" object may pin: the search's statistics, whether it is exhausted, the
 # sometimes-conditions it reaches (exactly), the actions it takes (at least these), and the frontier quiescence's
 # verdict ("frontier_failures": the liveness checks failing at the horizon, [] for none).
@@ -553,8 +588,8 @@ def _expected(path: Path, doc: dict[str, Any], key: str) -> dict[str, Any]:
         bad = sorted(set(raw) - set(allowed)) if isinstance(raw, dict) else [key]
         raise ConfigError(f"{path}: {key}: unknown field {bad[0]!r}; accepted: {', '.join(allowed)}")
     changed = raw.get("bounds", {})
-    if not isinstance(changed, dict) or set(changed) - set(_BOUND_FIELDS):
-        raise ConfigError(f"{path}: {key}.bounds: expected an object of {', '.join(_BOUND_FIELDS)}")
+    if not isinstance(changed, dict) or set(changed) - set(BOUND_RANGES):
+        raise ConfigError(f"{path}: {key}.bounds: expected an object of {', '.join(BOUND_RANGES)}")
     return raw
 
 
@@ -562,13 +597,17 @@ def load_named(path: Path) -> NamedConfig:
     """A named configuration from its JSON file: ``{"description", "config": {Config fields}, "bounds":
     {Bounds fields}, "default_run": false, "expected": {...}, "expected_within": {"bounds": {...}, ...}}``
     (``default_run`` only for one too slow for every ``make run``; its description must say why; the expected
-    figures as ``EXPECTED_FIELDS``). A bad file raises ConfigError naming the file and the field."""
+    figures as ``EXPECTED_FIELDS``). Read by the one JSON reader (``rmqspec.jsonin``); the Config by
+    ``Config.from_mapping``, as ``rmqspec run --config`` reads one; every bound checked for type, finiteness and
+    range (``BOUND_RANGES``). A bad file raises ConfigError naming the file and the field."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise ConfigError(f"{path}: cannot read a check configuration: {err}") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("config", {}), dict):
-        raise ConfigError(f'{path}: expected an object with "config" (Config fields) and "bounds"')
+        doc = read_file(path, "a check configuration")
+    except InputError as err:
+        raise ConfigError(str(err)) from None
+    if not isinstance(doc, dict) or "config" not in doc or not isinstance(doc["config"], dict):
+        raise ConfigError(
+            f'{path}: expected an object with "config" (an object of Config fields, {{}} for the defaults) and "bounds"'
+        )
     unknown = sorted(set(doc) - set(_DOC_KEYS))
     if unknown:
         raise ConfigError(f"{path}: unknown key {unknown[0]!r}; accepted: {', '.join(_DOC_KEYS)}")
@@ -576,14 +615,13 @@ def load_named(path: Path) -> NamedConfig:
     if not isinstance(default_run, bool):
         raise ConfigError(f"{path}: default_run: got {default_run!r}; accepted: true or false")
     raw_bounds = doc.get("bounds", {})
-    if not isinstance(raw_bounds, dict) or set(raw_bounds) - set(_BOUND_FIELDS):
-        bad = sorted(set(raw_bounds) - set(_BOUND_FIELDS)) if isinstance(raw_bounds, dict) else ["bounds"]
-        raise ConfigError(f"{path}: bounds: unknown field {bad[0]!r}; accepted: {', '.join(_BOUND_FIELDS)}")
-    for k, v in raw_bounds.items():
-        if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0):
-            raise ConfigError(f"{path}: bounds.{k}: got {v!r}; accepted: a non-negative number or null")
-    config = Config.from_mapping(doc.get("config", {}), where=str(path))
+    if not isinstance(raw_bounds, dict) or set(raw_bounds) - set(BOUND_RANGES):
+        bad = sorted(set(raw_bounds) - set(BOUND_RANGES)) if isinstance(raw_bounds, dict) else ["bounds"]
+        raise ConfigError(f"{path}: bounds: unknown field {bad[0]!r}; accepted: {', '.join(BOUND_RANGES)}")
+    try:
+        bounds = Bounds(**raw_bounds)
+    except ConfigError as err:
+        raise ConfigError(f"{path}: bounds.{err}") from None
+    config = Config.from_mapping(doc["config"], where=str(path))
     expected, within = _expected(path, doc, "expected"), _expected(path, doc, "expected_within")
-    return NamedConfig(
-        path.stem, str(doc.get("description", "")), config, Bounds(**raw_bounds), default_run, expected, within
-    )
+    return NamedConfig(path.stem, str(doc.get("description", "")), config, bounds, default_run, expected, within)

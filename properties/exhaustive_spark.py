@@ -35,10 +35,15 @@ one. Counts are those of the local search (equal canonical states, same constrai
 levels where the local search stops mid-level, but the counterexample has the same (shortest) length.
 Search limits (``max_states``, ``max_seconds``) are checked between levels; ``max_depth`` as the local
 search does. The ghost history is dropped from shipped states: no check reads it, and it only grows.
+
+A search that starts its own Spark session stops as a campaign does on SIGINT and SIGTERM (the campaign's
+``_SignalsInterrupt`` and ``_stop_spark``): Spark and its JVM are stopped quietly and ``CheckInterrupted``
+is raised, which ``rmqspec check`` prints as one line, exit code 130 or 143.
 """
 
 from __future__ import annotations
 
+import signal
 import time
 from array import array
 from collections import Counter
@@ -63,6 +68,22 @@ _LEVEL, _INFO, _STATS = "level", "info", "stats"  # tags of the small records, k
 
 class SparkCheckError(Exception):
     """Spark could not run the search (start-up, or the datasets lost their partitioning)."""
+
+
+class CheckInterrupted(KeyboardInterrupt):
+    """A search on Spark stopped by SIGINT or SIGTERM; Spark and its JVM are stopped."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum  # 130 for SIGINT, 143 for SIGTERM, as a shell reports a signal
+
+    def __str__(self) -> str:
+        what = "terminated (SIGTERM)" if self.signum == signal.SIGTERM else "interrupted"
+        return f"{what}; nothing was checked to the end"
 
 
 @dataclass
@@ -189,19 +210,44 @@ def check_on_spark(
     ``PARTITIONS_PER_CORE`` per core). Each level's ``LevelTiming`` is appended to ``timings``;
     ``progress(result, depth, frontier)`` is called after each level."""
     bounds.time_is_relative(config)  # raises when a CONSUME_FROM_TIMESTAMP configuration has no horizon
-    own = False
     if spark is None:
         from pyspark.sql import SparkSession
 
         spark = SparkSession.getActiveSession()  # a session of the caller's (a test's) is used, not stopped
-        if spark is None:
-            spark, own = spark_session(master), True
-    try:
+    if spark is not None:
         sc = getattr(spark, "sparkContext", spark)
         return _Search(config, bounds, sc, stop_at_first, partitions, timings, progress).run()
-    finally:
-        if own:
-            spark.stop()
+    return _check_on_own_spark(
+        master, lambda sc: _Search(config, bounds, sc, stop_at_first, partitions, timings, progress)
+    )
+
+
+def _check_on_own_spark(master: str, search: Callable[[Any], _Search]) -> CheckResult:
+    """``search(sc).run()`` in a Spark session started for it and stopped after it, SIGINT and SIGTERM handled as a
+    campaign handles them (module docstring)."""
+    from rmqspec.campaign.runner import _SignalsInterrupt, _stop_spark
+
+    signals = _SignalsInterrupt()  # installed from here: a signal while the JVM starts is one too
+    spark: Any = None
+    completed = False
+    try:
+        try:
+            spark = spark_session(master)
+            signals.install()  # again: the SparkContext put its own SIGINT handler, which calls into the JVM
+            result = search(spark.sparkContext).run()
+            completed = True
+        finally:
+            signals.raising = False  # from here a signal is only recorded: it must not cut the stopping short
+            try:
+                _stop_spark(spark, stop_jvm=not completed or signals.signum is not None)
+            finally:
+                signals.uninstall()
+    except BaseException:
+        if signals.signum is None:
+            raise
+    if signals.signum is not None:
+        raise CheckInterrupted(signals.signum) from None
+    return result
 
 
 class _Search:

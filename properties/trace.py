@@ -752,14 +752,13 @@ def write_trace(
     producer: str = "rmqspec model",
     observe_with: Config | None = None,
 ) -> int:
-    """Write the trace of ``actions`` to ``path`` (see :func:`trace_lines`); returns the number of events."""
-    lines = 0
-    with open(path, "w", encoding="utf-8") as out:
-        for line in trace_lines(config, actions, producer, observe_with):
-            out.write(line)
-            out.write("\n")
-            lines += 1
-    return lines - 1
+    """Write the trace of ``actions`` to ``path`` (see :func:`trace_lines`), whole or not at all
+    (``outfiles.write_atomic``); returns the number of events."""
+    from rmqspec.outfiles import write_atomic
+
+    lines = [line + "\n" for line in trace_lines(config, actions, producer, observe_with)]
+    write_atomic(path, lines)
+    return len(lines) - 1
 
 
 def explorer_actions(config: Config, seed: int, steps: int, stop_at_violation: bool = True) -> list[act.Action]:

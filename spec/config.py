@@ -511,6 +511,8 @@ class Config:
             return cls(**converted)  # type: ignore[arg-type]
         except TypeError as err:
             raise ConfigError(f"{where}: {err}") from None
+        except ConfigError as err:  # a value out of range (__post_init__): name the file as well as the field
+            raise ConfigError(f"{where}: {err}") from None
 
 
 # The JSON shape each Config annotation accepts in from_mapping: (test, what is accepted). The

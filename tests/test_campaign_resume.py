@@ -1,7 +1,8 @@
 """``rmqspec campaign --resume`` never resumes into a wrong result: a batch on disk that does not hold
 exactly its own runs, each valid and unedited, is named and re-run; a bad manifest is refused with exit 2.
 SIGINT and SIGTERM sent to the campaign's driver alone stop it with one line (what is saved, the command
-that resumes) and leave none of its processes behind.
+that resumes) and leave none of its processes behind; so do they, and Ctrl-C, stop ``check --spark``, which
+stops through the campaign's path.
 
 One campaign (8 runs in 4 batches of 2) is run once; each case corrupts a copy of its directory."""
 
@@ -310,3 +311,80 @@ def test_a_signal_to_the_driver_stops_the_campaign_in_one_line_and_leaves_no_pro
     while still_running(started) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not still_running(started), [Path(f"/proc/{p}/cmdline").read_bytes()[:80] for p in still_running(started)]
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="walks /proc for the search's processes")
+@pytest.mark.parametrize(
+    ("signum", "group", "code", "said"),
+    [
+        (signal.SIGINT, False, 130, "interrupted"),
+        (signal.SIGTERM, False, 143, "terminated (SIGTERM)"),
+        (signal.SIGINT, True, 130, "interrupted"),  # Ctrl-C: the terminal signals the whole process group
+    ],
+    ids=["sigint", "sigterm", "ctrl-c"],
+)
+def test_a_signal_to_check_spark_stops_it_in_one_line_and_leaves_no_process(
+    tmp_path: Path, signum: int, group: bool, code: int, said: str
+) -> None:
+    """``check --spark`` stops through the campaign's path (runner._SignalsInterrupt, runner._stop_spark)."""
+    rmqspec = Path(sys.executable).with_name("rmqspec")
+    argv = [str(rmqspec), "check", "--spark", "--master", "local[1]", "--config", "two-consumers-instant"]
+    log = tmp_path / "stderr"
+    with open(log, "wb") as stderr:
+        driver = subprocess.Popen(
+            [*argv, "--out", str(tmp_path / "out")], stdout=subprocess.PIPE, stderr=stderr, start_new_session=True
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while b"states/s" not in log.read_bytes() and driver.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)  # the first level is done: Spark and its JVM are up, the search is under way
+        assert b"states/s" in log.read_bytes(), log.read_text()
+        started = descendants(driver.pid)
+        assert any(b"java" in Path(f"/proc/{pid}/cmdline").read_bytes() for pid in started if _stat(pid)), started
+        if group:
+            os.killpg(driver.pid, signum)
+        else:
+            os.kill(driver.pid, signum)
+        driver.communicate(timeout=60)
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait()
+    err = log.read_text()
+    assert driver.returncode == code, err
+    assert "Traceback" not in err and "py4j" not in err and "Exception" not in err, err
+    [line] = [line for line in err.splitlines() if "rmqspec: " in line]
+    assert line.endswith(f"rmqspec: {said}; nothing was checked to the end"), line
+    deadline = time.monotonic() + 10
+    while still_running(started) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not still_running(started), [Path(f"/proc/{p}/cmdline").read_bytes()[:80] for p in still_running(started)]
+
+
+# --- a full disk at the end ---------------------------------------------------------------------------------
+def test_a_full_disk_at_the_final_writes_is_bad_input_naming_the_file_and_resuming_writes_them(
+    copy: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    from rmqspec import outfiles
+
+    real_fsync = os.fsync
+
+    def full_at_rules(fd: int) -> None:  # the disk fills up as the third picture is written
+        if os.readlink(f"/proc/self/fd/{fd}").endswith("rules.svg.tmp"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_fsync(fd)
+
+    monkeypatch.setattr(outfiles.os, "fsync", full_at_rules)
+    code, err = resume(copy, capsys)
+    assert code == 2, err
+    [line] = [line for line in err if line.startswith("rmqspec: ")]
+    assert line.startswith(f"rmqspec: error: {copy / 'rules.svg'}: cannot write: No space left on device"), line
+    assert "rmqspec campaign --resume" in line
+    assert not (copy / "rules.svg").exists() and not (copy / "rules.svg.tmp").exists()
+    assert not (copy / "report.md").exists()  # written last: no report of a campaign whose results are not all there
+    monkeypatch.setattr(outfiles.os, "fsync", real_fsync)
+    code, err = resume(copy, capsys)
+    assert code == 0, err
+    assert (copy / "rules.svg").stat().st_size > 0 and (copy / "report.md").exists()

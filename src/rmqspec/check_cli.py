@@ -4,7 +4,9 @@ as TLC prints them, and each counterexample as a step table, a trace ``check-tra
 
 Exit codes: 0 no violation (the report says whether the search was exhausted or cut by a limit), 1 a safety
 or liveness violation (a lasso, or a failure at the horizon: ``properties/frontier.py``) or a named configuration
-whose figures differ from its file's "expected", 2 bad input, 130 interrupted (the statistics so far are printed).
+whose figures differ from its file's "expected", 2 bad input (a bad bound or field, an output that cannot be
+written: the line names it), 130 interrupted (the statistics so far are printed), 143 terminated (SIGTERM, with
+``--spark``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rmqspec import __version__
+from rmqspec.outfiles import check_directory, check_writable, write_atomic
 from rmqspec.spec.config import ConfigError
 
 EXIT_OK, EXIT_VIOLATION = 0, 1
@@ -38,8 +41,8 @@ def add_check_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "violation; then look for liveness violations as fair cycles. docs/check.md explains the bounds and "
         "what the canonical form of a state leaves out.",
         epilog=f"named configurations: {names}. exit codes: 0 no violation (exhausted or not: the report says), "
-        "1 a violation (or a named configuration's figures differ from its file's expected), 2 bad input, "
-        "130 interrupted.",
+        "1 a violation (or a named configuration's figures differ from its file's expected), 2 bad input (a bad "
+        "bound or field, an output that cannot be written), 130 interrupted, 143 terminated (SIGTERM, with --spark).",
     )
     check.add_argument(
         "--config",
@@ -52,7 +55,7 @@ def add_check_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     check.add_argument("--max-channel", type=int, metavar="N", help="constraint: requests a connection may hold")
     check.add_argument("--max-states", type=int, metavar="N", help="limit: stop after N distinct states")
     check.add_argument("--max-depth", type=int, metavar="N", help="limit: do not go deeper than N steps")
-    check.add_argument("--max-seconds", type=float, metavar="S", help="limit: stop after S seconds")
+    check.add_argument("--max-seconds", type=seconds, metavar="S", help="limit: stop after S seconds")
     stop = check.add_mutually_exclusive_group()
     stop.add_argument("--stop-at-first", dest="all", action="store_false", help="stop at the first violation (default)")
     stop.add_argument("--all", dest="all", action="store_true", help="collect one violation per property and action")
@@ -102,7 +105,9 @@ def add_check_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "bench-counterexamples",
         help="per planted bug: the exhaustive shortest counterexample beside the random search's shrunk one",
     )
-    bench.add_argument("--seconds", type=float, default=60.0, help="time limit of each exhaustive search (default 60)")
+    bench.add_argument(
+        "--seconds", type=positive_seconds, default=60.0, help="time limit of each exhaustive search (default 60)"
+    )
     bench.add_argument("--walks", type=int, default=200, help="random walks tried per mutation (default 200)")
     bench.add_argument("--mutation", action="append", help="only these mutations (repeatable; default all)")
     bench.set_defaults(func=_run_bench)
@@ -172,6 +177,31 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+# The longest a duration, a timeout or a time budget may be: about 31 years, as exhaustive.BOUND_RANGES bounds
+# max_seconds. NaN and the infinities are refused: NaN compares false with every clock, so a loop "until NaN
+# seconds have passed" never ends and one "while less than NaN" never starts.
+MAX_SECONDS = 1e9
+
+
+def seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds, from 0 to MAX_SECONDS."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not 0 <= value <= MAX_SECONDS:  # NaN fails the comparison too
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds from 0 to {MAX_SECONDS:g}, got {text}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds above 0, at most MAX_SECONDS."""
+    value = seconds(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text}")
     return value
 
 
@@ -276,10 +306,15 @@ def _load(args: argparse.Namespace) -> Any:
         "max_depth": args.max_depth,
         "max_seconds": args.max_seconds,
     }
+    bounds = nc.bounds
     for key, value in overrides.items():
-        if value is not None and value < 0:
-            raise CheckInputError(f"--{key.replace('_', '-')}: got {value}; accepted: a non-negative number")
-    bounds = replace(nc.bounds, **{k: v for k, v in overrides.items() if v is not None})
+        if value is not None:
+            try:  # Bounds checks each for type, finiteness and range (exhaustive.BOUND_RANGES)
+                bounds = replace(bounds, **{key: value})
+            except ConfigError as err:
+                flag = "--horizon" if key == "horizon_ms" else f"--{key.replace('_', '-')}"
+                what = str(err).removeprefix(f"{key}: ").removesuffix(", or null for no limit")
+                raise CheckInputError(f"{flag}: {what}") from None
     return nc.name, config, bounds
 
 
@@ -340,6 +375,15 @@ def run_check(args: argparse.Namespace) -> int:
                 flush=True,
             )
 
+    if args.graph and not args.spark:  # refused before the search, not after it
+        problem = check_writable(args.graph)
+        if problem is not None:
+            print(f"rmqspec: error: --graph {args.graph}: cannot write: {problem}", file=sys.stderr)
+            return 2
+    problem = check_directory(args.out)
+    if problem is not None:  # where counterexamples go: refused before the search
+        print(f"rmqspec: error: --out {args.out}: cannot write counterexamples: {problem}", file=sys.stderr)
+        return 2
     if args.spark:
         return _run_check_on_spark(args, name, config, bounds, progress)
     interrupted = False
@@ -392,8 +436,8 @@ def run_check(args: argparse.Namespace) -> int:
     if r.violations and not args.no_explain:
         explained, explain_note = _explain(config, bounds, r.violations)
     out = Path(args.out)
-    written = _write_counterexamples(out, config, r, lassos, frontier_failures)
-    graph_error = False
+    written, write_error = _write_counterexamples(out, config, r, lassos, frontier_failures)
+    graph_error = write_error
     if args.graph:
         try:
             written.append(_write_graph(search, Path(args.graph)))
@@ -428,9 +472,11 @@ def run_check(args: argparse.Namespace) -> int:
         print(f'the figures differ from the configuration file\'s "expected": {"; ".join(differences)}')
     if interrupted:
         return 130
+    if graph_error:  # a counterexample or the graph could not be written: the line above names the file
+        return 2
     if not doc["valid"] or differences:
         return EXIT_VIOLATION
-    return 2 if graph_error else EXIT_OK
+    return EXIT_OK
 
 
 def _differences_from_expected(
@@ -495,12 +541,12 @@ def _run_check_on_spark(args: argparse.Namespace, name: str, config: Any, bounds
     except (ValueError, SparkCheckError) as err:
         print(f"rmqspec: error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("\nrmqspec: interrupted; nothing was checked to the end", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as err:  # CheckInterrupted: Spark and its JVM are stopped; 130 or 143
+        print(f"\nrmqspec: {str(err) or 'interrupted; nothing was checked to the end'}", file=sys.stderr)
+        return int(getattr(err, "exit_code", 130))
     if not args.quiet:
         print(file=sys.stderr)
-    written = _write_counterexamples(Path(args.out), config, r, [])
+    written, write_error = _write_counterexamples(Path(args.out), config, r, [])
     doc = {
         "config": name,
         "version": __version__,
@@ -515,6 +561,8 @@ def _run_check_on_spark(args: argparse.Namespace, name: str, config: Any, bounds
         print(json.dumps(doc, indent=2))
     else:
         _print_report(name, r, [], SPARK_LIVENESS_NOTE, written, SOMETIMES)
+    if write_error:
+        return 2
     return EXIT_OK if r.valid else EXIT_VIOLATION
 
 
@@ -591,13 +639,16 @@ def _print_report(
 
 def _write_counterexamples(
     out: Path, config: Any, r: Any, lassos: list[Any], frontier_failures: list[Any] | None = None
-) -> list[Path]:
+) -> tuple[list[Path], bool]:
+    """Each violation's trace and picture, each lasso's description and each failure at the horizon's report and
+    trace under ``out``, each written whole or not at all; the files written, and whether one could not be (the
+    error line on stderr names it)."""
     from rmqspec.properties.trace import write_trace
 
     written: list[Path] = []
     frontier_failures = frontier_failures or []
     if not r.violations and not lassos and not frontier_failures:
-        return written
+        return written, False
     try:
         out.mkdir(parents=True, exist_ok=True)
         for k, v in enumerate(r.violations, 1):
@@ -606,23 +657,24 @@ def _write_counterexamples(
             written.append(Path(str(stem) + ".trace.jsonl"))
             svg = _picture(config, v.actions, [v])
             if svg is not None:
-                Path(str(stem) + ".svg").write_text(svg, encoding="utf-8")
+                write_atomic(Path(str(stem) + ".svg"), svg)
                 written.append(Path(str(stem) + ".svg"))
         for k, lz in enumerate(lassos, 1):
             stem = out / f"lasso-{k}-{lz.id.lower().replace('/', '-')}"
-            Path(str(stem) + ".txt").write_text(lz.describe() + "\n", encoding="utf-8")
+            write_atomic(Path(str(stem) + ".txt"), lz.describe() + "\n")
             written.append(Path(str(stem) + ".txt"))
         for k, ff in enumerate(frontier_failures, 1):
             # the run as a trace (the path to the frontier state, then the quiescence), and the report
             stem = out / f"horizon-{k}-{ff.ids[0].lower().replace('/', '-')}"
-            Path(str(stem) + ".txt").write_text(ff.describe() + "\n", encoding="utf-8")
+            write_atomic(Path(str(stem) + ".txt"), ff.describe() + "\n")
             write_trace(
                 config, ff.prefix + ff.quiescence, str(stem) + ".trace.jsonl", producer=f"rmqspec {__version__} check"
             )
             written += [Path(str(stem) + ".txt"), Path(str(stem) + ".trace.jsonl")]
     except OSError as err:
-        print(f"rmqspec: error: {out}: cannot write counterexamples: {err.strerror}", file=sys.stderr)
-    return written
+        print(f"rmqspec: error: {err.filename or out}: cannot write counterexamples: {err.strerror}", file=sys.stderr)
+        return written, True
+    return written, False
 
 
 def _picture(config: Any, actions: list[Any], violations: list[Any]) -> str | None:
@@ -655,9 +707,10 @@ def _write_graph(search: Any, path: Path) -> Path:
             lines = ["digraph states {"]
             lines += [f'  {u} -> {v} [label="{d["action"]}"];' for u, v, d in out.edges(data=True)]
             lines.append("}")
-            path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+            write_atomic(path, "\n".join(lines) + "\n")
         else:
-            nx.write_graphml(out, path)
+            xml = ["<?xml version='1.0' encoding='utf-8'?>\n", *(f"{x}\n" for x in nx.generate_graphml(out))]
+            write_atomic(path, xml)
     except OSError as err:
         raise CheckInputError(f"--graph {path}: cannot write: {err.strerror}") from None
     return path

@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 from rmqspec import __version__
 from rmqspec.bench_held_out import add_parser as add_bench_held_out
-from rmqspec.check_cli import add_check_command, positive_int
+from rmqspec.check_cli import add_check_command, positive_int, positive_seconds, seconds
 from rmqspec.jsonin import InputError, read_file
+from rmqspec.outfiles import check_directory, write_atomic
 from rmqspec.spec.config import (
     AVG_BY_CIRCLE,
     BROADCASTING,
@@ -90,6 +91,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         except ConfigError as err:
             raise CliError(f"--mutation: {err}") from None
     out_dir = Path(args.out)
+    problem = check_directory(out_dir)
+    if problem is not None:  # refused before the walks, not after them
+        raise CliError(f"--out {out_dir}: cannot write results: {problem}")
     total_actions: Counter[str] = Counter()
     total_sometimes: Counter[str] = Counter()
     rows = []
@@ -147,11 +151,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(small.describe())
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "run-summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-        (out_dir / "actions.svg").write_text(_bar_chart_svg(total_actions, "Actions fired"), encoding="utf-8")
+        write_atomic(out_dir / "run-summary.json", json.dumps(summary, indent=2) + "\n")
+        write_atomic(out_dir / "actions.svg", _bar_chart_svg(total_actions, "Actions fired"))
         pictures = _write_counterexample_pictures(shrunk_failures, out_dir)
     except OSError as err:
-        raise CliError(f"{out_dir}: cannot write results: {err.strerror}") from None
+        raise CliError(f"{err.filename or out_dir}: cannot write results: {err.strerror}") from None
     print(f"\nwrote {out_dir / 'run-summary.json'} and {out_dir / 'actions.svg'}")
     for path in pictures:
         print(f"wrote {path} (the counterexample as a timeline picture)")
@@ -168,7 +172,7 @@ def _write_counterexample_pictures(failures: list[tuple[str, Counterexample]], o
         path = out_dir / ("counterexample.svg" if len(failures) == 1 else f"counterexample-{name}.svg")
         title = f"Counterexample in {name} (seed {c.seed})"
         svg = render_timeline(c.config, c.actions, c.violations, title=title, walk_steps=c.walk_steps)
-        path.write_text(svg, encoding="utf-8")
+        write_atomic(path, svg)
         paths.append(path)
     return paths
 
@@ -354,9 +358,15 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
         return EXIT_NONDETERMINISM
     if interactive:
         print(file=sys.stderr)
-    saved = save_failures(result.failures, store)
-    summary = summarize(result, args.master)
-    report = write_report(result, summary, out, store)
+    try:
+        saved = save_failures(result.failures, store)
+        summary = summarize(result, args.master)
+        report = write_report(result, summary, out, store)
+    except OSError as err:  # every run is in the batches: resuming writes the results again
+        raise CliError(
+            f"{err.filename or out}: cannot write: {err.strerror}; every run is saved in {out / 'batches'}: make "
+            f"room, then {_resume_command(args, out)}"
+        ) from None
     print(
         f"rmqspec campaign on {args.master} (parallelism {summary['parallelism']}): {summary['runs']} runs, "
         f"{summary['steps']} steps in {summary['seconds']} s ({summary['steps_per_second']} steps/s)"
@@ -640,7 +650,7 @@ def _add_trace_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     )
     bench.add_argument(
         "--max-seconds",
-        type=float,
+        type=positive_seconds,
         default=60.0,
         help="skip a size whose full check is predicted to take longer (default 60)",
     )
@@ -953,7 +963,7 @@ def build_parser() -> argparse.ArgumentParser:
     camp.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
     bound = camp.add_mutually_exclusive_group()
     bound.add_argument("--runs", type=positive_int, help="number of runs")
-    bound.add_argument("--duration", type=float, help="seconds to keep starting batches (default 120)")
+    bound.add_argument("--duration", type=positive_seconds, help="seconds to keep starting batches (default 120)")
     camp.add_argument("--steps", type=positive_int, default=300, help="steps per run (default 300)")
     camp.add_argument("--seed", type=int, default=0, help="campaign seed: unit k uses seed+k (default 0)")
     camp.add_argument("--batch-size", type=positive_int, default=32, help="runs per Spark job (default 32)")
@@ -1006,7 +1016,9 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--campaign", metavar="DIR", help="a campaign's output directory")
     where.add_argument("--from", dest="from_file", metavar="FILE", help="a coverage.json (campaign or test suite)")
     where.add_argument("--runs", type=positive_int, help="run a campaign of this many runs first")
-    where.add_argument("--duration", type=float, help="run a campaign of this many seconds first (default 120)")
+    where.add_argument(
+        "--duration", type=positive_seconds, help="run a campaign of this many seconds first (default 120)"
+    )
     cov.add_argument("--master", default="local[*]", help="Spark master for the campaign it runs (default local[*])")
     cov.add_argument(
         "--coverage-every",
@@ -1028,10 +1040,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="campaign throughput on local[1] vs local[2], against a single-process loop, time to detect "
         "planted bugs, Spark overheads",
     )
-    bc.add_argument("--budget", type=float, default=45.0, help="seconds per throughput measurement (default 45)")
+    bc.add_argument(
+        "--budget", type=positive_seconds, default=45.0, help="seconds per throughput measurement (default 45)"
+    )
     bc.add_argument("--steps", type=positive_int, default=300, help="steps per run (default 300)")
     bc.add_argument("--batch-size", type=positive_int, default=32, help="runs per Spark job (default 32)")
-    bc.add_argument("--detect-budget", type=float, default=20.0, help="seconds per planted bug and side (default 20)")
+    bc.add_argument(
+        "--detect-budget", type=positive_seconds, default=20.0, help="seconds per planted bug and side (default 20)"
+    )
     bc.add_argument("--detect-seeds", type=positive_int, default=3, help="campaign seeds per planted bug (default 3)")
     bc.add_argument("--mutation", action="append", help="only these planted bugs in (c) (repeatable; default all)")
     bc.add_argument("--no-lockstep", action="store_true", help="model-only runs for (a), (b) and (d) too")
@@ -1178,9 +1194,11 @@ def _add_conform_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
     conform.add_argument("--examples", type=positive_int, default=200, help="generated request sequences (default 200)")
     conform.add_argument("--steps", type=positive_int, default=40, help="operations per sequence, at most (default 40)")
     conform.add_argument("--seed", type=int, default=0, help="generation seed; the same seed sends the same requests")
-    conform.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for each reply (default 10)")
     conform.add_argument(
-        "--shrink-seconds", type=float, default=60.0, help="time budget for shrinking a finding (default 60)"
+        "--timeout", type=positive_seconds, default=10.0, help="seconds to wait for each reply (default 10)"
+    )
+    conform.add_argument(
+        "--shrink-seconds", type=seconds, default=60.0, help="time budget for shrinking a finding (default 60)"
     )
     conform.add_argument("--components", help=f"comma-separated subset to check (of {', '.join(COMPONENTS)})")
     conform.add_argument("--out", help="where the script and the SUT's stderr go (default rmqspec-out/conform-<time>)")
@@ -1229,6 +1247,12 @@ def main(argv: list[str] | None = None) -> int:
         return code
     except (CliError, InputError) as err:  # InputError: a JSON input, named by the reader that refused it
         print(f"rmqspec: error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except OSError as err:  # a file that cannot be written (a full disk, no permission): named, never a traceback
+        if err.filename is None:
+            print(f"rmqspec: internal error: {type(err).__name__}: {err} (please report this)", file=sys.stderr)
+            return EXIT_INTERNAL
+        print(f"rmqspec: error: {err.filename}: {err.strerror}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt as err:  # a campaign's (CampaignInterrupted) says what it saved and how to resume
         print(f"rmqspec: {str(err) or 'interrupted'}", file=sys.stderr)

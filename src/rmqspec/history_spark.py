@@ -17,7 +17,6 @@ writes one from a JSON Lines file). Errors name the ``seq`` of the bad row.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -250,11 +249,9 @@ def write_parquet(spark: Any, jsonl: str | Path, out: str | Path) -> int:
         StructType,
     )
 
-    rows = []
-    with open(jsonl, encoding="utf-8") as fh:
-        for seq, text in enumerate(fh, 1):
-            if text.strip():
-                rows.append((seq, json.loads(text)))
+    from rmqspec.jsonin import iter_lines
+
+    rows = list(iter_lines(jsonl, str(jsonl)))  # (line number, value): the one JSON reader; InputError names the line
     integral = all(type(obj.get("time", 0)) is int for _, obj in rows)
     origin = StructType(
         [StructField("topic", StringType()), StructField("queue", LongType()), StructField("offset", LongType())]

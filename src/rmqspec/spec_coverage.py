@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sys
 import tempfile
 import warnings
@@ -479,21 +478,96 @@ class CoverageFileError(Exception):
     """A coverage.json that cannot be read (exit code 2); the message names the file and the field."""
 
 
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _is_str(v: Any) -> bool:
+    return isinstance(v, str)
+
+
+def _any(v: Any) -> bool:
+    return True
+
+
+def _is_str_or_null(v: Any) -> bool:
+    return v is None or isinstance(v, str)
+
+
+_FIGURES = {"branches": _is_int, "reached": _is_int, "excluded": _is_int, "reachable": _is_int, "percent": _is_number}
+_BRANCH = {"where": _is_str, "function": _is_str_or_null, "source": _is_str, "target": _is_str}
+# What coverage.json holds (coverage_document) and what describe() and reanalyze() read: each field's check, or,
+# for a list or an object of records, the fields of each record. Optional fields: those an older file may lack.
+_SCHEMA: dict[str, Any] = {
+    "digest": _is_str,
+    "source": _is_str,
+    "runs": _is_int,
+    "measured_runs": _is_int,
+    "totals": _FIGURES,
+    "files": ("object of", _FIGURES),
+    "excluded_by_category": ("object of", _is_int),
+    "unreached": ("array of", _BRANCH),
+    "excluded_but_reached": ("array of", {**_BRANCH, "category": _is_str}),
+    "stale_exclusions": ("array of", {**_BRANCH, "file": _is_str, "problem": _is_str, "where": _any, "target": _any}),
+}
+_OPTIONAL: dict[str, Any] = {
+    "measured_on_other_source": _is_int,
+    "note": _is_str,
+    "growth": ("array of", lambda p: isinstance(p, list) and len(p) == 2 and all(map(_is_int, p))),
+}
+
+
+def _schema_problem(value: Any, rule: Any, at: str) -> str | None:
+    """Where ``value`` breaks ``rule`` (a check, a record's checks, or ("array of"/"object of", rule)), or None."""
+    if callable(rule):
+        return None if rule(value) else at
+    if isinstance(rule, dict):
+        if not isinstance(value, dict):
+            return at
+        for key, sub in rule.items():
+            problem = _schema_problem(value.get(key), sub, f"{at}.{key}")
+            if problem is not None:
+                return problem
+        return None
+    kind, sub = rule
+    if kind == "array of":
+        items = list(enumerate(value)) if isinstance(value, list) else None
+    else:
+        items = list(value.items()) if isinstance(value, dict) else None
+    if items is None:
+        return at
+    path = "{}[{}]" if kind == "array of" else "{}.{}"
+    return next((p for k, v in items if (p := _schema_problem(v, sub, path.format(at, k))) is not None), None)
+
+
 def load_document(path: Path) -> dict[str, Any]:
+    """A coverage.json, read by the one JSON reader (``rmqspec.jsonin``) and checked field by field against what
+    ``coverage_document`` writes; raises CoverageFileError naming the file and the first bad field."""
+    from rmqspec.jsonin import InputError, read_file
+
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise CoverageFileError(f"{path}: cannot read: {err.strerror or err}") from None
-    except json.JSONDecodeError as err:
-        raise CoverageFileError(f"{path}: line {err.lineno}: not JSON: {err.msg}") from None
+        document = read_file(path, "a coverage.json")
+    except InputError as err:
+        raise CoverageFileError(str(err)) from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise CoverageFileError(f"{path}: field 'format': expected {FORMAT!r} (a coverage.json written by rmqspec)")
-    for key, kind in (("digest", str), ("arcs", dict), ("runs", int), ("measured_runs", int), ("source", str)):
-        if not isinstance(document.get(key), kind):
-            raise CoverageFileError(f"{path}: field {key!r}: expected {kind.__name__}")
+    if not isinstance(document.get("arcs"), dict):
+        raise CoverageFileError(f"{path}: field 'arcs': expected an object of spec/ files' arcs")
     for name, flat in document["arcs"].items():
-        if not isinstance(flat, list) or len(flat) % 2 or not all(isinstance(n, int) for n in flat):
+        if not isinstance(flat, list) or len(flat) % 2 or not all(map(_is_int, flat)):
             raise CoverageFileError(f"{path}: field 'arcs.{name}': expected a flat list of line-number pairs")
+    checks = [(k, rule) for k, rule in _SCHEMA.items()]
+    checks += [(k, rule) for k, rule in _OPTIONAL.items() if k in document]
+    for key, rule in checks:
+        problem = _schema_problem(document.get(key), rule, key)
+        if problem is not None:
+            raise CoverageFileError(
+                f"{path}: field {problem!r}: missing or of the wrong type (not a coverage.json written by rmqspec)"
+            )
     return document
 
 
@@ -523,10 +597,10 @@ def reanalyze(document: dict[str, Any]) -> dict[str, Any]:
 
 
 def write_document(path: Path, document: dict[str, Any]) -> None:
+    from rmqspec.outfiles import write_atomic
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(document, indent=1) + "\n")
 
 
 # --- printing ------------------------------------------------------------------------------------

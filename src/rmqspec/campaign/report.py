@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rmqspec.campaign.runner import CampaignResult
+from rmqspec.outfiles import write_atomic
 from rmqspec.properties.search_coverage import growth_svg, sometimes_figures, vacuous_lines
 from rmqspec.spec_coverage import summary_figures, write_document
 
@@ -423,7 +424,7 @@ def _per_profile(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 def write_report(result: CampaignResult, summary: dict[str, Any], out: Path, store: Path) -> Path:
     """Write summary.json, the pictures and report.md; returns the report's path."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    write_atomic(out / "summary.json", json.dumps(summary, indent=2) + "\n")
     rows = result.rows
     found: set[str] = set()
     states: set[int] = set()
@@ -436,15 +437,11 @@ def write_report(result: CampaignResult, summary: dict[str, Any], out: Path, sto
         violations_curve.append((n, len(found)))
         states_curve.append((n, len(states)))
         rules_curve.append((n, len(rules)))
-    (out / "violations.svg").write_text(
-        line_chart("Distinct violations found", "runs", [("violations", violations_curve)]), encoding="utf-8"
-    )
-    (out / "coverage.svg").write_text(
-        line_chart("Coverage growth", "runs", [("distinct abstract states", states_curve)]), encoding="utf-8"
-    )
-    (out / "rules.svg").write_text(
-        line_chart("Distinct rules fired", "runs", [("rules", rules_curve)]), encoding="utf-8"
-    )
+    violations_chart = line_chart("Distinct violations found", "runs", [("violations", violations_curve)])
+    write_atomic(out / "violations.svg", violations_chart)
+    states_chart = line_chart("Coverage growth", "runs", [("distinct abstract states", states_curve)])
+    write_atomic(out / "coverage.svg", states_chart)
+    write_atomic(out / "rules.svg", line_chart("Distinct rules fired", "runs", [("rules", rules_curve)]))
     lines = [
         "# rmqspec campaign report",
         "",
@@ -475,7 +472,7 @@ def write_report(result: CampaignResult, summary: dict[str, Any], out: Path, sto
         if result.state_coverage is not None:
             reached = result.state_coverage
             svg = growth_svg(reached.space, [reached], "this campaign's units, in unit order")
-            (out / "state-coverage.svg").write_text(svg, encoding="utf-8")
+            write_atomic(out / "state-coverage.svg", svg)
             lines += [
                 "",
                 f"Each unit's states count until it first leaves the constraints ({reached.left} of {reached.runs} "
@@ -500,7 +497,7 @@ def write_report(result: CampaignResult, summary: dict[str, Any], out: Path, sto
     lines += ["", "## Rules fired", ""]
     lines += [f"- {name}: {count}" for name, count in summary["rules"].items()]
     report = out / "report.md"
-    report.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_atomic(report, "\n".join(lines) + "\n")
     return report
 
 
@@ -518,14 +515,14 @@ def spec_coverage_lines(result: CampaignResult, out: Path) -> list[str]:
     curve = [(n, k) for n, k in document["growth"]]
     if curve and curve[-1][0] < document["runs"]:  # the runs after the last measured one reach no more
         curve.append((document["runs"], curve[-1][1]))
-    (out / "branches.svg").write_text(
+    write_atomic(
+        out / "branches.svg",
         line_chart(
             f"spec/ branches reached (y axis: the {totals['reachable']} reachable)",
             "runs",
             [("branches reached (measured runs)", curve)],
             y_max=totals["reachable"],
         ),
-        encoding="utf-8",
     )
     excluded = ", ".join(f"{c} {n}" for c, n in document["excluded_by_category"].items()) or "none"
     lines += [

@@ -21,17 +21,19 @@ signature into the failure store, and ``summary.json`` plus ``report.md`` with p
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import logging
 import os
 import re
+import shutil
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import suppress
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,7 @@ from typing import Any
 from rmqspec.campaign.corpus import Plan, Scheduler
 from rmqspec.campaign.units import PROFILES, directed_start
 from rmqspec.jsonin import InputError, iter_lines, parse
+from rmqspec.outfiles import write_atomic
 from rmqspec.properties.exhaustive import NamedConfig
 from rmqspec.spec_coverage import COVERAGE_EVERY
 
@@ -198,7 +201,49 @@ def _execute(task: Task) -> dict[str, Any]:
 
 
 def run_campaign(options: CampaignOptions) -> CampaignResult:
-    """Run (or resume) a campaign; see the module docstring."""
+    """Run (or resume) a campaign; see the module docstring. The output directory is locked while it runs
+    (``output_lock``): a second campaign into it is refused."""
+    if options.resume and not (options.out / "manifest.json").exists():
+        return _run_campaign(options)  # which says there is nothing to resume, before anything is created
+    with output_lock(options.out):
+        return _run_campaign(options)
+
+
+LOCK_NAME = "campaign.lock"
+
+
+@contextmanager
+def output_lock(out: Path) -> Iterator[None]:
+    """Hold ``<out>/campaign.lock`` for as long as the campaign runs, or raise CampaignError naming the process
+    that holds it. The lock is an ``flock`` on the file, which the kernel releases when its holder exits however
+    it exits, so a lock left by a killed campaign is stale by construction: the file stays, with the dead
+    holder's pid, and the next campaign takes it. The file holds the holder's pid, for the message."""
+    path = out / LOCK_NAME
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as err:
+        raise CampaignError(f"{err.filename or path}: cannot create the campaign's lock file: {err.strerror}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
+            raise CampaignError(
+                f"{out}: in use by another campaign (pid {holder}, which holds {path}); wait for it to end, or give "
+                "another --out"
+            ) from None
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError as err:
+            raise CampaignError(f"{path}: cannot write the campaign's lock file: {err.strerror}") from None
+        yield
+    finally:
+        os.close(fd)  # releases the flock
+
+
+def _run_campaign(options: CampaignOptions) -> CampaignResult:
     if options.runs is None and options.duration is None:
         raise CampaignError("give --runs N or --duration SECONDS to bound the campaign")
     batches_dir = options.out / "batches"
@@ -765,13 +810,7 @@ def _write_batch(batches_dir: Path, index: int, rows: list[dict[str, Any]]) -> N
         ) from None
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+_atomic_write = write_atomic  # the one atomic writer (rmqspec/outfiles.py)
 
 
 def deduplicate(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -906,7 +945,32 @@ def _write_parquet(spark: Any, rows: list[dict[str, Any]], path: Path) -> None:
     }
     # ``late``: the fields that batches written by an older rmqspec lack
     data = [tuple(r[n] if n in r else late[n] for n in names) for r in rows]
-    spark.createDataFrame(data, schema).coalesce(1).write.mode("overwrite").parquet(str(path))
+    # Written beside, then renamed over runs.parquet: a write that fails (a full disk) leaves no directory a
+    # reader would take for the campaign's runs, only the .tmp one, which the next write overwrites.
+    tmp = path.with_name(path.name + ".tmp")
+    spark.sparkContext.setLogLevel("OFF")  # a failed write's hundreds of lines of task errors: one line says it
+    try:
+        spark.createDataFrame(data, schema).coalesce(1).write.mode("overwrite").parquet(str(tmp))
+    except Exception as err:
+        reason = next((r for r in _WRITE_FAILURES if r in str(err)), None)
+        if reason is None:
+            raise
+        raise CampaignError(
+            f"{path}: cannot write: {reason}; every run is saved in {path.parent / 'batches'}: make room, then resume"
+        ) from None
+    finally:
+        spark.sparkContext.setLogLevel("ERROR")  # as spark_session.start_spark leaves it
+    try:
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    except OSError as err:
+        raise CampaignError(f"{path}: cannot write: {err.strerror}") from None
+
+
+# What Hadoop's local file system says when a write fails for want of room or permission (a Java exception's
+# message, passed through py4j): the failures a user fixes, not an internal error.
+_WRITE_FAILURES = ("No space left on device", "Disk quota exceeded", "Permission denied", "Read-only file system")
 
 
 def _progress_line(options: CampaignOptions, result: CampaignResult, started: float) -> str:

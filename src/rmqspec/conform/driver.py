@@ -175,7 +175,7 @@ class KnownDifferences:
             if unknown:
                 raise KnownError(f"{where}: unknown field {unknown[0]!r}; an entry has op, difference and note")
             op, difference = entry.get("op"), entry.get("difference")
-            if op not in p.OPS:
+            if not isinstance(op, str) or op not in p.OPS:
                 raise KnownError(f"{where}: op must be one of {sorted(p.OPS)}, got {op!r}")
             if not isinstance(difference, str) or not difference:
                 raise KnownError(f'{where}: difference must be one as reports print it (e.g. "result:offset") or "*"')

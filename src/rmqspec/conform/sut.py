@@ -7,7 +7,9 @@ A SUT can also write a line no request asked for (an extra reply). Each failure 
 that triggered it, what came back, the exit status if it died and the tail of its stderr. A thread
 drains stderr into ``sut-stderr.log`` as it comes, so a chatty SUT never blocks, keeping its head and
 its tail (:class:`StderrLog`) so a flooding SUT cannot fill the disk.
-The process runs in its own session and the whole group is killed on close, so nothing outlives it.
+The process runs in its own session and the whole group is killed on close, and so is every process that
+carries its start's mark in its environment (``SUT_MARK``): nothing it started outlives it, not even a
+grandchild that called ``setsid``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from rmqspec.conform import protocol as p
+from rmqspec.jsonin import InputError, parse
 
 MAX_LINE_BYTES: Final = 16 * 1024 * 1024  # a reply longer than this is garbage, not a slow answer
 STDERR_TAIL: Final = 2000  # characters of stderr quoted in a failure report
@@ -160,6 +163,25 @@ class StderrLog:
             return self.recent.decode(errors="replace")
 
 
+# The environment variable a SUT is started with, its value unique to that start: every process the SUT starts
+# inherits it unless it clears its environment, also one that leaves the process group with setsid, so close()
+# finds them all in /proc. (A process that clears its environment is beyond reach without a cgroup.)
+SUT_MARK: Final = "RMQSPEC_CONFORM_SUT"
+
+
+def marked_processes(mark: str) -> list[int]:
+    """The processes whose environment holds ``SUT_MARK=mark`` (none where /proc cannot be read)."""
+    needle = f"{SUT_MARK}={mark}".encode()
+    found = []
+    with contextlib.suppress(OSError):
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                with contextlib.suppress(OSError), open(f"/proc/{entry}/environ", "rb") as f:
+                    if needle in f.read().split(b"\0"):
+                        found.append(int(entry))
+    return found
+
+
 class SutProcess:
     """One running SUT. ``call`` sends a request and returns its checked reply or raises SutFailure."""
 
@@ -171,6 +193,7 @@ class SutProcess:
         self.requests = 0
         self.stderr = StderrLog(stderr_path)
         self.last_request: dict[str, Any] | None = None  # the request whose reply was read last
+        self.mark = f"{os.getpid()}-{id(self)}-{time.monotonic_ns()}"  # in the environment of all it starts
 
     def start(self) -> dict[str, Any]:
         """Start the process and shake hands; returns the hello result."""
@@ -183,7 +206,12 @@ class SutProcess:
         self.stderr_path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self.proc = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                env={**os.environ, SUT_MARK: self.mark},
             )
         except OSError as e:
             raise SutFailure("start", None, "", f"cannot run {argv[0]!r}: {e.strerror or e}") from None
@@ -214,9 +242,11 @@ class SutProcess:
         self._check_no_extra_output(request, sent=True)
         self.last_request = request
         try:
-            reply = json.loads(line)
-        except ValueError as e:
-            raise self._failure("garbage", request, line, f"the reply is not JSON ({e})") from None
+            reply = parse(line, "the reply", max_bytes=MAX_LINE_BYTES)
+        except InputError as e:  # not JSON, nested too deep, an integer too long: the one JSON reader's checks
+            raise self._failure(
+                "garbage", request, line, f"the reply is not JSON this reader accepts ({e.detail})"
+            ) from None
         if isinstance(reply, dict) and "id" in reply and reply.get("id") != request["id"]:
             detail = f"it answered id {reply.get('id')!r}, a request it was not asked (expected {request['id']})"
             raise self._failure("wrong-id", request, line, detail)
@@ -301,6 +331,9 @@ class SutProcess:
             status = None
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
+        for pid in marked_processes(self.mark):  # what left the group (setsid, a daemon's double fork)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
         if status is None:
             status = proc.wait()
         if proc.stdout is not None:
