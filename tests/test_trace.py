@@ -204,6 +204,9 @@ PLANTED: dict[str, tuple[dict[str, Any], bool]] = {
     "update_offset_stores_one_less": ({}, True),
     # cleanExpiredMsg (R6.8): only the missing retry copy differs, and the broker's schedule is not observed
     "expired_removed_without_send_back": ({"consume_timeout": 2_000}, False),
+    "position_seeds_memory_one_below": ({}, True),  # the memory offset is observed
+    "first_pull_one_below_position": ({}, True),  # the pull cursor is observed
+    "clean_timer_stops": ({"consume_timeout": 2_000}, False),  # the cleaner's timer and the pq are not observed
 }
 # tests/test_planted_bugs.py, SCHEDULED_CASES and (admin reset) RESET_SCRIPTED_CASES
 SCHEDULE_ONLY = {
