@@ -30,7 +30,7 @@ from rmqspec.spec.faults import CorruptLocalOffsetFile
 from rmqspec.spec.property_types import ActionProperty
 from rmqspec.spec.pull import FixOffsetIllegal, ReceivePull
 from rmqspec.spec.rebalance import REBALANCE_WAIT
-from rmqspec.spec.state import Client, Commit, Event, History, State
+from rmqspec.spec.state import Client, Commit, Event, History, State, pq_key
 from rmqspec.spec.state import put_at as _put
 
 if TYPE_CHECKING:
@@ -452,11 +452,24 @@ def local_file_lowering(s: State, a: Action, i: int, q: int) -> bool:
     return False
 
 
+def orderly_overwrite_persisted(m: Model, s: State, a: Action, i: int, q: int) -> bool:
+    """Whether step ``a`` writes to client ``i``'s offsets.json the memory offset of queue ``q`` that an orderly
+    consumer lowered by design: the memory of its live pq was raised by correctTagsOffset or the first locked pull's
+    re-read (ghost raised_by_tags), and its orderly commit then wrote a lower value with increaseOnly false, the
+    broker-side cause "orderly-overwrite" of committed_offset (DECLARED_DECREASE_CAUSES) reaching the local file
+    through the persist that writes the memory (or a lagging write of it landing)."""
+    if not m.orderly or getattr(a, "client", None) != i or not isinstance(a, (PersistOffsets, OffsetFileWriteLands)):
+        return False
+    pq = s.clients[i].pqs[q]
+    return pq is not None and pq_key(i, pq.uid) in s.ghost.raised_by_tags
+
+
 def _local_file_falls_caused(m: Model, s: State, a: Action, t: State) -> str | None:
     """INV-6c: a BROADCASTING consumer's offsets.json entry falls only where the step shows why: a lost update
     of its unlocked writers (``file_write_race``), a reset or an OFFSET_ILLEGAL correction of that queue
-    (``local_file_lowering``), or the fall-back to .bak of an unreadable main (a corrupt offset file's aftermath,
-    FaultsMixin)."""
+    (``local_file_lowering``), an orderly consumer's overwrite of a raised memory offset persisted
+    (``orderly_overwrite_persisted``), or the fall-back to .bak of an unreadable main (a corrupt offset file's
+    aftermath, FaultsMixin)."""
     if m.clustering or isinstance(a, CorruptLocalOffsetFile):
         return None
     for i, (old, new) in enumerate(zip(s.clients, t.clients, strict=True)):
@@ -467,7 +480,7 @@ def _local_file_falls_caused(m: Model, s: State, a: Action, t: State) -> str | N
             before, after = old.file[q], new.file[q]
             if before is None or after is None or after >= before or q in raced:
                 continue
-            if not local_file_lowering(s, a, i, q):
+            if not local_file_lowering(s, a, i, q) and not orderly_overwrite_persisted(m, s, a, i, q):
                 return f"client {i} queue {q}: offsets.json fell from {before} to {after}, no declared cause"
     return None
 
@@ -475,8 +488,9 @@ def _local_file_falls_caused(m: Model, s: State, a: Action, t: State) -> str | N
 LOCAL_OFFSET_FILE_FALLS_WITH_A_CAUSE = ActionProperty(
     "INV-6c",
     "local_offset_file_falls_with_a_cause",
-    "A BROADCASTING offsets.json entry falls only by a lost update of its unlocked writers, a reset or an "
-    "OFFSET_ILLEGAL correction (docs/spec.md, 'What is real, ranked').",
+    "A BROADCASTING offsets.json entry falls only by a lost update of its unlocked writers, a reset, an "
+    "OFFSET_ILLEGAL correction or an orderly consumer's overwrite of a raised memory offset (docs/spec.md, 'What is "
+    "real, ranked').",
     "R1.12, R1.13, R3.10a, R5.7",
     "The file is where a restarted broadcast consumer resumes: a fall replays what it had consumed.",
     _local_file_falls_caused,
