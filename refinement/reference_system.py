@@ -101,7 +101,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import ClassVar, NamedTuple
+from typing import ClassVar, NamedTuple, TypeVar, cast
 
 from rmqspec.reference.broker import (
     FLUSH_TASK_NAME,
@@ -144,6 +144,7 @@ from rmqspec.reference.message import (
     PROPERTY_ORIGIN_MESSAGE_ID,
     TRACE_SENT_BACK_AT,
     MessageExt,
+    decode_message_id,
 )
 from rmqspec.reference.message_queue import MessageQueue, dlq_topic, retry_topic
 from rmqspec.reference.mq_client_instance import (
@@ -215,6 +216,9 @@ ADMIN_ADDR = "10.0.0.200:60000"  # admin reset: the mqadmin tool's connection
 CHANNEL_EXPIRED_TIMEOUT = 120_000  # ConsumerManager's channel expiry (orderly consume loop: a stalled client)
 
 
+T = TypeVar("T")
+
+
 class _UnlockFuture(NamedTuple):
     """A pending 4.9.8 ``unlockDelay`` task of a client instance's scheduler."""
 
@@ -269,6 +273,43 @@ class ClientProcess:
 
     def stalled(self, now: int) -> bool:
         return self.stalled_until is not None and now < self.stalled_until
+
+
+class FileReadings:
+    """What the abstraction function reads from the reference's files, derived once per distinct content.
+
+    Each step's abstraction reads every offset file back (the persisted state is part of the model's), and
+    parsing them was most of a lockstep step's cost. A reading is a pure function of the bytes of the files it
+    names (present or missing), so :meth:`derive` reads those bytes on every call, as the reference's own loaders
+    would, and runs the derivation (the loader itself, with its fallbacks) only for content it has not seen. The
+    derived value must be immutable; a derivation that raises is not remembered.
+    """
+
+    LIMIT: ClassVar[int] = 4096  # distinct contents kept; a run of a few hundred steps writes far fewer
+
+    def __init__(self) -> None:
+        self._memo: dict[tuple[object, ...], object] = {}
+
+    def derive(self, what: str, paths: tuple[Path, ...], derivation: Callable[[], T]) -> T:
+        """``derivation()``, which reads only ``paths``, for their current content."""
+        key = (what, *(_content(p) for p in paths))
+        if key in self._memo:
+            return cast(T, self._memo[key])
+        value = derivation()
+        if len(self._memo) >= self.LIMIT:
+            self._memo.clear()
+        self._memo[key] = value
+        return value
+
+
+def _content(path: Path) -> bytes | str | None:
+    """The file's bytes; None when it is missing; the error's name when it cannot be read."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return type(e).__name__
 
 
 class ReferenceSystem:
@@ -343,6 +384,9 @@ class ReferenceSystem:
         self.admin_connection = self.host.connect(ADMIN_ADDR)  # admin reset
         self.ids = [IdSequence() for _ in range(c.consumers)]
         self.processes: list[ClientProcess | None] = [None] * c.consumers
+        self.readings = FileReadings()  # the abstraction's file reads, derived once per content
+        self.broker_offset_file = ConsumerOffsetManager(self.broker_dir).config_file_path()
+        self.local_file_readers = [LocalFileOffsetStore(cid, c.group, self.offsets_dir) for cid in self.cids]
         # per client: orderly listeners that outlived its shutdown, with the pool that still runs them (docs/spec.md,
         # "What is real, ranked")
         self.orphans: list[list[tuple[OrderlyConsumeExecutor, OrderlyConsumeRequest]]] = [
@@ -955,7 +999,8 @@ class ReferenceSystem:
         path.write_bytes(b"\x00\x17{garbage")
 
     def _local_store(self, i: int) -> LocalFileOffsetStore:
-        return LocalFileOffsetStore(self.cids[i], self.config.group, self.offsets_dir)
+        """A store of client ``i``'s offsets.json, to read or corrupt the file (its own table stays empty)."""
+        return self.local_file_readers[i]
 
     def _corrupt_local_offset_file(self, a: act.CorruptLocalOffsetFile) -> None:
         """While consumer ``a.client`` is down, its offsets.json is overwritten with garbage (RMQ-21); every
@@ -985,15 +1030,17 @@ class ReferenceSystem:
             return tuple(parsed.get(mq) for mq in self.mqs)
 
         main = store.store_path
-        return table(Path(f"{main}.bak")), main.exists() and table(main) is None
+        bak = Path(f"{main}.bak")
+        return self.readings.derive(
+            "local-bak", (main, bak), lambda: (table(bak), main.exists() and table(main) is None)
+        )
 
     def _abstract_bak(self) -> tuple[tuple[int | None, ...] | None, bool]:
         """CorruptOffsetFile: (the table consumerOffset.json.bak holds: all None when it is missing, None
         when it is unreadable; whether the main file is unreadable). ((), False) unless configured."""
         if not self.config.offset_file_corruptions:
             return None, False
-        manager = ConsumerOffsetManager(self.broker_dir)
-        main = manager.config_file_path()
+        main = self.broker_offset_file
         none_q: tuple[int | None, ...] = (None,) * len(self.mqs)
 
         def readable(path: Path) -> tuple[int | None, ...] | None:
@@ -1008,8 +1055,10 @@ class ReferenceSystem:
             values = (probe.query_offset(self.config.group, mq.topic, mq.queue_id) for mq in self.mqs)
             return tuple(None if v < 0 else v for v in values)
 
-        bak = readable(Path(f"{main}.bak"))
-        return bak, main.exists() and readable(main) is None
+        bak = Path(f"{main}.bak")
+        return self.readings.derive(
+            "broker-bak", (main, bak), lambda: (readable(bak), main.exists() and readable(main) is None)
+        )
 
     def _stall(self, a: act.Stall) -> None:
         """A stop-the-world pause: the process runs nothing until ``now + duration``."""
@@ -1264,11 +1313,18 @@ class ReferenceSystem:
         """The model's (now, broker, clients), read from the reference objects and files."""
         return self.clock.now(), self._abstract_broker(), tuple(self._abstract_client(i) for i in range(len(self.cids)))
 
-    def _flushed_table(self) -> ConsumerOffsetManager:
-        manager = ConsumerOffsetManager(self.broker_dir)
-        if not manager.load():
-            raise ReferenceActionError("consumerOffset.json and its .bak are unreadable")
-        return manager
+    def _flushed_offsets(self) -> tuple[int | None, ...]:
+        """The group's offsets as ``ConsumerOffsetManager.load`` reads them from consumerOffset.json (and its .bak,
+        R3.7): what a broker restarting now would start from."""
+        main = self.broker_offset_file
+
+        def load() -> tuple[int | None, ...]:
+            manager = ConsumerOffsetManager(self.broker_dir)
+            if not manager.load():
+                raise ReferenceActionError("consumerOffset.json and its .bak are unreadable")
+            return self._abstract_offsets(manager)
+
+        return self.readings.derive("broker-flushed", (main, Path(f"{main}.bak")), load)
 
     def _abstract_queues(self, store: DefaultMessageStore) -> tuple[BrokerQueue, ...]:
         queues = []
@@ -1319,8 +1375,7 @@ class ReferenceSystem:
         bak, main_unreadable = self._abstract_bak()
         store = self.host.message_store
         controller = self.host.controller
-        flushed_manager = self._flushed_table()
-        live_manager = controller.consumer_offset_manager if controller is not None else flushed_manager
+        flushed = self._flushed_offsets()
         queues = self._abstract_queues(store)
         offsets = self._abstract_offsets
 
@@ -1342,8 +1397,8 @@ class ReferenceSystem:
         return Broker(
             up=controller is not None,
             queues=queues,
-            offsets=offsets(live_manager),
-            flushed=offsets(flushed_manager),
+            offsets=flushed if controller is None else offsets(controller.consumer_offset_manager),
+            flushed=flushed,
             next_flush=next_flush,
             registered=registered,
             scheduled=scheduled,
@@ -1384,8 +1439,7 @@ class ReferenceSystem:
         origin_id = msg.get_property(PROPERTY_ORIGIN_MESSAGE_ID)
         if origin_id is None:
             return Message((msg.queue_id, msg.queue_offset), msg.tags or "", msg.store_timestamp, msg.reconsume_times)
-        original = self.host.message_store.look_message_by_id(origin_id)
-        assert original is not None
+        original = self.host.message_store.commit_log[decode_message_id(origin_id)[1]]  # read, not copied
         origin = (original.queue_id, original.queue_offset)
         sent_back_at = int(msg.properties[TRACE_SENT_BACK_AT])
         return Message(origin, msg.tags or "", msg.store_timestamp, msg.reconsume_times, sent_back_at)
@@ -1395,8 +1449,13 @@ class ReferenceSystem:
         none_q: tuple[int | None, ...] = (None,) * len(self.mqs)
         file = none_q
         if c.mode == BROADCASTING:
-            table = LocalFileOffsetStore(self.cids[i], c.group, self.offsets_dir).read_local_offset() or {}
-            file = tuple(table.get(mq) for mq in self.mqs)
+            store = self._local_store(i)
+
+            def read() -> tuple[int | None, ...]:
+                table = store.read_local_offset() or {}
+                return tuple(table.get(mq) for mq in self.mqs)
+
+            file = self.readings.derive("local", (store.store_path, Path(f"{store.store_path}.bak")), read)
         channel = self._abstract_channel(i)
         file_bak, file_main_unreadable = self._abstract_file_bak(i)  # faults (CorruptLocalOffsetFile)
         process = self.processes[i]

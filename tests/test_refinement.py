@@ -30,6 +30,7 @@ from rmqspec.properties.slave_scenarios import RMQ17_SCHEDULE, slave_config, sla
 from rmqspec.reference.broker import BrokerHost, ExpressionMessageFilter, GetMessageStatus, PullMessageProcessor
 from rmqspec.reference.compat import SpecCompat
 from rmqspec.reference.exceptions import MQClientException
+from rmqspec.reference.fastjson_format import encode_client_offset_file
 from rmqspec.reference.message import PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_RETRY_TOPIC, MessageExt
 from rmqspec.reference.message_queue import MessageQueue, dlq_topic, retry_topic
 from rmqspec.reference.mq_client_instance import MQClientInstance, TopicRouteData
@@ -54,7 +55,12 @@ from rmqspec.reference.protocol import (
 from rmqspec.reference.rebalance_impl import RebalancePushImpl
 from rmqspec.reference.remote_broker_offset_store import RemoteBrokerOffsetStore
 from rmqspec.reference.scheduler import DelayQueue, ScheduledExecutorService, SchedulerError, VirtualClock
-from rmqspec.refinement.reference_system import ReferenceActionError, ReferenceSystem, UnsupportedConfigError
+from rmqspec.refinement.reference_system import (
+    FileReadings,
+    ReferenceActionError,
+    ReferenceSystem,
+    UnsupportedConfigError,
+)
 from rmqspec.spec import actions as act
 from rmqspec.spec.config import FROM_FIRST, Config
 from rmqspec.spec.invariants import Violation, check_state, check_step
@@ -1174,6 +1180,63 @@ def test_broker_flush_is_read_back_from_the_real_offset_file_after_a_crash(tmp_p
     controller = host.start()
     assert controller.consumer_offset_manager.query_offset("G", "T", 0) == 4
     assert (tmp_path / "config" / "consumerOffset.json").exists()
+
+
+def test_file_readings_derive_once_per_content_and_again_when_the_file_changes(tmp_path: Path) -> None:
+    """The abstraction's file readings (``FileReadings``) are derived from the files' bytes: the same content is
+    derived once, a rewrite, a removal or a second file's change derives again, and a derivation that raised is
+    not remembered."""
+    readings = FileReadings()
+    main, bak = tmp_path / "offsets.json", tmp_path / "offsets.json.bak"
+    calls: list[str] = []
+
+    def derivation() -> str:
+        calls.append("x")
+        if main.exists() and main.read_bytes() == b"bad":
+            raise ValueError("unparsable")
+        return main.read_text() if main.exists() else "missing"
+
+    def read() -> str:
+        return readings.derive("t", (main, bak), derivation)
+
+    assert read() == "missing" and read() == "missing" and len(calls) == 1
+    main.write_text("1")
+    assert read() == "1" and read() == "1" and len(calls) == 2
+    bak.write_text("0")
+    assert read() == "1" and len(calls) == 3
+    main.write_text("2")
+    assert read() == "2" and len(calls) == 4
+    main.write_bytes(b"bad")
+    for _ in range(2):
+        with pytest.raises(ValueError):
+            read()
+    assert len(calls) == 6
+    main.unlink()
+    assert read() == "missing" and len(calls) == 7
+
+
+def test_the_abstraction_reads_a_local_offset_file_rewritten_behind_the_reference(tmp_path: Path) -> None:
+    """R1.10: a BROADCASTING client's ``file`` is what readLocalOffset reads now, not what it read at the last
+    step: a rewrite of offsets.json between two abstractions shows, and the old content shows again once
+    restored."""
+    config = Config(consumers=1, queues=1, messages_per_queue=1, mode="BROADCASTING")
+    system = ReferenceSystem(config, tmp_path)
+    try:
+        system.apply(act.Start(client=0))
+        before = system.abstract()[2][0].file
+        path = system._local_store(0).store_path
+        original = path.read_bytes() if path.exists() else None
+        mq = system.mqs[0]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(encode_client_offset_file({mq: 7}, "fastjson"))
+        assert system.abstract()[2][0].file == (7,)
+        if original is None:
+            path.unlink()
+        else:
+            path.write_bytes(original)
+        assert system.abstract()[2][0].file == before
+    finally:
+        system.close()
 
 
 # --- the version switch: each 5.x difference, in the model and the reference ---------------------------
