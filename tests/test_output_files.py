@@ -108,3 +108,16 @@ def test_an_out_directory_that_cannot_be_made_is_refused_before_the_work(
     assert code == 2, captured.err
     assert captured.err.startswith(f"rmqspec: error: --out {tmp_path / 'file' / 'out'}: cannot write")
     assert f"{tmp_path / 'file'} is not a directory" in captured.err and captured.out == ""
+
+
+def test_a_closed_standard_output_ends_the_command_with_141_and_no_traceback(tmp_path: Path) -> None:
+    """``rmqspec ... | head``: the reader closes the pipe; the command exits 141 (a shell's SIGPIPE code), says
+    nothing on stderr but its progress, and the files it wrote stay."""
+    command = [sys.executable, "-m", "rmqspec.cli", "run", "--walks", "1", "--steps", "5", "--out", str(tmp_path)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()
+    err = process.stderr.read().decode()
+    assert process.wait(timeout=120) == 141
+    assert "Traceback" not in err and "error" not in err
+    assert (tmp_path / "run-summary.json").exists()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections import Counter
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from rmqspec.properties.explore import Counterexample, ExploreResult
 
 EXIT_OK, EXIT_VIOLATION, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_NONDETERMINISM, EXIT_SUT_FAILED = 0, 1, 2, 3, 4, 5
+EXIT_OUTPUT_CLOSED = 141  # the reader of standard output closed it (``| head``): a shell's code for SIGPIPE
 
 # The default model run: each mode, strategy and start position, with faults on.
 DEFAULT_CONFIGS: dict[str, Config] = {
@@ -138,24 +140,22 @@ def _cmd_run(args: argparse.Namespace) -> int:
         "actions": dict(total_actions.most_common()),
         **sometimes_figures(total_sometimes),  # over every configuration: "sometimes_hits", "sometimes_vacuous"
     }
+    shrunk_failures = [(name, c, shrink(c)) for name, c in failures]
+    try:  # the files first: a reader that closes standard output early (``| head``) loses none of them
+        out_dir.mkdir(parents=True, exist_ok=True)
+        write_atomic(out_dir / "run-summary.json", json.dumps(summary, indent=2) + "\n")
+        write_atomic(out_dir / "actions.svg", _bar_chart_svg(total_actions, "Actions fired"))
+        pictures = _write_counterexample_pictures([(name, small) for name, _, small in shrunk_failures], out_dir)
+    except OSError as err:
+        raise CliError(f"{err.filename or out_dir}: cannot write results: {err.strerror}") from None
     _print_summary(summary)
-    shrunk_failures = []
-    for name, c in failures:
-        small = shrink(c)
-        shrunk_failures.append((name, small))
+    for name, c, small in shrunk_failures:
         if c.walk_steps is not None and small.walk_steps is not None:  # a liveness failure: its walk is shrunk
             shrunk = f"its walk shrunk from {c.walk_steps} to {small.walk_steps} steps"
         else:
             shrunk = f"shrunk from {len(c.actions)} to {len(small.actions)} steps"
         print(f"\nCounterexample in {name} ({shrunk}):")
         print(small.describe())
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        write_atomic(out_dir / "run-summary.json", json.dumps(summary, indent=2) + "\n")
-        write_atomic(out_dir / "actions.svg", _bar_chart_svg(total_actions, "Actions fired"))
-        pictures = _write_counterexample_pictures(shrunk_failures, out_dir)
-    except OSError as err:
-        raise CliError(f"{err.filename or out_dir}: cannot write results: {err.strerror}") from None
     print(f"\nwrote {out_dir / 'run-summary.json'} and {out_dir / 'actions.svg'}")
     for path in pictures:
         print(f"wrote {path} (the counterexample as a timeline picture)")
@@ -1248,6 +1248,10 @@ def main(argv: list[str] | None = None) -> int:
     except (CliError, InputError) as err:  # InputError: a JSON input, named by the reader that refused it
         print(f"rmqspec: error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except BrokenPipeError:  # ``rmqspec ... | head``: the reader has what it wanted; files already written stay
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's last flush of stdout cannot raise again
+        return EXIT_OUTPUT_CLOSED
     except OSError as err:  # a file that cannot be written (a full disk, no permission): named, never a traceback
         if err.filename is None:
             print(f"rmqspec: internal error: {type(err).__name__}: {err} (please report this)", file=sys.stderr)
