@@ -8,7 +8,7 @@ Mirrors RocketMQ 4.9.8:
 - ``DefaultMQPushConsumerImpl.pull_message`` (R5.1 preconditions, R5.2 piggy-backed commit) and
   :class:`PullCallback` (R5.7: FOUND puts and submits; NO_NEW_MSG / NO_MATCHED_MSG run
   ``correct_tags_offset``, R6.7; OFFSET_ILLEGAL drops the pq and fixes the offset 10 s later;
-  an exception pulls again after 3 s).
+  an exception pulls again after 1 s).
 - :class:`PullAPIWrapper`: ``pullKernelImpl`` (R5.3) and ``processPullResult`` (client tag re-filter,
   R5.6).
 - ``start`` (R1.3 store choice, R7.8 retry subscription, R9.7 heartbeat + rebalanceImmediately) and
@@ -67,7 +67,9 @@ log = logging.getLogger(__name__)
 
 CLUSTERING: Final = "CLUSTERING"
 BROADCASTING: Final = "BROADCASTING"
-PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION: Final = 3_000  # pullTimeDelayMillsWhenException (push)
+# pullTimeDelayMillsWhenException: DefaultMQPushConsumerImpl's constructor overwrites its field's 3000 with
+# DefaultMQPushConsumer's, ClientConfig's 1000 (DefaultMQPushConsumerImpl.java:124, ClientConfig.java:58).
+PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION: Final = 1_000
 PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL: Final = 50
 PULL_TIME_DELAY_MILLS_WHEN_SUSPEND: Final = 1_000
 BROKER_SUSPEND_MAX_TIME_MILLIS: Final = 15_000
@@ -523,9 +525,9 @@ class DefaultMQPushConsumerImpl:
         )
 
     def _orderly_pull_ready(self, pull_request: PullRequest) -> bool:
-        """R5.1 step 6: an unlocked pq retries in 3 s; the first pull of a locked one re-reads the
+        """R5.1 step 6: an unlocked pq retries in 1 s; the first pull of a locked one re-reads the
         offset (``computePullFromWhereWithException``) and marks the request ``previouslyLocked``.
-        An exception retries in 3 s. 4.9.8 checks nothing else: a failed read that it maps to -1
+        An exception retries in 1 s. 4.9.8 checks nothing else: a failed read that it maps to -1
         (R10.1) becomes the next offset, and the pull at -1 meets OFFSET_ILLEGAL; 5.x throws on it."""
         pq = pull_request.process_queue
         if not pq.locked:

@@ -57,7 +57,9 @@ if TYPE_CHECKING:
     from rmqspec.spec.model import Model
 
 # Pull timers (semantics §14).
-PULL_DELAY_WHEN_EXCEPTION: Final = 3_000  # pullTimeDelayMillsWhenException (R5.7)
+# pullTimeDelayMillsWhenException (R5.1, R5.7): the push impl's field says 3000, but its constructor overwrites it
+# with the consumer's, whose ClientConfig default is 1000 (docs/rules.md, "Constants").
+PULL_DELAY_WHEN_EXCEPTION: Final = 1_000
 OFFSET_ILLEGAL_FIX_DELAY: Final = 10_000  # executeTaskLater of the 4.9.8 OFFSET_ILLEGAL task (R5.7)
 PULL_MAX_IDLE_TIME: Final = 120_000  # rocketmq.client.pull.pullMaxIdleTime: isPullExpired (R6.6)
 
@@ -105,7 +107,7 @@ class PullMixin:
         (R6.6). Effect: PULL_MESSAGE at nextOffset
         with the piggy-backed commit: CLUSTERING sends the memory offset and sets the flag only
         when it is > 0 (R5.2). If the broker is down the
-        send fails and the pull is retried after 3 s (R5.7). A pq that an orderly removal left dropped
+        send fails and the pull is retried after 1 s (R5.7). A pq that an orderly removal left dropped
         in the table only loses its PullRequest (R5.1 step 1)."""
         i, q = a.client, a.queue
         cl = s.clients[i]
@@ -160,7 +162,7 @@ class PullMixin:
         (BrokerMixin._broker_receive) commits only once). FOUND: putMessage, submit consume requests in batches of
         consumeMessageBatchMaxSize, nextOffset := nextBeginOffset. NO_NEW_MSG / NO_MATCHED_MSG: nextOffset :=
         nextBeginOffset, then correctTagsOffset: if the pq holds nothing, updateOffset(nextOffset, increaseOnly). A
-        broken connection (broker crashed meanwhile) or an error code is an exception: pull again after 3 s. A reply for
+        broken connection (broker crashed meanwhile) or an error code is an exception: pull again after 1 s. A reply for
         a dropped pq changes nothing, except correctTagsOffset (R6.7)."""
         i = a.client
         cl = s.clients[i]
