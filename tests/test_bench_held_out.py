@@ -81,6 +81,7 @@ def test_a_tiny_campaign_of_one_held_out_variant_is_measured_and_reported(tmp_pa
     assert row["campaign"]["exit_code"] in (0, 1) and row["campaign"]["error"] is None
     assert row["caught_by"] == ("campaign" if row["campaign"]["caught"] else None)
     assert doc["caught"] == (1 if row["caught_by"] else 0)
+    assert row["set"] == "seen" and doc["sets"] == {"seen": {"caught": doc["caught"], "of": 1, "measured": 1}}
     if row["campaign"]["caught"]:
         assert row["campaign"]["property"] and row["campaign"]["counterexample_steps"] > 0
         assert 0 < row["campaign"]["seconds_to_detection"] <= row["campaign"]["seconds"]
@@ -103,3 +104,42 @@ def test_ctrl_c_prints_what_was_measured_and_exits_130(tmp_path: Path) -> None:
     first = next(line for line in out.splitlines() if line.startswith(HELD_OUT_NAMES[0]))
     assert "campaign: interrupted" in first and "(1 measured)" in out and " of 2 " in out
     assert "interrupted" in err
+
+
+def test_unseen_refuses_a_bug_whose_figures_were_seen(capsys: pytest.CaptureFixture[str]) -> None:
+    from rmqspec.spec.variants.held_out import HELD_OUT, unseen
+
+    seen = next(n for n, b in HELD_OUT.items() if b.figures_seen)
+    assert main(["bench-held-out", "--unseen", "--names", seen, "--no-check"]) == 2
+    err = capsys.readouterr().err
+    assert "--unseen" in err and seen in err and all(n in err for n in unseen())
+
+
+def test_the_two_sets_are_registered_and_the_unseen_set_is_the_second() -> None:
+    from rmqspec.spec.variants.held_out import HELD_OUT, unseen
+
+    assert len(unseen()) >= 10 and all(not HELD_OUT[n].figures_seen for n in unseen())
+    assert [n for n, b in HELD_OUT.items() if b.figures_seen] == list(HELD_OUT_NAMES[:12])
+    assert unseen() == HELD_OUT_NAMES[12:]
+
+
+def test_the_table_and_document_give_each_row_its_set_and_caught_n_of_m_per_set() -> None:
+    from rmqspec.bench_held_out import SEEN, UNSEEN, Part, Row, document, table
+
+    rows = [
+        Row("a", "c", SEEN, campaign=Part(ran=True, exit_code=1, caught=True, property="INV-1")),
+        Row("b", "c", UNSEEN, campaign=Part(ran=True, exit_code=0)),
+        Row("d", "c", UNSEEN, campaign=Part(ran=True, exit_code=1, caught=True, property="LIV-2")),
+    ]
+    text = table(rows, 4, {SEEN: 1, UNSEEN: 3})
+    lines = text.splitlines()
+    assert lines[1].split()[:2] == ["a", SEEN] and lines[2].split()[:2] == ["b", UNSEEN]
+    assert "seen: caught 1 of 1" in text and "unseen: caught 1 of 3 (2 measured)" in text
+    assert lines[-1] == "caught 2 of 4 (3 measured)"
+    doc = document(rows, 4, False, {SEEN: 1, UNSEEN: 3})
+    assert [v["set"] for v in doc["variants"]] == [SEEN, UNSEEN, UNSEEN]
+    assert doc["sets"] == {
+        SEEN: {"caught": 1, "of": 1, "measured": 1},
+        UNSEEN: {"caught": 1, "of": 3, "measured": 2},
+    }
+    assert document(rows[1:2], 1, False)["sets"] == {UNSEEN: {"caught": 0, "of": 1, "measured": 1}}

@@ -371,6 +371,282 @@ WITNESSES: dict[str, tuple[Config, list[act.Action]]] = {
             act.StartConsume(client=0, rid=2),
         ],
     ),
+    # the second set (spec/variants/held_out/client_reports.py): figures unseen
+    "local_persist_one_noop": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            mode="BROADCASTING",
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            retention_deletes=1,
+        ),
+        [
+            act.Start(client=0),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.Produce(queue=0, tag="A"),
+            act.Produce(queue=0, tag="A"),
+            act.CoolQueueHead(queue=0),
+            act.RetentionDelete(queue=0),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.Tick(),
+            act.Heartbeat(client=0),
+            act.Tick(),
+            act.FixOffsetIllegal(client=0, queue=0),
+        ],
+    ),
+    "local_offset_dir_per_start": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            mode="BROADCASTING",
+            client_crashes=1,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+        ),
+        [
+            act.Start(client=0),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.Tick(),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.Heartbeat(client=0),
+            act.Tick(),
+            act.Produce(queue=0, tag="A"),
+            act.PersistOffsets(client=0, lagging=0),
+            act.SendPull(client=0, queue=0),
+            act.Crash(client=0),
+            act.CoolQueueHead(queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.Start(client=0),
+        ],
+    ),
+    "local_offset_load_no_bak": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            mode="BROADCASTING",
+            client_crashes=1,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            local_offset_file_corruptions=1,
+        ),
+        [
+            act.CorruptLocalOffsetFile(client=0),
+            act.Produce(queue=0, tag="A"),
+            act.Tick(),
+            act.BrokerFlush(),
+            act.Start(client=0),
+        ],
+    ),
+    "retry_queue_no_offset_skipped": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            version="5.x",
+        ),
+        [
+            act.Produce(queue=0, tag="A"),
+            act.Start(client=0),
+            act.Tick(),
+            act.Heartbeat(client=0),
+            act.Rebalance(client=0),
+        ],
+    ),
+    "offset_illegal_fix_keeps_pq": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            retention_deletes=1,
+        ),
+        [
+            act.Start(client=0),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.Produce(queue=0, tag="A"),
+            act.RetentionDelete(queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.Produce(queue=0, tag="A"),
+            act.CoolQueueHead(queue=0),
+            act.SendPull(client=0, queue=1),
+            act.Tick(),
+            act.Heartbeat(client=0),
+            act.Tick(),
+            act.BrokerFlush(),
+            act.FixOffsetIllegal(client=0, queue=0),
+        ],
+    ),
+    "retry_messages_answered_later": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=1,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+        ),
+        [
+            act.Produce(queue=0, tag="A"),
+            act.Start(client=0),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.SendPull(client=0, queue=1),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.Tick(),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.ReceivePull(client=0, pq_uid=1),
+            act.Heartbeat(client=0),
+            act.StartConsume(client=0, rid=2),
+            act.CoolQueueHead(queue=0),
+            act.FinishConsume(client=0, rid=2, status="RECONSUME_LATER", ack_index=-1, send_back_fails=0),
+            act.SendPull(client=0, queue=1),
+            act.SendPull(client=0, queue=0),
+            act.Tick(),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.PersistOffsets(client=0, lagging=0),
+            act.BrokerFlush(),
+            act.Tick(),
+            act.DeliverScheduled(),
+            act.ReceivePull(client=0, pq_uid=1),
+            act.SendPull(client=0, queue=1),
+            act.StartConsume(client=0, rid=3),
+            act.FinishConsume(client=0, rid=3, status="CONSUME_SUCCESS", ack_index=0, send_back_fails=0),
+        ],
+    ),
+    "orderly_suspend_drops_batch": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            orderly=True,
+        ),
+        [
+            act.Start(client=0),
+            act.Produce(queue=0, tag="A"),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.SendPull(client=0, queue=1),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.Tick(),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.StartConsume(client=0, rid=2),
+            act.FinishConsume(
+                client=0, rid=2, status="SUSPEND_CURRENT_QUEUE_A_MOMENT", ack_index=-1, send_back_fails=0
+            ),
+        ],
+    ),
+    "orderly_empty_tree_corrects_offset": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            orderly=True,
+        ),
+        [
+            act.Start(client=0),
+            act.Produce(queue=0, tag="A"),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.CoolQueueHead(queue=0),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.SendPull(client=0, queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.StartConsume(client=0, rid=2),
+            act.ReceivePull(client=0, pq_uid=0),
+        ],
+    ),
+    "orderly_forward_to_retry": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            orderly=True,
+            version="5.x",
+            max_reconsume_times=0,
+        ),
+        [
+            act.Start(client=0),
+            act.Tick(),
+            act.Heartbeat(client=0),
+            act.Rebalance(client=0),
+            act.LockAll(client=0),
+            act.Tick(),
+            act.SendPull(client=0, queue=0),
+            act.Produce(queue=0, tag="A"),
+            act.SendPull(client=0, queue=1),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.StartConsume(client=0, rid=2),
+            act.FinishConsume(
+                client=0, rid=2, status="SUSPEND_CURRENT_QUEUE_A_MOMENT", ack_index=-1, send_back_fails=0
+            ),
+        ],
+    ),
+    "broadcast_orderly_locks_on_add": (
+        Config(
+            consumers=2,
+            queues=1,
+            messages_per_queue=2,
+            mode="BROADCASTING",
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            orderly=True,
+            version="5.x",
+        ),
+        [
+            act.Produce(queue=0, tag="A"),
+            act.Start(client=1),
+            act.Tick(),
+            act.Start(client=0),
+            act.Produce(queue=0, tag="A"),
+            act.Heartbeat(client=1),
+            act.CoolQueueHead(queue=0),
+            act.Rebalance(client=1),
+            act.Tick(),
+            act.Tick(),
+            act.Heartbeat(client=0),
+            act.Rebalance(client=0),
+        ],
+    ),
 }
 
 
@@ -420,6 +696,33 @@ DIFFERS: dict[str, Callable[[State, State], bool]] = {
     "slave_corrects_from_own_bounds": lambda ok, bug: (
         _pull_statuses(bug) == [br.OFFSET_ILLEGAL] and _pull_statuses(ok) == [br.NO_MATCHED_MSG]
     ),
+    # the second set
+    # the OFFSET_ILLEGAL fix's persist(mq) wrote nothing: offsets.json keeps the old offset
+    "local_persist_one_noop": lambda ok, bug: ok.clients[0].file[0] == 1 and bug.clients[0].file[0] != 1,
+    # the restart loads an empty offsets.json: the previous run's stored offset is not in memory
+    "local_offset_dir_per_start": lambda ok, bug: ok.clients[0].mem[0] is not None and bug.clients[0].mem[0] is None,
+    # with offsets.json unreadable the consumer does not start
+    "local_offset_load_no_bak": lambda ok, bug: ok.clients[0].running and not bug.clients[0].running,
+    # the retry queue (no offset, CONSUME_FROM_LAST_OFFSET) gets no pq
+    "retry_queue_no_offset_skipped": lambda ok, bug: ok.clients[0].pqs[1] is not None and bug.clients[0].pqs[1] is None,
+    # the fixed queue's dropped pq is still in the table
+    "offset_illegal_fix_keeps_pq": lambda ok, bug: ok.clients[0].pqs[0] is None and bug.clients[0].pqs[0] is not None,
+    # the retry message the listener consumed is sent back again
+    "retry_messages_answered_later": lambda ok, bug: len(bug.broker.scheduled) > len(ok.broker.scheduled),
+    # SUSPEND left the batch in neither map: the tree lacks it, the count still holds it
+    "orderly_suspend_drops_batch": lambda ok, bug: (
+        _pq_tree(bug, 0, 0) == 0 and _pq_tree(ok, 0, 0) != 0 and _msg_count(bug) == _msg_count(ok)
+    ),
+    # NO_NEW_MSG with the batch taken raised the offset past the message being consumed
+    "orderly_empty_tree_corrects_offset": lambda ok, bug: (bug.clients[0].mem[0] or 0) > (ok.clients[0].mem[0] or 0),
+    # the forwarded copy is scheduled for the retry topic, not stored in the DLQ
+    "orderly_forward_to_retry": lambda ok, bug: (
+        len(ok.broker.dlq) == 1 and not bug.broker.dlq and len(bug.broker.scheduled) > len(ok.broker.scheduled)
+    ),
+    # consumer 0's lock(mq) fails against consumer 1's: it adds no pq for the queue
+    "broadcast_orderly_locks_on_add": lambda ok, bug: (
+        ok.clients[0].pqs[0] is not None and bug.clients[0].pqs[0] is None
+    ),
 }
 
 
@@ -427,6 +730,11 @@ def _last_lock(s: State) -> int:
     pq = s.clients[0].pqs[0]
     assert pq is not None
     return pq.last_lock
+
+
+def _msg_count(s: State) -> int:
+    pq = s.clients[0].pqs[0]
+    return -1 if pq is None else pq.msg_count
 
 
 def _locked_queues(s: State, client: int) -> int:

@@ -11,7 +11,9 @@ the shrunk counterexample (the campaign's ``shrunk_steps``; the check's shortest
 lasso's prefix + cycle), and the time to detection. The campaign's is from the start of its process to the end of
 the first batch whose rows hold a violation: each batch is written whole, once, with ``os.replace`` when it
 ends (``campaign/runner.py``), so the batch file's modification time is the end of that batch. The check's is the
-sum of the searches' own seconds up to the first configuration with a violation. Then the total: caught N of M.
+sum of the searches' own seconds up to the first configuration with a violation. Each row names its set: ``seen``
+(``HeldOutBug.figures_seen``: its catch figures have been used by search work) or ``unseen``; then "caught N of M" per
+set and in total. ``--unseen`` measures only the unseen set, the only one a change of the search may be judged on.
 
 A measurement: it exits 0 whatever the catch rate, 2 for a bad name, 130 on Ctrl-C after printing what was
 measured so far. Progress lines go to stderr.
@@ -32,6 +34,11 @@ from typing import Any
 
 CAMPAIGN = "campaign"
 CHECK = "check"
+# The two sets of the held-out bugs (HeldOutBug.figures_seen, docs/held_out.md): a search change may be judged only
+# on the unseen set, and a bug becomes seen as soon as its figures are used to change the search.
+SEEN = "seen"
+UNSEEN = "unseen"
+SETS = (SEEN, UNSEEN)
 
 
 @dataclass
@@ -54,6 +61,7 @@ class Row:
 
     name: str
     citation: str
+    set: str = "unseen"  # SEEN or UNSEEN: whether its catch figures have been seen by search work (figures_seen)
     campaign: Part = field(default_factory=Part)
     check: Part = field(default_factory=Part)
     started: float = 0.0  # when its campaign's process started (time.time())
@@ -134,11 +142,19 @@ def _error(code: int, err: str) -> str:
 
 
 def measure(
-    name: str, citation: str, out: Path, campaign_seconds: float | None, run_check: bool, say: Any, rows: list[Row]
+    name: str,
+    citation: str,
+    out: Path,
+    campaign_seconds: float | None,
+    run_check: bool,
+    say: Any,
+    rows: list[Row],
+    which: str = UNSEEN,
 ) -> None:
-    """Measure variant ``name`` and append its row to ``rows``; on Ctrl-C the row so far (a part cut short says
-    ``interrupted``, with what its outputs on disk show) is appended before the interrupt goes on."""
-    row = Row(name, citation)
+    """Measure variant ``name`` (of the set ``which``, SEEN or UNSEEN) and append its row to ``rows``; on Ctrl-C the
+    row so far (a part cut short says ``interrupted``, with what its outputs on disk show) is appended before the
+    interrupt goes on."""
+    row = Row(name, citation, which)
     try:
         _measure(row, out, campaign_seconds, run_check, say)
     except KeyboardInterrupt:
@@ -198,9 +214,10 @@ def _measure(row: Row, out: Path, campaign_seconds: float | None, run_check: boo
     say(f"{name}: check {'caught by ' + str(row.check.property) if found else 'did not catch it'} ({seconds} s)")
 
 
-def table(rows: list[Row], total: int) -> str:
-    """The per-variant lines and the total."""
-    lines = [f"{'variant':<34}{'caught by':<11}{'property':<10}{'steps':>6}{'seconds':>9}  campaign / check"]
+def table(rows: list[Row], total: int, totals: dict[str, int] | None = None) -> str:
+    """The per-variant lines (each with its set), "caught N of M" per set, and the total. ``totals``: how many
+    variants of each set were asked for (default: those of ``rows``)."""
+    lines = [f"{'variant':<36}{'set':<8}{'caught by':<11}{'property':<10}{'steps':>6}{'seconds':>9}  campaign / check"]
     for r in rows:
         first = r.first()
         parts = []
@@ -212,21 +229,42 @@ def table(rows: list[Row], total: int) -> str:
             else:
                 parts.append(f"{label}: {part.property or '-'}")
         lines.append(
-            f"{r.name:<34}{r.caught_by or 'not caught':<11}{(first.property if first else '-') or '-':<10}"
+            f"{r.name:<36}{r.set:<8}{r.caught_by or 'not caught':<11}{(first.property if first else '-') or '-':<10}"
             f"{(str(first.counterexample_steps) if first else '-'):>6}"
             f"{(str(first.seconds_to_detection) if first else '-'):>9}  {'; '.join(parts)}"
+        )
+    for which, summary in per_set(rows, totals).items():
+        lines.append(
+            f"{which}: caught {summary['caught']} of {summary['of']}"
+            + (f" ({summary['measured']} measured)" if summary["measured"] != summary["of"] else "")
         )
     caught = sum(1 for r in rows if r.caught_by)
     lines.append(f"caught {caught} of {total}" + (f" ({len(rows)} measured)" if len(rows) != total else ""))
     return "\n".join(lines)
 
 
-def document(rows: list[Row], total: int, interrupted: bool) -> dict[str, Any]:
+def per_set(rows: list[Row], totals: dict[str, int] | None = None) -> dict[str, dict[str, int]]:
+    """Per set (SEEN, UNSEEN) with a variant asked for: caught, of (asked for) and measured."""
+    if totals is None:
+        totals = {w: sum(1 for r in rows if r.set == w) for w in SETS}
+    return {
+        w: {
+            "caught": sum(1 for r in rows if r.set == w and r.caught_by),
+            "of": totals[w],
+            "measured": sum(1 for r in rows if r.set == w),
+        }
+        for w in SETS
+        if totals.get(w, 0)
+    }
+
+
+def document(rows: list[Row], total: int, interrupted: bool, totals: dict[str, int] | None = None) -> dict[str, Any]:
     return {
         "variants": [{k: v for k, v in asdict(r).items() if k != "started"} | {"caught_by": r.caught_by} for r in rows],
         "caught": sum(1 for r in rows if r.caught_by),
         "of": total,
         "measured": len(rows),
+        "sets": per_set(rows, totals),
         "interrupted": interrupted,
     }
 
@@ -242,6 +280,16 @@ def run_bench_held_out(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.unseen:
+        seen = [n for n in names if HELD_OUT[n].figures_seen]
+        if args.names is not None and seen:
+            print(
+                f"rmqspec: error: --unseen: {seen} have figures_seen True; accepted with --unseen: "
+                + ", ".join(n for n, b in HELD_OUT.items() if not b.figures_seen),
+                file=sys.stderr,
+            )
+            return 2
+        names = [n for n in names if not HELD_OUT[n].figures_seen]
     if args.campaign_seconds is not None and args.campaign_seconds <= 0:
         print("rmqspec: error: --campaign-seconds: must be a positive number of seconds", file=sys.stderr)
         return 2
@@ -250,17 +298,19 @@ def run_bench_held_out(args: argparse.Namespace) -> int:
     def say(line: str) -> None:
         print(f"... {line}", file=sys.stderr, flush=True)
 
+    sets = {name: SEEN if HELD_OUT[name].figures_seen else UNSEEN for name in names}
+    totals = {w: sum(1 for n in names if sets[n] == w) for w in SETS}
     rows: list[Row] = []
     interrupted = False
     try:
         for name in names:
-            measure(name, HELD_OUT[name].citation, out, args.campaign_seconds, not args.no_check, say, rows)
+            measure(name, HELD_OUT[name].citation, out, args.campaign_seconds, not args.no_check, say, rows, sets[name])
     except KeyboardInterrupt:
         interrupted = True
     if args.json:
-        print(json.dumps(document(rows, len(names), interrupted), indent=2))
+        print(json.dumps(document(rows, len(names), interrupted, totals), indent=2))
     else:
-        print(table(rows, len(names)))
+        print(table(rows, len(names), totals))
         print(f"outputs in {out}")
     if interrupted:
         print("rmqspec: interrupted; the table holds the variants measured before", file=sys.stderr)
@@ -275,8 +325,9 @@ def add_parser(sub: Any) -> None:
         help="measure the default campaign and check on the held-out real bugs (docs/held_out.md): caught N of M",
         description="For each held-out variant, run 'rmqspec campaign --mutation NAME' with its default budget, then "
         "'rmqspec check --config all --mutation NAME', as subprocesses; report which part caught it, the first "
-        "property, the counterexample's length and the time to detection. exit codes: 0 measured (whatever the "
-        "catch rate), 2 bad input, 130 interrupted.",
+        "property, the counterexample's length and the time to detection, with each variant's set (seen: its "
+        "figures have been used by search work; unseen) and 'caught N of M' per set. exit codes: 0 measured "
+        "(whatever the catch rate), 2 bad input, 130 interrupted.",
     )
     p.add_argument("--names", metavar="A,B", help="only these held-out variants (default all)")
     p.add_argument(
@@ -284,6 +335,12 @@ def add_parser(sub: Any) -> None:
         type=float,
         metavar="S",
         help="shorten each campaign to S seconds (default: the campaign's own 120 s; for tests only)",
+    )
+    p.add_argument(
+        "--unseen",
+        action="store_true",
+        help="measure only the held-out bugs whose catch figures no search work has seen (figures_seen False); the "
+        "only ones a search change may be judged on",
     )
     p.add_argument("--no-check", action="store_true", help="run only the campaign part")
     p.add_argument("--json", action="store_true", help="print the result as JSON")

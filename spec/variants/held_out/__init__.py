@@ -28,13 +28,19 @@ from rmqspec.spec.variants import Variant, overrides
 @dataclass(frozen=True, slots=True)
 class HeldOutBug:
     """One held-out real bug: what the variant breaks, the rules (semantics R-numbers) it violates, where it was
-    reported (repository, issue or pull request and its title), and the properties that report it on its
-    witness (empty: none does)."""
+    reported (repository, issue or pull request and its title), the properties that report it on its
+    witness (empty: none does), and whether its catch figures have been seen by search work.
+
+    ``figures_seen``: True when the search's catch figures on this bug (``rmqspec bench-held-out``) have been used
+    by, or shown to, people changing the search. A search change may be judged only on bugs whose ``figures_seen``
+    is False, and a bug becomes seen as soon as its figures are used to change the search: then set it True here
+    (docs/held_out.md, "The second set")."""
 
     description: str
     breaks: tuple[str, ...]
     citation: str
     seen_by: tuple[str, ...]
+    figures_seen: bool
 
 
 HELD_OUT: dict[str, HeldOutBug] = {}  # name -> the bug, filled by @held_out
@@ -66,9 +72,18 @@ def held_out(name: str, bug: HeldOutBug) -> Callable[[V], V]:
     return register
 
 
-from rmqspec.spec.variants.held_out import real_bugs  # noqa: E402  (registers the variants)
+# real_bugs first: the registry's order is config.HELD_OUT_NAMES's
+from rmqspec.spec.variants.held_out import real_bugs  # noqa: E402, I001  (registers the variants)
+from rmqspec.spec.variants.held_out import client_reports  # noqa: E402  (the second set, figures unseen)
 
-__all__ = ["HELD_OUT", "HELD_OUT_VARIANTS", "HeldOutBug", "held_out", "real_bugs"]
+__all__ = ["HELD_OUT", "HELD_OUT_VARIANTS", "HeldOutBug", "client_reports", "held_out", "real_bugs", "unseen"]
+
+
+def unseen() -> tuple[str, ...]:
+    """The held-out names whose catch figures no search work has seen (``figures_seen`` False), in registry
+    order: the only bugs a change of the search may be judged on."""
+    return tuple(name for name, bug in HELD_OUT.items() if not bug.figures_seen)
+
 
 if tuple(HELD_OUT) != HELD_OUT_NAMES:
     raise ImportError(f"config.HELD_OUT_NAMES and the held-out variants differ: {set(HELD_OUT) ^ set(HELD_OUT_NAMES)}")

@@ -27,6 +27,7 @@ from rmqspec.spec.variants.held_out import HeldOutBug, held_out
         ("R1.15", "R1.16"),
         "apache/rocketmq-client-go#572 'when is store offset.json.bak file'",
         (),
+        True,  # figures_seen: the first set's catch figures were used by search work
     ),
 )
 class LocalOffsetBakNeverWritten(Variant):
@@ -47,6 +48,7 @@ class LocalOffsetBakNeverWritten(Variant):
         "apache/rocketmq-client-go#1034 'Message maybe cleaned by cleanExpiredMsg service, while the message has "
         "not been consumed.'",
         (),
+        True,  # figures_seen: the first set's catch figures were used by search work
     ),
 )
 class CleanExpiredUnstarted(Variant):
@@ -81,6 +83,7 @@ class CleanExpiredUnstarted(Variant):
         "apache/rocketmq-client-go#1080 'lockAll函数没有正常续约LastLockTime导致consumeMessageOrderly函数报错the "
         "message queue lock expired, so consume later'",
         (),
+        True,  # figures_seen: the first set's catch figures were used by search work
     ),
 )
 class LockAllKeepsLockTime(Variant):
@@ -108,6 +111,7 @@ class LockAllKeepsLockTime(Variant):
         ("R8.8", "R8.2"),
         "apache/rocketmq-client-go#1220 'unlock unused queue when orderly consumer rebalance'",
         (),
+        True,  # figures_seen: the first set's catch figures were used by search work
     ),
 )
 class OrderlyRemovalKeepsLock(Variant):
@@ -127,6 +131,7 @@ class OrderlyRemovalKeepsLock(Variant):
         "apache/rocketmq-client-go#852 'bugfix rebalance is not paused after suspend and rebalance not triggered' "
         "(reset offset not work correctly)",
         (),
+        True,  # figures_seen: the first set's catch figures were used by search work
     ),
 )
 class ResetRebalanceNotPaused(Variant):
@@ -145,6 +150,7 @@ class ResetRebalanceNotPaused(Variant):
         ("R2.5", "R3.8"),
         "apache/rocketmq#3603 'Fetch or Commit ConsumeOffset may not use master broker firstly'",
         ("LIV-2",),
+        True,  # figures_seen: the first set's catch figures were used by search work
     ),
 )
 class CommitToSlaveWhileMasterUp(Variant):
@@ -169,6 +175,7 @@ class CommitToSlaveWhileMasterUp(Variant):
         ("R5.7", "R6.7"),
         "apache/rocketmq-client-go#559 '[ISSUE #555] when no msg or offset not match correct local offset.'",
         ("LIV-5",),
+        True,  # figures_seen: the first set's catch figures were used by search work
     ),
 )
 class NoCorrectTagsOffset(Variant):
@@ -203,6 +210,7 @@ class NoCorrectTagsOffset(Variant):
         "apache/rocketmq-client-go#574 'fix possible infinite loop after rebalance' (check whether the process "
         "queue is already dropped before starting next consume)",
         ("INV-5",),
+        True,  # figures_seen: the first set's catch figures were used by search work
     ),
 )
 class DroppedPqRequestConsumed(Variant):
@@ -236,6 +244,7 @@ class DroppedPqRequestConsumed(Variant):
         "apache/rocketmq-client-go#832 'Client may submit wrong offset when network instability' (apache/rocketmq "
         "#2708)",
         (),
+        True,  # figures_seen: the first set's catch figures were used by search work
     ),
 )
 class QueryErrorReadsAsNoOffset(Variant):
@@ -273,6 +282,7 @@ class QueryErrorReadsAsNoOffset(Variant):
         "apache/rocketmq commits 0d73a28b50 and c467236fc5 (2015: the slave stops correcting offsets, "
         "offsetCheckInSlave), symptom in alibaba/rocketmq#395",
         ("INV-21",),
+        True,  # figures_seen: the first set's catch figures were used by search work
     ),
 )
 class SlaveCorrectsFromOwnBounds(Variant):
@@ -295,6 +305,7 @@ class SlaveCorrectsFromOwnBounds(Variant):
         ("R7.3", "R6.3"),
         "apache/rocketmq-client-go#977 'Offset updating for Broadcasting Consumer'",
         (),
+        True,  # figures_seen: the first set's catch figures were used by search work
     ),
 )
 class BroadcastFailureKeptInPq(Variant):
@@ -338,6 +349,7 @@ class BroadcastFailureKeptInPq(Variant):
         "apache/rocketmq commit ab573bd737 (2015-10-21: after the rebalance, the pull request must read the offset "
         "again once the broker lock is held; fixes out-of-order consumption for a buyer/seller trading system)",
         (),
+        True,  # figures_seen: the first set's catch figures were used by search work
     ),
 )
 class OrderlyFirstPullNoReread(Variant):
