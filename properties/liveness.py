@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from rmqspec.spec import actions as act
+from rmqspec.spec import orderly as lk
 from rmqspec.spec.actions import CONSUME_SUCCESS, PERTURBING, Action
 from rmqspec.spec.admin_reset import RESET_SLEEP
 from rmqspec.spec.anomalies import _tolerated
@@ -354,9 +355,10 @@ def _checks(model: Model, s: State, restart_clients: bool) -> tuple[Iterator[Sho
 
 
 def _failures(model: Model, s: State, restart_clients: bool) -> list[LivenessViolation]:
-    """The first shortfall of each check that fails, leaving out those a listener holding messages explains
-    (a cause read from ``s`` itself; the walk's dead tasks are attributed afterwards, by ``attribute``)."""
-    held = held_uncommitted(model, s)
+    """The first shortfall of each check that fails, leaving out those a cause read from ``s`` itself explains (a
+    listener holding messages, a lockless co-owner: ``state_causes``; the walk's dead tasks are attributed afterwards,
+    by ``attribute``)."""
+    held = state_causes(model, s)
     out = []
     for check in _checks(model, s, restart_clients):
         first = next((f for f in check if not any(explains(model, h, f, s) for h in held)), None)
@@ -425,7 +427,46 @@ class HeldUncommitted:
         return {"cause": self.cause, "client": self.client, "queue": self.queue, "offsets": list(self.offsets)}
 
 
-Cause = DeadTask | HeldUncommitted
+@dataclass(frozen=True)
+class LocklessCoOwner:
+    """Orderly CLUSTERING with CONFIG lists that both name ``queue``: ``client`` holds a live pq of it without its
+    broker lock, which ``holder`` (another running consumer whose list names the queue too, with a live pq of it) holds
+    and renews. AllocateMessageQueueByConfig hands both the queue for good (R11.4); the pq ``client`` created while it
+    held the lock (a stall or a broker restart let the lock pass, R8.1) stays in its table, since the rebalance removes
+    a pq only when the queue leaves the allocation or its pull expires (R9.4), and pullMessage refreshes
+    lastPullTimestamp before it turns back an unlocked orderly pq (R5.1, R8.5). It never pulls or consumes, so its
+    memory offset stays at ``offset``, and its persistAll writes that offset for every queue of its table every 5 s
+    (R4.1) beside the holder's commits: last writer wins on the broker (R3.2). Read from the final state, like
+    ``HeldUncommitted``."""
+
+    client: int
+    holder: int
+    queue: int
+    offset: int  # the lockless owner's memory offset, which its persists keep writing
+    holder_offset: int | None  # the lock holder's memory offset
+
+    @property
+    def cause(self) -> str:
+        return "LocklessCoOwner(CONFIG)"
+
+    def describe(self) -> str:
+        return (
+            f"client {self.client} queue {self.queue}: configured beside lock holder {self.holder}, it holds a pq "
+            f"without the lock and persists its memory offset {self.offset} (the holder's is {self.holder_offset})"
+        )
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "cause": self.cause,
+            "client": self.client,
+            "holder": self.holder,
+            "queue": self.queue,
+            "offset": self.offset,
+            "holder_offset": self.holder_offset,
+        }
+
+
+Cause = DeadTask | HeldUncommitted | LocklessCoOwner
 
 
 def death(action: Action, after: State, step: int) -> DeadTask | None:
@@ -455,6 +496,32 @@ def held_uncommitted(model: Model, s: State) -> list[HeldUncommitted]:
     ]
 
 
+def lockless_co_owners(model: Model, s: State) -> list[LocklessCoOwner]:
+    """Every running orderly CLUSTERING consumer holding a live pq, and a memory offset, of a queue that its CONFIG list
+    and the lock holder's both name, without the broker lock the holder keeps (``LocklessCoOwner``)."""
+    lists = model.config.allocate_config_queues
+    if not model.orderly or not model.clustering or lists is None:
+        return []
+    found = []
+    for q in range(model.q_count):
+        owner = lk.holder(s.broker.locks, q, s.now)
+        if owner is None:
+            continue
+        live = [i for i, cl in enumerate(s.clients) if cl.running and (pq := cl.pqs[q]) is not None and not pq.dropped]
+        holders = [h for h in live if model.identity[h] == owner and q in lists[h]]
+        for h in holders[:1]:
+            for i in live:
+                offset = s.clients[i].mem[q]
+                if model.identity[i] != owner and q in lists[i] and offset is not None:
+                    found.append(LocklessCoOwner(i, h, q, offset, s.clients[h].mem[q]))
+    return found
+
+
+def state_causes(model: Model, s: State) -> list[HeldUncommitted | LocklessCoOwner]:
+    """The causes read from a state itself, not from the walk: listeners holding messages, lockless co-owners."""
+    return [*held_uncommitted(model, s), *lockless_co_owners(model, s)]
+
+
 def _held(s: State, client: int) -> set[int]:
     return {q for q, pq in enumerate(s.clients[client].pqs) if pq is not None}
 
@@ -473,6 +540,8 @@ def explains(model: Model, cause: Cause, shortfall: Shortfall, s: State) -> bool
     shortfalls its absence, or the listener's choice, can leave. The group shortfalls no client's task can leave (no
     consumer running, the broker's flush lagging) are never explained, nor is the step bound or a safety violation."""
     here, q = shortfall.client, shortfall.queue
+    if isinstance(cause, LocklessCoOwner):
+        return _lockless_explains(model, cause, shortfall, s)
     if shortfall.kind == "unflushed":
         # The holder's commits stay at its last COMMIT (R8.6) while a second owner of the queue (a shared
         # clientId, RMQ-11; CONFIG lists) persists its own value every 5 s: the two overwrite each other on
@@ -531,6 +600,26 @@ def explains(model: Model, cause: Cause, shortfall: Shortfall, s: State) -> bool
     return False
 
 
+def _lockless_explains(model: Model, cause: LocklessCoOwner, shortfall: Shortfall, s: State) -> bool:
+    """What a lockless co-owner's persists leave on its queue: the broker holds whichever of the two owners' memory
+    offsets was written last (R3.2, R4.1), so each owner's LIV-2 may find the other's value there, and the committed
+    offset may be the lockless owner's stale one (LIV-5 "uncommitted"); the two overwrite each other every 5 s, so the
+    flush may lag the table with one of the two values. Nothing else: the holder pulls and consumes every message
+    (LIV-5 "unconsumed" stays a violation), and a broker value that is neither owner's is unexplained."""
+    q = cause.queue
+    if shortfall.queue != q:
+        return False
+    written = {cause.offset, cause.holder_offset}
+    stored = s.broker.offsets[q]
+    if shortfall.kind == "unflushed":
+        return stored in written and s.broker.flushed[q] in written
+    if shortfall.client not in (cause.client, cause.holder):
+        return False
+    if shortfall.id == "LIV-2":
+        return shortfall.kind == "" and stored in written
+    return shortfall.id == "LIV-5" and shortfall.kind == "uncommitted" and stored == cause.offset
+
+
 @dataclass(frozen=True)
 class Harm:
     """A liveness check that failed only where shown causes explain it: the check, its first shortfall, and
@@ -548,9 +637,9 @@ def attribute(
     model: Model, s: State, found: list[Shortfall], deaths: Sequence[DeadTask]
 ) -> tuple[list[LivenessViolation], list[Harm]]:
     """Split the shortfalls of each failed check: a check with a shortfall that no cause explains (no
-    still-dead task of ``deaths``, no listener holding messages in ``s``) is a violation, its first such
-    shortfall named; a check whose every shortfall some cause explains is that cause's harm."""
-    causes: list[Cause] = [*still_dead(deaths, s), *held_uncommitted(model, s)]
+    still-dead task of ``deaths``, no listener holding messages and no lockless co-owner in ``s``) is a violation, its
+    first such shortfall named; a check whose every shortfall some cause explains is that cause's harm."""
+    causes: list[Cause] = [*still_dead(deaths, s), *state_causes(model, s)]
     violations: list[LivenessViolation] = []
     harms: list[Harm] = []
     for vid in dict.fromkeys(f.id for f in found):

@@ -19,13 +19,17 @@ from hypothesis import strategies as st
 from hypothesis.stateful import run_state_machine_as_test
 
 from rmqspec.cli import main
-from rmqspec.properties.explore import explore, walk
+from rmqspec.properties import liveness
+from rmqspec.properties.explore import explore, replay_liveness, walk
 from rmqspec.properties.liveness import (
     HORIZON_MS,
     DeadTask,
     HeldUncommitted,
+    LocklessCoOwner,
+    Shortfall,
     check_liveness,
     death,
+    explains,
     quiesce,
     quiesce_and_check,
 )
@@ -245,6 +249,77 @@ def test_an_auto_commit_off_listener_holding_messages_is_harm_not_a_violation() 
     outcome = check_liveness(model, state)
     assert outcome.violations == []
     assert {type(c) for h in outcome.harms for c in h.causes} == {HeldUncommitted}
+
+
+# A default campaign's LIV-2 failure (`rmqspec campaign --runs 300 --seed 7`, unit 43, seed 50, profile churn), its
+# walk shrunk to 9 steps: orderly CLUSTERING, 5.x, CONFIG lists naming queue 1 for consumers 0 and 3. Consumer 3 locks
+# and creates its pq of queue 1, then stalls 65 s: its broker lock lapses (R8.1) and consumer 0 takes it, consumes and
+# commits 1, while consumer 3 keeps its lockless pq and its memory offset 0, persisted every 5 s (R4.1, R11.4, R3.2).
+# Also in the failure store (failures/LIV-2-921497d7c3.json). docs/spec.md, "Liveness in every run, and what a shown
+# cause may explain".
+LOCKLESS = Config(
+    consumers=4, queues=3, messages_per_queue=4, mode=CLUSTERING, strategy="CONFIG",
+    allocate_config_queues=((1,), (), (3,), (0, 1)), consume_from_where="CONSUME_FROM_LAST_OFFSET", pull_batch_size=3,
+    consume_batch_size=1, pull_threshold_for_queue=3, max_reconsume_times=2, client_crashes=0, client_shutdowns=3,
+    broker_crashes=0, send_back_failures=0, client_stalls=1, version=V5_X, orderly=True, backlog_head_hot=False,
+)  # fmt: skip
+LOCKLESS_WALK: list[act.Action] = [
+    act.Start(3), act.Tick(), act.Rebalance(3), act.Produce(1, "A"), act.Heartbeat(3), act.LockAll(3), act.Tick(),
+    act.SendPull(3, 1), act.Stall(3, 65_000),
+]  # fmt: skip
+
+
+def _lockless_outcome(config: Config = LOCKLESS) -> liveness.LivenessOutcome:
+    safety, outcome = replay_liveness(config, LOCKLESS_WALK, len(LOCKLESS_WALK))
+    assert safety == [] and outcome is not None
+    return outcome
+
+
+@pytest.mark.parametrize("auto_commit", [True, False])
+def test_a_lockless_co_owner_s_persists_are_harm_not_a_violation(auto_commit: bool) -> None:
+    # with autoCommit false as well the cause is the lockless co-owner, not HeldUncommitted: it took nothing
+    outcome = _lockless_outcome(replace(LOCKLESS, orderly_auto_commit=auto_commit))
+    assert outcome.violations == []
+    causes = {c for h in outcome.harms for c in h.causes}
+    assert causes == {LocklessCoOwner(client=3, holder=0, queue=1, offset=0, holder_offset=1)}
+    assert [h.id for h in outcome.harms] == ["LIV-2"]
+
+
+@pytest.mark.parametrize("auto_commit", [True, False])
+def test_without_the_lockless_cause_the_campaign_s_liv2_failure_returns(
+    monkeypatch: pytest.MonkeyPatch, auto_commit: bool
+) -> None:
+    # the code before the cause: the same walk fails LIV-2 as the campaign found it; HeldUncommitted does not explain it
+    monkeypatch.setattr(liveness, "lockless_co_owners", lambda model, s: [])
+    outcome = _lockless_outcome(replace(LOCKLESS, orderly_auto_commit=auto_commit))
+    assert [(v.id, v.detail) for v in outcome.violations] == [
+        ("LIV-2", "client 3 queue 1: memory offset 0 but the broker holds 1")
+    ]
+
+
+def test_a_lockless_co_owner_explains_only_its_queue_s_overwrites() -> None:
+    model = Model(LOCKLESS)
+    s = _lockless_outcome().quiescence.state
+    cause = LocklessCoOwner(client=3, holder=0, queue=1, offset=0, holder_offset=1)
+    assert liveness.lockless_co_owners(model, s) == [cause]
+    stale = Shortfall("LIV-2", "", 3, 1)
+    assert explains(model, cause, stale, s)
+    assert explains(model, cause, Shortfall("LIV-2", "", 0, 1), s)  # the holder's, when the stale value lands last
+    assert not explains(model, cause, Shortfall("LIV-2", "", 3, 0), s)  # another queue
+    assert not explains(model, cause, Shortfall("LIV-2", "", 2, 1), s)  # a client that is neither owner
+    assert not explains(model, cause, Shortfall("LIV-5", "", 0, 1, "unconsumed"), s)  # the holder consumes everything
+    assert not explains(model, cause, Shortfall("LIV-5", "", 0, 1, "uncommitted"), s)  # the broker holds 1, not 0
+    offsets = list(s.broker.offsets)
+    offsets[1] = 0  # the lockless owner's persist landed last: the committed offset is its stale 0
+    landed = s._replace(broker=s.broker._replace(offsets=tuple(offsets)))
+    assert explains(model, cause, Shortfall("LIV-5", "", 0, 1, "uncommitted"), landed)
+    offsets[1] = 5  # a value neither owner ever wrote: not this cause's doing
+    foreign = s._replace(broker=s.broker._replace(offsets=tuple(offsets)))
+    assert not explains(model, cause, stale, foreign)
+    assert not explains(model, cause, Shortfall("LIV-2", "", 0, 1, "unflushed"), foreign)
+    # a list that does not name the queue (no configured double ownership): no such cause
+    lists = ((1,), (), (3,), (0,))
+    assert liveness.lockless_co_owners(Model(replace(LOCKLESS, allocate_config_queues=lists)), s) == []
 
 
 def _write_config(tmp_path: Path, config: dict[str, object]) -> str:
