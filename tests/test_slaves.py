@@ -23,6 +23,7 @@ from rmqspec.spec import actions as act
 from rmqspec.spec import broker_rules as br
 from rmqspec.spec.config import BROADCASTING, V4_9_8, V5_X, Config, ConfigError
 from rmqspec.spec.model import Model
+from rmqspec.spec.pull import PULL_DELAY_WHEN_EXCEPTION
 from rmqspec.spec.state import State, history_list
 
 
@@ -49,7 +50,7 @@ def test_a_5x_slave_refuses_pulls_but_takes_commits_and_answers_queries() -> Non
     pull_once(d)  # rejectRequest: SYSTEM_BUSY, an exception to the client
     after = d.state.clients[0].pqs[0]
     assert after.next_offset == pq.next_offset == 2
-    assert after.pull_ready_at == d.state.now + 3_000
+    assert after.pull_ready_at == d.state.now + PULL_DELAY_WHEN_EXCEPTION  # pull again in 1 s (R5.7)
     persist_and_land(d)
     assert d.state.slave is not None and d.state.slave.offsets[0] == 2
     assert d.violations == []

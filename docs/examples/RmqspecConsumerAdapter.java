@@ -1227,7 +1227,9 @@ public class RmqspecConsumerAdapter {
     // ============================================================================================
 
     static final class DefaultMQPushConsumerImpl {
-        static final long PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION = 3_000;
+        // pullTimeDelayMillsWhenException: the field says 3000, but the constructor copies the consumer's
+        // ClientConfig default over it, 1000 (DefaultMQPushConsumerImpl.java:124, ClientConfig.java:58).
+        static final long PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION = 1_000;
         static final long OFFSET_ILLEGAL_FIX_DELAY = 10_000; // 4.9.8's executeTaskLater(..., 10000)
 
         final MQClientInstance factory;
