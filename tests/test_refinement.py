@@ -1618,6 +1618,48 @@ def test_4_9_8_client_reset_suspends_drops_sleeps_then_persists_and_resumes(tmp_
     assert any(isinstance(c, Commit) and c.offset == 0 and c.cause == "admin-reset-client" for c in cl.channel)
 
 
+def test_4_9_8_offset_illegal_fix_during_a_client_reset_removes_the_held_pq_and_its_memory_offset(
+    tmp_path: Path,
+) -> None:
+    """R5.7 and R3.10a: a pull below minOffset gets OFFSET_ILLEGAL while a client reset sleeps; the reset's
+    dropped pq is still in processQueueTable, so the fix's ``removeProcessQueue`` (10 s later, before the
+    reset wakes) finds it there: it removes it, persists and removes the memory offset (removeUnnecessaryMessageQueue).
+    The reset then finds no pq of the queue and does nothing for it. (Campaign seed 7, unit 88: the model kept
+    the memory offset, REFINEMENT:29f56a1706.)"""
+    config = Config(
+        consumers=1,
+        queues=1,
+        messages_per_queue=3,
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+        retention_deletes=1,
+        admin_resets=1,
+    )
+    answered = Until(lambda s: all(p.result is not None for p in s.clients[0].pulls), (act.BrokerReceive,))
+    script = (
+        act.Start(0),
+        act.Rebalance(0),  # the pq at 0
+        act.Produce(0, "A"),
+        act.RetentionDelete(0),  # minOffset 1: a pull at 0 is OFFSET_ILLEGAL
+        Until(lambda s: s.broker.offsets[0] is not None, TIMER_ACTIONS + (act.BrokerReceive,)),
+        act.AdminReset(0, 1, False),
+        act.SendPull(0, 0),
+        answered,
+        act.ClientResetReceive(0),  # suspend; the pq is dropped but stays in the table (reset_held)
+        act.ReceivePull(0, 0),  # OFFSET_ILLEGAL: the fix is due at the reset's wake time
+        Until(lambda s: any(f.due <= s.now for f in s.clients[0].offset_fixes)),
+        act.FixOffsetIllegal(0, 0),  # runs before the wake
+    )
+    state, _ = lockstep_script(config, tmp_path, *script)
+    cl = state.clients[0]
+    assert cl.pqs[0] is None and cl.reset_held == () and cl.mem[0] is None and cl.reset_wake == state.now
+    fixes = [c for c in cl.channel if isinstance(c, Commit) and c.cause == "offset-illegal-fix"]
+    assert [c.offset for c in fixes] == [1, 1]  # persist(mq), then removeUnnecessaryMessageQueue's persist
+    state, _ = lockstep_script(config, tmp_path / "woken", *script, act.ClientResetWake(0))
+    cl = state.clients[0]
+    assert not cl.paused and cl.mem[0] is None  # the reset found no pq of queue 0: no updateOffset for it
+    assert not any(isinstance(c, Commit) and c.cause == "admin-reset-client" for c in cl.channel)
+
+
 # --- slaves (R2.4, R2.5, R3.4, R3.8, R5.3-R5.5, R9.3): the known slave bugs, in lockstep ---------------------
 
 

@@ -812,7 +812,9 @@ def _choose(
             else:
                 del by_family["client_stop"]
     if fault_holding and any(isinstance(a, act.PERTURBING) for options in by_family.values() for a in options):
-        calm = {f: [a for a in options if not isinstance(a, act.PERTURBING)] for f, options in by_family.items()}
+        calm: dict[str, list[act.Action]] = {
+            f: [a for a in options if not isinstance(a, act.PERTURBING)] for f, options in by_family.items()
+        }
         calm = {f: options for f, options in calm.items() if options}
         if calm and rng.random() < fault_holding:  # see FAULT_HOLDS
             by_family = calm
