@@ -290,6 +290,13 @@ def run_bench_held_out(args: argparse.Namespace) -> int:
             )
             return 2
         names = [n for n in names if not HELD_OUT[n].figures_seen]
+        if not names:
+            print(
+                "rmqspec: error: --unseen: every held-out bug's figures have been seen; a search change needs a new"
+                " set written apart from it (docs/held_out.md)",
+                file=sys.stderr,
+            )
+            return 2
     if args.campaign_seconds is not None and args.campaign_seconds <= 0:
         print("rmqspec: error: --campaign-seconds: must be a positive number of seconds", file=sys.stderr)
         return 2
