@@ -384,7 +384,8 @@ class PullMixin:
     def _apply_offset_fix(self: Model, s: State, i: int, q: int, offset: int) -> State:
         """updateOffset(increaseOnly=false) (R1.5), persist(mq) (persist(mq) (ConsumerProcessMixin._persist_one) /
         persist(mq) (ConsumerProcessMixin._persist_one)), removeProcessQueue: of the pq in ``pqs``, or of the one a
-        sleeping admin reset holds (``reset_held``, R3.10a), which is still the table's entry for mq."""
+        sleeping admin reset holds (``reset_held``, AdminResetMixin._client_reset_receive), which is still the table's
+        entry for mq."""
         cl = s.clients[i]
         s = s._replace(clients=_put(s.clients, i, cl._replace(mem=_put(cl.mem, q, offset))))
         pq = cl.pqs[q]
@@ -392,9 +393,10 @@ class PullMixin:
         table_uid = pq.uid if pq is not None else -1 if held is None else held  # the pq processQueueTable holds
         s = self._persist_one(s, i, q, table_uid, "offset-illegal-fix")
         if held is not None:
-            # admin reset (R3.10a): a sleeping reset's dropped pq is still the table's entry for mq, so
-            # removeProcessQueue removes it (RebalanceImpl.java:434): removeUnnecessaryMessageQueue persists and
-            # removes the memory offset (R9.5); the reset, woken, finds no pq of mq and does nothing for it
+            # admin reset (AdminResetMixin._client_reset_receive): a sleeping reset's dropped pq is still the table's
+            # entry for mq, so removeProcessQueue removes it (RebalanceImpl.java:434): removeUnnecessaryMessageQueue
+            # persists and removes the memory offset (Phase A of RebalanceMixin's updateProcessQueueTableInRebalance);
+            # the reset, woken, finds no pq of mq and does nothing for it
             cl = s.clients[i]
             cl = cl._replace(reset_held=tuple(h for h in cl.reset_held if h[0] != q), view=None)
             s = self._persist_one(s._replace(clients=_put(s.clients, i, cl)), i, q, -1, "offset-illegal-fix")

@@ -912,7 +912,9 @@ def test_history_fates_and_redelivery_causes_are_the_models_own() -> None:
     harm: dict[str, int] = {}
     redelivered: dict[str, int] = {}
     for config in MODEL_CONFIGS:
-        for seed in range(12):
+        # twelve seeds, and seed 37, the first of the clustering walks whose broker crash loses an offset that a
+        # consume-from-last positioning then skips past (a fault's harm, asserted below)
+        for seed in [*range(12), 37]:
             events, model, final = model_run(config, seed, 700)
             report = check_lines(lines_of(events))
             expected = fates.message_fates(model, final)
