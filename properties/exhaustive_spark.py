@@ -36,8 +36,8 @@ levels where the local search stops mid-level, but the counterexample has the sa
 Search limits (``max_states``, ``max_seconds``) are checked between levels; ``max_depth`` as the local
 search does. The ghost history is dropped from shipped states: no check reads it, and it only grows.
 
-A search that starts its own Spark session stops as a campaign does on SIGINT and SIGTERM (the campaign's
-``_SignalsInterrupt`` and ``_stop_spark``): Spark and its JVM are stopped quietly and ``CheckInterrupted``
+A search that starts its own Spark session stops as a campaign does on SIGINT and SIGTERM (the one protocol,
+``rmqspec.spark_session.own_spark_session``): Spark and its JVM are stopped quietly and ``CheckInterrupted``
 is raised, which ``rmqspec check`` prints as one line, exit code 130 or 143.
 """
 
@@ -55,6 +55,7 @@ from typing import Any
 from rmqspec.properties.canonical import stable_fingerprint, time_is_relative
 from rmqspec.properties.exhaustive import SOMETIMES, Bounds, CheckResult, Found, replay
 from rmqspec.properties.step_guards import StepChecks
+from rmqspec.spark_session import own_spark_session
 from rmqspec.spec.actions import action_name
 from rmqspec.spec.config import Config
 from rmqspec.spec.invariants import ACTION_PROPERTIES, check_state
@@ -225,28 +226,8 @@ def check_on_spark(
 def _check_on_own_spark(master: str, search: Callable[[Any], _Search]) -> CheckResult:
     """``search(sc).run()`` in a Spark session started for it and stopped after it, SIGINT and SIGTERM handled as a
     campaign handles them (module docstring)."""
-    from rmqspec.campaign.runner import _SignalsInterrupt, _stop_spark
-
-    signals = _SignalsInterrupt()  # installed from here: a signal while the JVM starts is one too
-    spark: Any = None
-    completed = False
-    try:
-        try:
-            spark = spark_session(master)
-            signals.install()  # again: the SparkContext put its own SIGINT handler, which calls into the JVM
-            result = search(spark.sparkContext).run()
-            completed = True
-        finally:
-            signals.raising = False  # from here a signal is only recorded: it must not cut the stopping short
-            try:
-                _stop_spark(spark, stop_jvm=not completed or signals.signum is not None)
-            finally:
-                signals.uninstall()
-    except BaseException:
-        if signals.signum is None:
-            raise
-    if signals.signum is not None:
-        raise CheckInterrupted(signals.signum) from None
+    with own_spark_session(lambda: spark_session(master), CheckInterrupted) as spark:
+        result = search(spark.sparkContext).run()
     return result
 
 

@@ -326,7 +326,7 @@ def test_a_signal_to_the_driver_stops_the_campaign_in_one_line_and_leaves_no_pro
 def test_a_signal_to_check_spark_stops_it_in_one_line_and_leaves_no_process(
     tmp_path: Path, signum: int, group: bool, code: int, said: str
 ) -> None:
-    """``check --spark`` stops through the campaign's path (runner._SignalsInterrupt, runner._stop_spark)."""
+    """``check --spark`` stops through the campaign's path (spark_session.own_spark_session)."""
     rmqspec = Path(sys.executable).with_name("rmqspec")
     argv = [str(rmqspec), "check", "--spark", "--master", "local[1]", "--config", "two-consumers-instant"]
     log = tmp_path / "stderr"

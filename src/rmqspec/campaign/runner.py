@@ -24,16 +24,14 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
-import logging
 import os
 import re
 import shutil
 import signal
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +41,7 @@ from rmqspec.campaign.units import PROFILES, directed_start
 from rmqspec.jsonin import InputError, iter_lines, parse
 from rmqspec.outfiles import write_atomic
 from rmqspec.properties.exhaustive import NamedConfig
+from rmqspec.spark_session import own_spark_session
 from rmqspec.spec_coverage import COVERAGE_EVERY
 
 DEFAULT_MASTER = "local[*]"
@@ -74,11 +73,6 @@ class CampaignInterrupted(KeyboardInterrupt):
         what = "terminated (SIGTERM)" if self.signum == signal.SIGTERM else "interrupted"
         resume = f"; resume with: {self.resume_command}" if self.resume_command else "; resume with --resume"
         return f"{what}: {self.batches} batches ({self.runs} runs) saved in {self.out}{resume}"
-
-
-class _Signalled(KeyboardInterrupt):
-    """Raised by the campaign's SIGINT/SIGTERM handler; a KeyboardInterrupt, so that py4j, interrupted in
-    the middle of a call, closes that connection instead of leaving it half read."""
 
 
 @dataclass
@@ -259,196 +253,55 @@ def _run_campaign(options: CampaignOptions) -> CampaignResult:
     deferred: dict[int, Path] = {}  # guided: batches on disk verified when the campaign reaches them
     done_rows = _verified_batches(options, batches_dir, scheduler, deferred)
     saved = [len(done_rows), sum(len(rows) for rows in done_rows.values())]  # batches, runs in <out>
-    signals = _SignalsInterrupt()
-    spark: Any = None
-    completed = False
-    try:
-        try:
-            started = time.perf_counter()
-            spark = _spark_session(options.master)
-            signals.install()  # again: the SparkContext put its own SIGINT handler, which calls into the JVM
-            result = CampaignResult(
-                spark_startup_seconds=round(time.perf_counter() - started, 2),
-                named=options.named,
-                mutations=options.mutations,
-                scheduler=scheduler,
-            )
-            sc = spark.sparkContext
-            result.parallelism = sc.defaultParallelism
-            result.rows = [row for rows in done_rows.values() for row in rows]
-            steps_done = sum(r["steps"] for r in result.rows)
-            say = options.progress or (lambda line: None)
-            if done_rows:
-                say(f"resuming: {len(done_rows)} batches ({len(result.rows)} runs) already on disk")
-            for batch in _batches(options, done_rows):
-                index = batch[0] // options.batch_size
-                if index not in deferred and _out_of_budget(options, result, started, batch):
-                    break
-                plans = scheduler.plans(batch, index)
-                rows = _deferred_rows(options, deferred, index, plans)
-                if rows is None:
-                    rows, rechecked = _run_batch(sc, options, batch, result.parallelism, plans)
-                    _check_determinism(rows, rechecked)
-                    result.determinism_checks += len(rechecked)
-                    _absorb(scheduler, rows)
-                    _write_batch(batches_dir, index, rows)
-                    saved[0], saved[1] = saved[0] + 1, saved[1] + len(rows)
-                else:
-                    scheduler.absorb(rows)
-                    saved[0], saved[1] = saved[0] + 1, saved[1] + len(rows)
-                result.rows.extend(rows)
-                steps_done += sum(r["steps"] for r in rows)
-                scheduler.record_round(len(result.rows), time.perf_counter() - started, steps_done)
-                _save_corpus(scheduler, options.out / "corpus")
-                say(_progress_line(options, result, started))
-            result.rows.sort(key=lambda r: r["unit"])
-            result.failures = deduplicate(result.rows)
-            if any(r.get("spec_arcs") is not None for r in result.rows):
-                from rmqspec.spec_coverage import campaign_document
+    started = time.perf_counter()
 
-                result.spec_coverage = campaign_document(result.rows, "campaign")
-            _write_parquet(spark, result.rows, options.out / "runs.parquet")
-            completed = True
-        finally:
-            signals.raising = False  # from here a signal is only recorded: it must not cut the stopping short
-            try:
-                _stop_spark(spark, stop_jvm=not completed or signals.signum is not None)
-            finally:
-                signals.uninstall()
-    except BaseException:
-        if signals.signum is None:
-            raise
-    if signals.signum is not None:  # a signal, even one that came while Spark was stopping after the last batch
-        raise CampaignInterrupted(signals.signum, options.out, *saved) from None
+    def interrupted(signum: int) -> CampaignInterrupted:  # names the batches saved by the time of the signal
+        return CampaignInterrupted(signum, options.out, *saved)
+
+    with own_spark_session(lambda: _spark_session(options.master), interrupted) as spark:
+        result = CampaignResult(
+            spark_startup_seconds=round(time.perf_counter() - started, 2),
+            named=options.named,
+            mutations=options.mutations,
+            scheduler=scheduler,
+        )
+        sc = spark.sparkContext
+        result.parallelism = sc.defaultParallelism
+        result.rows = [row for rows in done_rows.values() for row in rows]
+        steps_done = sum(r["steps"] for r in result.rows)
+        say = options.progress or (lambda line: None)
+        if done_rows:
+            say(f"resuming: {len(done_rows)} batches ({len(result.rows)} runs) already on disk")
+        for batch in _batches(options, done_rows):
+            index = batch[0] // options.batch_size
+            if index not in deferred and _out_of_budget(options, result, started, batch):
+                break
+            plans = scheduler.plans(batch, index)
+            rows = _deferred_rows(options, deferred, index, plans)
+            if rows is None:
+                rows, rechecked = _run_batch(sc, options, batch, result.parallelism, plans)
+                _check_determinism(rows, rechecked)
+                result.determinism_checks += len(rechecked)
+                _absorb(scheduler, rows)
+                _write_batch(batches_dir, index, rows)
+                saved[0], saved[1] = saved[0] + 1, saved[1] + len(rows)
+            else:
+                scheduler.absorb(rows)
+                saved[0], saved[1] = saved[0] + 1, saved[1] + len(rows)
+            result.rows.extend(rows)
+            steps_done += sum(r["steps"] for r in rows)
+            scheduler.record_round(len(result.rows), time.perf_counter() - started, steps_done)
+            _save_corpus(scheduler, options.out / "corpus")
+            say(_progress_line(options, result, started))
+        result.rows.sort(key=lambda r: r["unit"])
+        result.failures = deduplicate(result.rows)
+        if any(r.get("spec_arcs") is not None for r in result.rows):
+            from rmqspec.spec_coverage import campaign_document
+
+            result.spec_coverage = campaign_document(result.rows, "campaign")
+        _write_parquet(spark, result.rows, options.out / "runs.parquet")
     result.seconds = round(time.perf_counter() - started, 2)
     return result
-
-
-class _SignalsInterrupt:
-    """While a campaign runs, SIGINT and SIGTERM raise ``_Signalled`` in the main thread (the first one
-    only, and only while ``raising``: not while the campaign stops Spark and its JVM) and silence Python logging:
-    py4j logs the interrupted call's traceback through the root logger. Outside the main thread (where
-    ``signal.signal`` is refused) it does nothing."""
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-        self.raising = True
-        self.previous: dict[signal.Signals, Any] | None = None
-        self.logging_disabled = logging.root.manager.disable
-        self.install()
-
-    def install(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-        previous = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
-        if self.previous is None:
-            self.previous = previous
-
-    def uninstall(self) -> None:
-        if self.previous is not None:
-            for s, handler in self.previous.items():
-                signal.signal(s, handler)
-            self.previous = None
-        logging.disable(self.logging_disabled)
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        if self.signum is not None:
-            return
-        self.signum = signum
-        logging.disable(logging.CRITICAL)
-        if self.raising:
-            raise _Signalled(signum)
-
-
-def _stop_spark(spark: Any, stop_jvm: bool) -> None:
-    """Stop the SparkSession; with ``stop_jvm`` (an interrupt or an error) quietly, within a bound, and
-    then its JVM too. After a clean campaign the JVM stays for the next session in this process, and
-    exits with it (it reads its stdin until the driver's end closes)."""
-    if not stop_jvm:
-        if spark is not None:
-            spark.stop()
-        return
-    if spark is not None:
-        with suppress(Exception):
-            spark.sparkContext.setLogLevel("OFF")  # the executors' errors about the cancelled tasks
-        with suppress(Exception):
-            # pyspark's accumulator server (a socketserver thread in this process) prints the traceback of a
-            # task's update that the stop cuts short (EOFError); the interrupt has its one line already
-            server = spark.sparkContext._accumulatorServer
-            server.handle_error = lambda request, client_address: None
-
-        def stop() -> None:
-            with suppress(Exception):
-                spark.stop()
-
-        stopper = threading.Thread(target=stop, daemon=True)
-        stopper.start()
-        stopper.join(JVM_STOP_SECONDS)
-    _stop_jvm()
-
-
-JVM_STOP_SECONDS = 15.0  # how long an interrupted campaign waits for spark.stop(), then for its JVM to exit
-
-
-def _stop_jvm() -> None:
-    """End the py4j gateway's JVM (``SparkContext._gateway.proc``, the JVM that spark-submit exec'd
-    into): close its stdin, on which it exits, then kill it if it is still there. A JVM whose launch was
-    interrupted before pyspark kept its handle is found among this process's children."""
-    try:
-        from pyspark import SparkContext
-    except ImportError:  # pragma: no cover - pyspark is a dependency
-        return
-    gateway = SparkContext._gateway
-    proc = getattr(gateway, "proc", None)
-    if gateway is not None:
-        with suppress(Exception):
-            gateway.close()
-        SparkContext._gateway = None  # a later session in this process launches a new JVM
-        SparkContext._jvm = None
-    pids = [proc.pid] if proc is not None else _spark_children()
-    if proc is not None:
-        with suppress(Exception):
-            proc.stdin.close()
-    deadline = time.monotonic() + JVM_STOP_SECONDS
-    for pid in pids:
-        while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if _alive(pid):
-            with suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-    if proc is not None:
-        with suppress(Exception):
-            proc.wait(5)  # reap it
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except (OSError, IndexError):
-        try:
-            os.kill(pid, 0)  # no /proc: ask the kernel
-        except OSError:
-            return False
-        return True
-
-
-def _spark_children() -> list[int]:
-    """This process's children that are Spark's launcher or JVM (``pyspark-shell`` on their command line)."""
-    me, found = os.getpid(), []
-    with suppress(OSError):
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            with suppress(OSError, IndexError, ValueError):
-                with open(f"/proc/{entry}/stat", "rb") as f:
-                    ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
-                with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    if ppid == me and b"pyspark-shell" in f.read():
-                        found.append(int(entry))
-    return found
 
 
 def _prepare_output(options: CampaignOptions, batches_dir: Path) -> None:
