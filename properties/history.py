@@ -209,8 +209,8 @@ _TOLERATED_UNOWNED: Final = ("unowned-by-configuration", "unowned-outside-consum
 def allowed_anomalies(mode: str, consumption: str, rocketmq: str, strategy: str = "AVG") -> dict[str, str]:
     """The anomaly classes at-least-once delivery tolerates in this mode, each with its reason.
 
-    The reasons come from semantics.md (S-, R- and INV- numbers) and, where the model has the same
-    tolerance, from the model's own ``spec.anomalies.ALLOWED_ANOMALIES`` and
+    The reasons come from docs/rules.md (S- and R- numbers), docs/spec.md (INV- numbers) and, where the model
+    has the same tolerance, from the model's own ``spec.anomalies.ALLOWED_ANOMALIES`` and
     ``ALLOCATION_ANOMALIES`` (the strategies that do not partition the queues).
     """
     from rmqspec.spec.anomalies import ALLOCATION_ANOMALIES

@@ -1,7 +1,8 @@
 """Liveness at quiescence: once faults stop and timers run, the group catches up.
 
-semantics.md §13 states four liveness properties (LIV-1..LIV-4) "under fair scheduling and eventually
-stable membership". A random walk never stops perturbing, so they cannot be checked on its states.
+The property list the project started from states four liveness properties (LIV-1..LIV-4) "under fair
+scheduling and eventually stable membership". A random walk never stops perturbing, so they cannot be checked on
+its states.
 This module checks them *as checks at quiescence*. From any reachable
 state, :func:`quiesce` stops every perturbation and runs only healing and progress actions, fairly and
 deterministically, for a logical-time horizon derived from the configuration; :func:`check_quiescent`
@@ -581,9 +582,10 @@ def explains(model: Model, cause: Cause, shortfall: Shortfall, s: State) -> bool
     if task == "sendHeartbeatToAllBroker":
         # The broker's idle scan drops the consumer 120 s after its last heartbeat, telling nobody, and
         # messageQueueChanged's heartbeat brings it back: it flaps every ~2 minutes (R4.3, docs/spec.md
-        # §15), so "eventually stable membership", the premise of every LIV property (semantics §13), never
-        # holds. CLUSTERING: any shortfall of the group. BROADCASTING (no allocation by membership): its own,
-        # and everyone's while nobody of the group is registered, when every pull is rejected (R5.4).
+        # "What the version switch changes"), so "eventually stable membership", the premise of every LIV property
+        # (docs/spec.md, "Liveness at quiescence"), never holds. CLUSTERING: any shortfall of the group.
+        # BROADCASTING (no allocation by membership): its own, and everyone's while nobody of the group is
+        # registered, when every pull is rejected (R5.4).
         return model.clustering or here == c or not s.broker.registered
     if task == CLEAN_EXPIRE_MSG_TASK:
         # R6.8: the cleaner only removes a message whose listener has run past consumeTimeout. At quiescence every

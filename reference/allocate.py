@@ -1,4 +1,4 @@
-"""RocketMQ's queue allocation strategies (semantics §11, rules R11.0–R11.6), for the reference side.
+"""RocketMQ's queue allocation strategies (R11.0–R11.6), for the reference side.
 
 Each consumer of a CLUSTERING group runs the group's strategy on its own, with the same sorted
 ``mq_all`` and ``cid_all`` (R9.3), and keeps what the strategy hands back. The group is partitioned
@@ -257,7 +257,7 @@ class AllocateMessageQueueByConfig(AbstractAllocateMessageQueueStrategy):
     """R11.4, ``AllocateMessageQueueByConfig`` ("CONFIG"): the configured list, whatever the inputs.
 
     It never calls ``check``, so nothing is validated. Java returns its own list, ``null`` when none
-    was set (semantics §17): so does this one (the rebalance treats null as empty, R11.7; an enclosing
+    was set (Java's edge): so does this one (the rebalance treats null as empty, R11.7; an enclosing
     MACHINE_ROOM_NEARBY throws on it, R11.6). A copy is returned so callers cannot alter the
     configuration.
     """
@@ -421,7 +421,7 @@ class AllocateMachineRoomNearby(AbstractAllocateMessageQueueStrategy):
 
 def _not_null(queues: list[MessageQueue] | None) -> list[MessageQueue]:
     """``allocateResults.addAll(result)``: a ``null`` inner result (CONFIG with no list) throws
-    ``NullPointerException`` (R11.6, semantics §17)."""
+    ``NullPointerException`` (R11.6; Java's edge)."""
     if queues is None:
         raise NullPointerError("allocateResults.addAll(null): the inner strategy returned null")
     return queues

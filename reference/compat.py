@@ -1,7 +1,7 @@
 """Switches that make the reference behave like the model where the model departs from RocketMQ 4.9.8.
 
 The refinement check compares two independent formulations: the model (``rmqspec.spec``) and this
-RocketMQ-shaped reference. Where reading RocketMQ 4.9.8 (and semantics.md) gave a different answer
+RocketMQ-shaped reference. Where reading RocketMQ 4.9.8 (and the rules of docs/rules.md) gave a different answer
 from the model, the reference implements RocketMQ and names the difference here. Each switch, when
 True (the default, used by the lockstep test), makes the reference take the model's branch instead;
 :meth:`SpecCompat.faithful` turns them all off. Tests show that each switch is load-bearing: with it

@@ -1,6 +1,6 @@
 """``ConsumeMessageOrderlyService``: lock renewal, the orderly consume loop, local retry and forwarding.
 
-Mirrors RocketMQ 4.9.8's ``ConsumeMessageOrderlyService`` (semantics R8.3, R8.5-R8.7, R8.9, R4.4) with
+Mirrors RocketMQ 4.9.8's ``ConsumeMessageOrderlyService`` (R8.3, R8.5-R8.7, R8.9, R4.4) with
 the 5.x difference of R8.7 (``MQVersion.orderly_forward_counts_the_send``):
 
 - ``start`` schedules ``lockMQPeriodically`` in CLUSTERING: ``RebalanceImpl.lock_all`` every 20 s

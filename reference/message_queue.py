@@ -1,6 +1,6 @@
 """MessageQueue, RocketMQ's queue identity, with Java's natural order and text form.
 
-Mirrors ``org.apache.rocketmq.common.message.MessageQueue`` (semantics §0.3): ordered by topic,
+Mirrors ``org.apache.rocketmq.common.message.MessageQueue`` (docs/rules.md, "Terms"): ordered by topic,
 then brokerName (Java string compare, which for the ASCII names used here equals Python's), then
 queueId numerically. ``str(mq)`` is the text form that consistent hashing routes on.
 """

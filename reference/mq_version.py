@@ -1,8 +1,8 @@
 """``MQVersion``: which RocketMQ release line the reference behaves as, and what that changes.
 
 The reference implements RocketMQ 4.9.8; ``MQVersion("5.x")`` switches the few behaviours of the
-offset path that 5.x changed (semantics.md §15) to the latest 5.x (5.3.3 / develop). Each switch is
-one derived property, read at exactly one place:
+offset path that 5.x changed (docs/spec.md, "What the version switch changes") to the latest 5.x (5.3.3 /
+develop). Each switch is one derived property, read at exactly one place:
 
 - ``broker_error_reads_as_no_offset``, read in ``RemoteBrokerOffsetStore.read_offset`` (R2.3):
   4.9.8 reads any broker error code as -1; 5.x (5.0.0) only QUERY_NOT_FOUND, other codes are -2.

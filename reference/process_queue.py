@@ -35,7 +35,7 @@ REBALANCE_LOCK_MAX_LIVE_TIME: Final = 30_000  # rocketmq.client.rebalance.lockMa
 
 def java_long(value: int) -> int:
     """``value`` as Java's ``long`` arithmetic leaves it: wrapped into [-2^63, 2^63). Offsets near the
-    edges of ``long`` come only from adapter requests (semantics §17); every offset the model uses is
+    edges of ``long`` come only from adapter requests (Java's edge); every offset the model uses is
     far inside, where this is the identity."""
     return (value + 2**63) % 2**64 - 2**63
 
@@ -109,7 +109,7 @@ class ProcessQueue:
             last = msgs[-1]
             max_offset = last.get_property(PROPERTY_MAX_OFFSET)
             acc_total = java_long(int(max_offset) - last.queue_offset) if max_offset is not None else 0
-            if acc_total > 0:  # long arithmetic: MAX_OFFSET - queueOffset may overflow (semantics §17)
+            if acc_total > 0:  # long arithmetic: MAX_OFFSET - queueOffset may overflow (Java's edge)
                 self.msg_acc_cnt = acc_total
         return dispatch_to_consume
 
@@ -167,7 +167,7 @@ class ProcessQueue:
         """R6.4: move up to ``batch_size`` lowest entries of the tree into the consuming map; when
         none moved, ``consuming`` becomes False (the orderly loop stops until the next put). A
         negative ``batch_size`` throws before anything changes: ``new ArrayList<>(batchSize)``
-        (semantics §17; the consume service only passes consumeMessageBatchMaxSize, at least 1)."""
+        (Java's edge; the consume service only passes consumeMessageBatchMaxSize, at least 1)."""
         if batch_size < 0:
             raise IllegalArgumentError(f"Illegal Capacity: {batch_size}")
         self.last_consume_timestamp = now

@@ -1,7 +1,7 @@
 """The remoting protocol between consumer and broker: codes, sys flags, headers and ``RemotingCommand``.
 
 Mirrors ``RequestCode``, ``ResponseCode``, ``PullSysFlag`` (R5.3) and the request headers of the
-calls offset management uses (semantics §14): PULL_MESSAGE (R5.2), QUERY_CONSUMER_OFFSET (R3.5),
+calls offset management uses (docs/rules.md): PULL_MESSAGE (R5.2), QUERY_CONSUMER_OFFSET (R3.5),
 UPDATE_CONSUMER_OFFSET (R3.4), CONSUMER_SEND_MSG_BACK (R7.4), GET_CONSUMER_LIST_BY_GROUP (R9.3),
 HEART_BEAT and UNREGISTER_CLIENT (R9.7), GET_MAX_OFFSET and SEARCH_OFFSET_BY_TIMESTAMP (R10.1),
 NOTIFY_CONSUMER_IDS_CHANGED (R9.7) and SEND_MESSAGE (the producer fall-back, R7.4/R7.6).

@@ -1,4 +1,4 @@
-"""``RebalanceLockManager``: the broker's table of orderly-consumption locks (semantics R8.1).
+"""``RebalanceLockManager``: the broker's table of orderly-consumption locks (R8.1).
 
 Mirrors ``org.apache.rocketmq.broker.client.rebalance.RebalanceLockManager`` of 4.9.8: one
 ``LockEntry`` {clientId, lastUpdateTimestamp} per (group, mq), in memory only (a broker crash loses

@@ -41,7 +41,7 @@ from rmqspec.spec.config import (
 
 
 def client_id(index: int) -> str:
-    """The clientId of consumer ``index``: ``<ip>@<instanceName>`` (semantics §0.3)."""
+    """The clientId of consumer ``index``: ``<ip>@<instanceName>`` (R11.0)."""
     return f"10.0.0.{index + 1}@c{index}"
 
 
@@ -292,7 +292,7 @@ def allocate_queues(
     assert my_room  # current is in cid_all (check), whose rooms were all found above
     out: list[MessageQueue] = []
     if inner.name == CONFIG and inner.message_queue_list is None and (my_room in mr2mq or set(mr2mq) - set(mr2c)):
-        # allocateResults.addAll(null): CONFIG with no list answers null (semantics §17)
+        # allocateResults.addAll(null): CONFIG with no list answers null (Java's edge)
         raise NullPointerError("allocateResults.addAll(null): the inner strategy returned null")
     mine = mr2mq.pop(my_room, None)
     if mine:

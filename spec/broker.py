@@ -49,7 +49,7 @@ from rmqspec.spec.state import put_at as _put
 if TYPE_CHECKING:
     from rmqspec.spec.model import Model
 
-# Broker timers (semantics §14).
+# Broker timers (R4.3, R3.6; docs/rules.md, "Constants").
 FLUSH_FIRST_DELAY: Final = 10_000  # broker consumer-offset flush first run (R3.6)
 FLUSH_INTERVAL: Final = 5_000  # flushConsumerOffsetInterval (R3.6)
 CHANNEL_EXPIRED_TIMEOUT: Final = 120_000  # the broker's idle-channel scan closes a silent consumer (R4.3)

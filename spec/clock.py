@@ -7,7 +7,8 @@ timer, ClientLocksMixin._lock_all), ``cleanExpireMsg`` (cleanExpiredMsg, Concurr
 broker's consumer-offset flush (the broker's flush, BrokerMixin._broker_flush) and the scheduled-message delivery (the
 broker's send-back, ConcurrentConsumeMixin._goes_to_dlq). The model has no clock of its own: ``Tick`` jumps to the
 earliest future deadline and is not enabled while a timer is due, so every timer fires on time relative to the clock
-while interleaving freely with everything else (semantics §4, §14).
+while interleaving freely with everything else (docs/rules.md, "Timers, persistence cadence and shutdown"
+and "Constants").
 
 Its actions, before the class: ``Tick``.
 """

@@ -193,8 +193,8 @@ def _by_offset_illegal_fix(m: Model, s: State, a: Action, t: State, q: int) -> b
     return landed is not None and landed[1] == "offset-illegal-fix"
 
 
-# The declared causes of a falling committed (master) offset, semantics INV-8 and known-bugs I3. The slave's
-# table has its own property, INV-8s, whose extra cause is SlaveSync (SlaveMixin._slave_sync).
+# The declared causes of a falling committed (master) offset, INV-8 and the guarantee I3 of docs/known_bugs.md. The
+# slave's table has its own property, INV-8s, whose extra cause is SlaveSync (SlaveMixin._slave_sync).
 DECLARED_DECREASE_CAUSES: tuple[DecreaseCause, ...] = (
     DecreaseCause(
         "failover",
@@ -314,6 +314,6 @@ COMMITTED_DECREASE_DECLARED = ActionProperty(
     "reset, a stale owner's commit, the OFFSET_ILLEGAL fix-up, a request the broker's pools overtook).",
     "R3.2, R3.7, R3.10a, R3.10b, R5.7",
     "The broker never enforces monotonicity (R3.2), so every decrease must be explained by a declared cause "
-    "(semantics INV-8, known-bugs I3).",
+    "(INV-8; I3 of docs/known_bugs.md).",
     _committed_decrease_declared,
 )

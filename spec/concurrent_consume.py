@@ -257,7 +257,7 @@ class ConcurrentConsumeMixin:
         n = len(r.msgs)
         ack = a.ack_index
         valid_ack = (a.status == CONSUME_SUCCESS and -1 <= ack <= n - 1) or (a.status == RECONSUME_LATER and ack == -1)
-        failed = r.msgs[ack + 1 :] if valid_ack else ()
+        failed = self._failed_by_answer(r.msgs, ack) if valid_ack else ()
         fails = a.send_back_fails
         if (
             not valid_ack
@@ -312,6 +312,11 @@ class ConcurrentConsumeMixin:
             )
         cl = cl._replace(pqs=_put(cl.pqs, q, pq))
         return s._replace(clients=_put(s.clients, i, cl), broker=b, ghost=g, budget=budget)
+
+    def _failed_by_answer(self: Model, msgs: tuple[tuple[int, int], ...], ack: int) -> tuple[tuple[int, int], ...]:
+        """The messages of a request that processConsumeResult treats as failed: those past ackIndex (R7.3; -1 on
+        RECONSUME_LATER fails them all)."""
+        return msgs[ack + 1 :]
 
     def _removed_after_consume(self: Model, msgs: tuple[tuple[int, int], ...], back_failed: set[int]) -> list[int]:
         """The offsets processConsumeResult removes from the pq: all the batch's but those whose send-back
@@ -722,4 +727,46 @@ RETRY_ACCOUNTING = ActionProperty(
     "R7.4-R7.7, R6.8",
     "Retry timing and the DLQ threshold are what users tune and alert on; off-by-ones lose a retry.",
     _retry_accounting,
+)
+
+
+def _send_back_answers_failure(m: Model, s: State, a: Action, t: State) -> str | None:
+    # Checked on FinishConsume steps of the concurrent service, from the action's own answer and the request it
+    # names, never from the model's helpers: processConsumeResult (R7.3) sends back exactly the messages past
+    # ackIndex (all of them on RECONSUME_LATER), in CLUSTERING only (BROADCASTING drops its failures), and nothing
+    # when the pq was dropped while the listener ran (R7.2). What the broker gains in the step (schedule or DLQ)
+    # must come from those messages. A send-back that fails is resubmitted locally and sent back later, by another
+    # FinishConsume, so the step may send back fewer, never others.
+    if m.orderly or not isinstance(a, FinishConsume):
+        return None
+    added = [e.message for e in t.broker.scheduled if e not in s.broker.scheduled]
+    added += list(t.broker.dlq[len(s.broker.dlq) :])
+    if not added:
+        return None
+    cl = s.clients[a.client]
+    r = next(r for r in cl.consuming if r.rid == a.rid)
+    pq = cl.pqs[r.queue]
+    if not m.clustering:
+        return f"client {a.client} queue {r.queue}: a BROADCASTING consumer sent {added[0].origin} back"
+    if pq is None or pq.uid != r.pq_uid or pq.pull_state == PULL_DROPPED:
+        return f"client {a.client} queue {r.queue}: sent {added[0].origin} back for a request of a dropped pq"
+    failed = r.msgs if a.status == RECONSUME_LATER else r.msgs[a.ack_index + 1 :]
+    messages = s.broker.queues[r.queue].messages
+    origins = {messages[o].origin for o, _ in failed}
+    extra = [msg.origin for msg in added if msg.origin not in origins]
+    if extra:
+        answer = f"{a.status} ackIndex={a.ack_index} of {len(r.msgs)}"
+        return f"client {a.client} queue {r.queue}: sent {extra[0]} back although the listener answered {answer}"
+    return None
+
+
+SEND_BACK_ANSWERS_FAILURE = ActionProperty(
+    "INV-24",
+    "send_back_answers_failure",
+    "A concurrent consumer sends back only what its listener failed: the messages past ackIndex of a live pq's "
+    "request, in CLUSTERING; nothing on a whole success, nothing in BROADCASTING, nothing for a dropped pq.",
+    "R7.2, R7.3",
+    "A message sent back after its listener succeeded is consumed again and, at maxReconsumeTimes, ends in the DLQ "
+    "although nothing failed; at-least-once allows the redelivery, so no other property sees it.",
+    _send_back_answers_failure,
 )

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Final
 
-# Message models and strategies the model explores (semantics R1.3, the allocation strategies,
+# Message models and strategies the model explores (R1.3, the allocation strategies,
 # allocation.allocate_queues).
 CLUSTERING: Final = "CLUSTERING"
 BROADCASTING: Final = "BROADCASTING"
@@ -63,6 +63,7 @@ MUTATIONS: Final[dict[str, str]] = {
     "dlq_one_retry_late": "send-back routes to the DLQ only when reconsumeTimes > max (R7.5)",
     "piggyback_next_offset": "the pull piggy-backs the pull cursor instead of the stored offset (R5.2)",
     "count_not_decremented": "ProcessQueue.removeMessage forgets to decrement msgCount (R6.3)",
+    "send_back_from_ack_index": "processConsumeResult sends back from ackIndex, not ackIndex + 1 (R7.3)",
     "commit_past_cached": "removeMessage returns queueOffsetMax + 2 when the tree empties (R6.3)",
     "resume_ignores_stored_offset": "computePullFromWhere ignores the broker offset and uses consumeFromWhere",
     "avg_blocks_overlap": "AVG gives every consumer a block starting one queue early (R11.1)",

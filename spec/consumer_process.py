@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from rmqspec.spec.actions import Action
     from rmqspec.spec.model import Model
 
-# Consumer timers (semantics §14).
+# Consumer timers (R4.1, R4.4; docs/rules.md, "Constants").
 PERSIST_FIRST_DELAY: Final = 10_000  # persistAllConsumerOffset first run (R4.1)
 PERSIST_INTERVAL: Final = 5_000  # persistConsumerOffsetInterval (R4.1)
 HEARTBEAT_FIRST_DELAY: Final = 1_000  # heartbeat task first run (R4.1)

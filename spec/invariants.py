@@ -1,9 +1,9 @@
 """The property registry: every state invariant and action property of the model, in checking order.
 
 A state invariant is checked on every reachable state; an action property on every step
-``(state, action, state')``. Each has an id (INV-n as in semantics §13, INV-n+ for ours), one
-sentence, the rules it rests on, and why it matters (``property_types.py``). A check returns ``None``
-when it holds and a short description of the counterexample otherwise. Each property is defined with
+``(state, action, state')``. Each has an id (INV-n as numbered by the property list the project started from,
+INV-n+ for ours), one sentence, the rules it rests on, and why it matters (``property_types.py``). A check returns
+``None`` when it holds and a short description of the counterexample otherwise. Each property is defined with
 its check in the module of the concern it is about (the map is docs/spec.md, "Map: RocketMQ concern, module, actions,
 properties, planted bugs"); the causes of a falling committed offset and the guarantee it must keep are
 ``committed_offset.py``, and what at-least-once delivery tolerates is ``anomalies.py``.
@@ -50,6 +50,7 @@ INVARIANTS: tuple[Invariant, ...] = (
 
 ACTION_PROPERTIES: tuple[ActionProperty, ...] = (
     concurrent_consume.RETRY_ACCOUNTING,  # INV-10
+    concurrent_consume.SEND_BACK_ANSWERS_FAILURE,  # INV-24
     pull.INCREASE_ONLY_NEVER_LOWERS,  # INV-4
     concurrent_consume.DROPPED_PQ_IS_INERT,  # INV-5
     consumer_process.PERSIST_ALL_PRUNES_MEMORY,  # INV-6a

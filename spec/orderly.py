@@ -1,5 +1,5 @@
-"""Orderly consumption's lock rules (semantics §8): the broker's RebalanceLockManager and the client's
-lock validity, as pure functions over the model's lock table.
+"""Orderly consumption's lock rules (docs/rules.md, "Orderly consumption"): the broker's RebalanceLockManager and the
+client's lock validity, as pure functions over the model's lock table.
 
 The broker lock table's rule (R8.1) is decided here; the client's lock calls that apply it are
 ``ClientLocksMixin`` (``client_locks.py``), and a broker crash empties the table (``BrokerMixin._broker_crash``).
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Final
 
-# Timing margins (semantics §14, the lockAll timer, ClientLocksMixin._lock_all): client renewal 20 s < client validity
-# 30 s < broker expiry 60 s.
+# Timing margins (docs/rules.md, "Constants"; the lockAll timer, ClientLocksMixin._lock_all): client
+# renewal 20 s < client validity 30 s < broker expiry 60 s.
 BROKER_LOCK_MAX_LIVE_TIME: Final = 60_000  # rocketmq.broker.rebalance.lockMaxLiveTime (R8.1)
 CLIENT_LOCK_MAX_LIVE_TIME: Final = 30_000  # rocketmq.client.rebalance.lockMaxLiveTime (the expiry predicates,
 # PullMixin.pull_expired)

@@ -383,8 +383,8 @@ def _single_orderly_listener(m: Model, s: State) -> str | None:
     a BROADCASTING member owns its own progress). Two listeners of one client are never tolerated (the
     MessageQueueLock is local). Two clients' overlap is tolerated only when a timing margin broke (a
     broker crash emptied the lock table, or a consumer stalled) at most 30 s before the older listener
-    began, or after: the margins of the lockAll timer (ClientLocksMixin._lock_all) then no longer hold, which semantics
-    INV-12 puts outside the claim.
+    began, or after: the margins of the lockAll timer (ClientLocksMixin._lock_all) then no longer hold, which the
+    property list the project started from put outside INV-12's claim.
 
     A listener that outlived its consumer's ``Shutdown`` is not in ``consuming`` but in ``Client.orphaned``:
     ``unlockAll`` released its queue at the broker while it ran on (ORDERLY_SHUTDOWN_OVERLAP, step 1 of the shutdown

@@ -1,9 +1,9 @@
 """What a property is: ``Invariant`` (checked on every reachable state), ``ActionProperty`` (checked on
 every step ``(state, action, state')``) and the ``Violation`` a failed check reports.
 
-Each property has an id (INV-n as in semantics §13, INV-n+ for ours), a name, one sentence (``claim``),
-the rules it rests on, why it matters, and its ``check``, which returns ``None`` when it holds and a
-short description of the counterexample otherwise. The properties themselves live with their concern
+Each property has an id (INV-n as numbered by the property list the project started from, INV-n+ for ours), a
+name, one sentence (``claim``), the rules it rests on, why it matters, and its ``check``, which returns ``None``
+when it holds and a short description of the counterexample otherwise. The properties themselves live with their concern
 module; ``invariants.py`` registers them. This module imports nothing of the model at run time, so that
 every concern module may define properties without an import cycle.
 """

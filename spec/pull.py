@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from rmqspec.spec.actions import Action
     from rmqspec.spec.model import Model
 
-# Pull timers (semantics §14).
+# Pull timers (R5.1, R5.7; docs/rules.md, "Constants").
 # pullTimeDelayMillsWhenException (R5.1, R5.7): the push impl's field says 3000, but its constructor overwrites it
 # with the consumer's, whose ClientConfig default is 1000 (docs/rules.md, "Constants").
 PULL_DELAY_WHEN_EXCEPTION: Final = 1_000

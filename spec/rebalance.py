@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from rmqspec.spec.actions import Action
     from rmqspec.spec.model import Model
 
-# Rebalance timers (semantics §14).
+# Rebalance timers (R4.2; docs/rules.md, "Constants").
 REBALANCE_WAIT: Final = 20_000  # RebalanceService waitInterval (R4.2)
 REBALANCE_MIN_INTERVAL: Final = 1_000  # 5.x rocketmq.client.rebalance.minInterval, also the unbalanced wait (R4.2)
 NEW_PULL_DISPATCH_DELAY: Final = 500  # 5.x dispatchPullRequest(pullRequestList, 500) for new pqs (R9.4)

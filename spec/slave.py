@@ -198,7 +198,7 @@ CORRECTION_FROM_MASTER_BOUNDS = ActionProperty(
     "commit log gives for it.",
     "R5.5, R5.7",
     "A lagging slave that corrects from its own bounds moves the consumer, and then its committed offset, "
-    "backwards or forwards to a position the master never had (RMQ-17, known-bugs I4); offsetCheckInSlave "
+    "backwards or forwards to a position the master never had (RMQ-17; I4 of docs/known_bugs.md); offsetCheckInSlave "
     "= false exists to stop it.",
     _correction_from_master_bounds,
 )

@@ -36,7 +36,7 @@ class Message(NamedTuple):
 
 
 class BrokerQueue(NamedTuple):
-    """A consume queue: readable range [min_offset, len(messages)) (semantics §0.3, the pull statuses,
+    """A consume queue: readable range [min_offset, len(messages)) (the pull statuses,
     broker_rules.pull_result)."""
 
     messages: tuple[Message, ...]

@@ -1,4 +1,4 @@
-"""The reference adapter answers as the 4.9.8 classes do at the edges of their inputs (semantics.md
+"""The reference adapter answers as the 4.9.8 classes do at the edges of their inputs (
 §17), and conform's generator reaches those edges, drawing only what it can shrink back to."""
 
 from __future__ import annotations

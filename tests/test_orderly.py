@@ -1,4 +1,4 @@
-"""Orderly consumption (semantics §8) in the model and the reference: the broker lock table, lock-first
+"""Orderly consumption (R8.1-R8.9) in the model and the reference: the broker lock table, lock-first
 rebalance, lockAll renewal, unlockAll at shutdown, the first locked pull's offset re-read, the version
 switch for BROADCASTING, and the consume loop (R8.5-R8.8) with its known bugs: RMQ-10 (a stall past the
 lock expiry regresses the committed offset, in both versions) and 4.9.8's stale unlockDelay."""

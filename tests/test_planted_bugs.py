@@ -32,6 +32,7 @@ CASES: dict[str, tuple[str, dict[str, object]]] = {
     "broker_answers_minus_one": ("INV-7", {"mode": CLUSTERING}),
     "commit_before_send_back": ("INV-9", {"mode": CLUSTERING, "send_back_failures": 2}),
     "dlq_one_retry_late": ("INV-10", {"mode": CLUSTERING, "max_reconsume_times": 1, "consumers": 1}),
+    "send_back_from_ack_index": ("INV-24", {"mode": CLUSTERING}),
     "avg_blocks_overlap": ("INV-13a", {"mode": CLUSTERING}),
     "piggyback_next_offset": ("INV-14", {"mode": CLUSTERING}),
     "resume_ignores_stored_offset": ("INV-15", {"mode": CLUSTERING}),

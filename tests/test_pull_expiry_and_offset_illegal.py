@@ -1,5 +1,5 @@
 """Pull expiry (R6.6, R9.4), retention raising minOffset (R5.5) and OFFSET_ILLEGAL
-(R5.5, R5.7), with the 4.9.8 / 5.x difference of the correction (semantics §15, S9).
+(R5.5, R5.7), with the 4.9.8 / 5.x difference of the correction (docs/spec.md, "What the version switch changes"; S9).
 
 The known-bug reproduction: 4.9.8 corrects an OFFSET_ILLEGAL queue 10 s after the pull result; a
 rebalance in that window takes the queue away, and the correction then overwrites the offset as a

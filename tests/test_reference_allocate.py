@@ -1,4 +1,4 @@
-"""Claims about the reference allocation strategies (semantics §11, R11.0–R11.6; INV-13; RMQ-11).
+"""Claims about the reference allocation strategies (R11.0–R11.6; INV-13; RMQ-11).
 
 The expected values marked "from Java" were produced by running the rocketmq-all-4.9.8 classes
 (``AllocateMessageQueueConsistentHash`` and ``ConsistentHashRouter``) on the same inputs.

@@ -1,4 +1,4 @@
-"""Unit tests of the reference's orderly consume loop (semantics R6.2, R6.4, R8.5-R8.8, R5.1 step 1).
+"""Unit tests of the reference's orderly consume loop (R6.2, R6.4, R8.5-R8.8, R5.1 step 1).
 
 Each test drives a ``ReferenceSystem`` with the model's actions (or calls the RocketMQ-shaped objects
 directly where the model offers no action for the situation) and states one rule of

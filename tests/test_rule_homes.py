@@ -1,4 +1,4 @@
-"""Each rule id of semantics.md has one home module in ``spec/``, so ``grep -rn R5.7 spec/`` lands in one module.
+"""Each rule id (docs/rules.md) has one home module in ``spec/``, so ``grep -rn R5.7 spec/`` lands in one module.
 
 A rule id (``R5.7``, ``R3.10a``; a range ``R8.5-R8.8`` counts as its two ends) is *cited* by a module when it
 appears in one of the module's comments or docstrings. ``spec/X.py`` and ``spec/variants/X.py`` are one module: a

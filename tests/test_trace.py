@@ -170,6 +170,7 @@ PLANTED: dict[str, tuple[dict[str, Any], bool | str]] = {
     "broker_answers_minus_one": ({}, False),  # the broker's answer is not observed
     "commit_before_send_back": ({"send_back_failures": 2}, True),
     "dlq_one_retry_late": ({"max_reconsume_times": 1, "consumers": 1}, False),  # the DLQ is not observed
+    "send_back_from_ack_index": ({}, False),  # INV-24 fails at the send-back, and the broker's schedule is not observed
     "avg_blocks_overlap": ({}, True),
     "piggyback_next_offset": ({}, False),  # the piggy-backed commit is not observed
     # from a timestamp the variant's position differs from the stored offset it ignores, which next_offset shows;

@@ -25,7 +25,7 @@ import java.util.TreeMap;
 
 public class RmqspecAdapter {
 
-    /** The component under test: queue allocation (semantics R11.0-R11.2). */
+    /** The component under test: queue allocation (R11.0-R11.2). */
     static final class Allocation {
         static List<Object> allocate(String strategy, String currentCid, List<Object> mqAll, List<Object> cidAll) {
             if (currentCid == null || currentCid.isEmpty()) throw new IllegalArgumentException("currentCID is empty");
@@ -47,7 +47,7 @@ public class RmqspecAdapter {
         }
     }
 
-    /** The component under test: a concurrent ProcessQueue (semantics R6.1-R6.3). */
+    /** The component under test: a concurrent ProcessQueue (R6.1-R6.3). */
     static final class ProcessQueue {
         final TreeMap<Long, Long> tree = new TreeMap<>(); // queue offset -> body size
         long msgCount, msgSize, queueOffsetMax, msgAccCnt;

@@ -29,7 +29,7 @@ class Variant(Model):
 
     mutation: ClassVar[str]  # its name in config.MUTATIONS and Config.mutations
     description: ClassVar[str]  # config.MUTATIONS[mutation]: what it breaks
-    breaks: ClassVar[tuple[str, ...]]  # the rules (docs/semantics) it breaks
+    breaks: ClassVar[tuple[str, ...]]  # the rules (docs/rules.md) it breaks
     refuted_by: ClassVar[tuple[str, ...]]  # the properties shown refuting it
 
 

@@ -39,6 +39,15 @@ class DlqOneRetryLate(Variant):
         return times > self.max_reconsume
 
 
+@planted("send_back_from_ack_index", breaks=("R7.3",), refuted_by=("INV-24",))
+class SendBackFromAckIndex(Variant):
+    """processConsumeResult reads ackIndex as the number of messages consumed: it sends back from ackIndex, not
+    ackIndex + 1, so a whole success still sends its last message back."""
+
+    def _failed_by_answer(self, msgs: tuple[tuple[int, int], ...], ack: int) -> tuple[tuple[int, int], ...]:
+        return msgs[max(ack, 0) :]
+
+
 @planted("count_not_decremented", breaks=("R6.3",), refuted_by=("INV-1",))
 class CountNotDecremented(Variant):
     """ProcessQueue.removeMessage forgets to decrement msgCount."""

@@ -4,7 +4,7 @@ nobody tuned it to (docs/held_out.md).
 
 Each variant is planted the way ``spec/variants`` plants a bug (a subclass of the model overriding one helper),
 by the intent of the buggy code as its issue describes it. :func:`held_out` registers it under its name with a
-:class:`HeldOutBug`: what it breaks, the rules of semantics it violates, the citation, and ``seen_by``, the
+:class:`HeldOutBug`: what it breaks, the rules (docs/rules.md) it violates, the citation, and ``seen_by``, the
 properties that report it on its witness schedule (``tests/test_held_out.py``; empty when none does, which is a
 finding, not something to fix by changing the variant).
 
@@ -27,7 +27,7 @@ from rmqspec.spec.variants import Variant, overrides
 
 @dataclass(frozen=True, slots=True)
 class HeldOutBug:
-    """One held-out real bug: what the variant breaks, the rules (semantics R-numbers) it violates, where it was
+    """One held-out real bug: what the variant breaks, the rules (R-numbers of docs/rules.md) it violates, where it was
     reported (repository, issue or pull request and its title), the properties that report it on its
     witness (empty: none does), and whether its catch figures have been seen by search work.
 

@@ -486,13 +486,13 @@ SMALL_OFFSET: Final = 40
 # ProcessQueue does its interesting work on offsets that collide.
 QUEUE_OFFSET_EDGES: Final = (-1, -(2**63), 2**53 + 1, 2**63 - 1)
 SMALL_QUEUE_OFFSET: Final = 30
-# MAX_OFFSET property: its edge makes MAX_OFFSET - queueOffset overflow a long (semantics §17).
+# MAX_OFFSET property: its edge makes MAX_OFFSET - queueOffset overflow a long (Java's edge).
 MAX_OFFSET_EDGES: Final = (2**53 + 1, 2**63 - 1)
 BODY_SIZES: Final = range(5)
 # Broker answers: an offset, an error code (22 QUERY_NOT_FOUND, 1 SYSTEM_ERROR), SUCCESS without a
-# header (semantics §17), or a timeout.
+# header (Java's edge), or a timeout.
 RESPONSE_CODES: Final = (p.QUERY_NOT_FOUND, p.SYSTEM_ERROR, p.SUCCESS)
-# batchSize is an int: 0 and negatives are legal Java; a negative one throws (semantics §17).
+# batchSize is an int: 0 and negatives are legal Java; a negative one throws (Java's edge).
 BATCH_SIZES: Final = range(5)
 BATCH_SIZE_EDGES: Final = (-1, -(2**31))
 # consumeTimestamp in ms, whole seconds: 4.9.8 holds it as a yyyyMMddHHmmss string (R10.2), so a
@@ -574,7 +574,7 @@ def draw_allocation(rng: random.Random, strategies: tuple[str, ...]) -> dict[str
         mq_all.sort(key=lambda m: (m["topic"], m["brokerName"], m["queueId"]))
         cid_all.sort(key=str)
     current = rng.choice(ODD_CLIENT_IDS) if degenerate or not cid_all else rng.choice(cid_all)
-    if strategy == "CONSISTENT_HASH" and _one_in(rng, 6):  # a null clientId on the ring (semantics §17)
+    if strategy == "CONSISTENT_HASH" and _one_in(rng, 6):  # a null clientId on the ring (Java's edge)
         cid_all.insert(rng.randint(0, len(cid_all)), None)
     args: dict[str, Any] = {
         "strategy": strategy,

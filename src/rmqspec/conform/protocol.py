@@ -80,7 +80,7 @@ CORRUPT_CONTENT: Final = b"{corrupt"  # what "corrupt" writes: not JSON, not emp
 @dataclass(frozen=True)
 class Op:
     """One operation: the component that brings it, the handle argument it works on (if any), the
-    handle kind it creates (if any), and the rules of semantics.md its answer follows."""
+    handle kind it creates (if any), and the rules (docs/rules.md) its answer follows."""
 
     component: str
     rules: str

@@ -8,7 +8,7 @@ a client component talks to is scripted: every request it sends is recorded, and
 waits for a reply takes the next of the request's ``answers`` (a timeout once they run out). Files
 (local offset stores, broker offset files) live in a private scratch directory that ``reset`` empties.
 
-At the edges of their inputs the answers are the 4.9.8 classes' (semantics.md §17). The reference
+At the edges of their inputs the answers are the 4.9.8 classes' (docs/oracle.md, "Edges of the inputs"). The reference
 classes themselves answer CONFIG with no list as ``null`` and MACHINE_ROOM_NEARBY around it with
 ``NullPointerException`` (R11.4, R11.6), a negative orderly batch size with
 ``IllegalArgumentException`` (R6.4), and wrap ``long`` arithmetic in msgAccCnt (R6.2). What only an
@@ -78,10 +78,10 @@ PLANTS: Final[dict[str, str]] = {
     "allocate_sorts_cid_all": "allocate sorts cidAll itself; the strategy must take the list as given (R9.3)",
     "orderly_commit_returns_last_key": "pq.commit answers the largest in-flight offset, not one past it (R6.4)",
     "young_queue_not_found": "com.query answers QUERY_NOT_FOUND for a young queue instead of 0 (R3.5)",
-    "declares_5x_behaves_4_9_8": "hello declares 5.x but every version switch behaves as 4.9.8 (semantics §15)",
-    "config_null_as_empty": "allocate answers [] for CONFIG with no list, not null (R11.4, semantics §17)",
+    "declares_5x_behaves_4_9_8": "hello declares 5.x but every version switch behaves as 4.9.8 (docs/spec.md)",
+    "config_null_as_empty": "allocate answers [] for CONFIG with no list, not null (R11.4; Java's edge)",
     "success_without_header_as_not_found": "a SUCCESS broker reply without a header reads as -1, not -2 (R2.3, §17)",
-    "acc_count_without_overflow": "pq.put computes msgAccCnt without long overflow (R6.2, semantics §17)",
+    "acc_count_without_overflow": "pq.put computes msgAccCnt without long overflow (R6.2; Java's edge)",
     "negative_batch_takes_nothing": "pq.take with a negative batch size takes nothing instead of throwing (R6.4, §17)",
     "load_ignores_bak": "store.load of a local store never falls back to offsets.json.bak (R1.10)",
 }
@@ -119,7 +119,7 @@ class ScriptedBroker:
             return int(answer["offset"])
         if "responseCode" in answer:
             code = int(answer["responseCode"])
-            # SUCCESS without a header: the Long offset unboxes null, an NPE (semantics §17)
+            # SUCCESS without a header: the Long offset unboxes null, an NPE (Java's edge)
             if code == p.SUCCESS and self.plant != "success_without_header_as_not_found":
                 raise RemotingException("NullPointerException: a SUCCESS reply without a response header")
             self.answered_with_code = True
@@ -572,7 +572,7 @@ def _strategy(args: dict[str, Any]) -> AllocateMessageQueueStrategy:
 
 
 class _NullClientIdConsistentHash(AllocateMessageQueueConsistentHash):
-    """CONSISTENT_HASH with Java's treatment of a ``null`` clientId in cidAll (R11.3, semantics §17):
+    """CONSISTENT_HASH with Java's treatment of a ``null`` clientId in cidAll (R11.3; Java's edge):
     its virtual nodes hash as ``"null-0"``, ``"null-1"``, ...; the next node added after it throws
     ``NullPointerException`` (``getExistingReplicas`` calls ``getKey().equals`` on the null id's nodes);
     and no current consumer owns what routes to it."""
