@@ -730,20 +730,35 @@ RETRY_ACCOUNTING = ActionProperty(
 )
 
 
-def _send_back_answers_failure(m: Model, s: State, a: Action, t: State) -> str | None:
-    # Checked on FinishConsume steps of the concurrent service, from the action's own answer and the request it
-    # names, never from the model's helpers: processConsumeResult (R7.3) sends back exactly the messages past
+def _send_back_has_a_cause(m: Model, s: State, a: Action, t: State) -> str | None:
+    # Checked from the action's own parameters and the state before the step, never from the model's helpers.
+    # FinishConsume of the concurrent service: processConsumeResult (R7.3) sends back exactly the messages past
     # ackIndex (all of them on RECONSUME_LATER), in CLUSTERING only (BROADCASTING drops its failures), and nothing
-    # when the pq was dropped while the listener ran (R7.2). What the broker gains in the step (schedule or DLQ)
-    # must come from those messages. A send-back that fails is resubmitted locally and sent back later, by another
-    # FinishConsume, so the step may send back fewer, never others.
-    if m.orderly or not isinstance(a, FinishConsume):
+    # when the pq was dropped while the listener ran (R7.2). A send-back that fails is resubmitted locally and sent
+    # back by a later FinishConsume, so a step may send back fewer, never others. CleanExpiredMsg: cleanExpiredMsg
+    # (R6.8) sends back only a message whose listener started (CONSUME_START_TIME set) more than consumeTimeout ago.
+    if m.orderly or not isinstance(a, FinishConsume | CleanExpiredMsg):
         return None
     added = [e.message for e in t.broker.scheduled if e not in s.broker.scheduled]
     added += list(t.broker.dlq[len(s.broker.dlq) :])
     if not added:
         return None
     cl = s.clients[a.client]
+    if isinstance(a, CleanExpiredMsg):
+        expired = {
+            s.broker.queues[q].messages[o].origin
+            for q, pq in enumerate(cl.pqs)
+            if pq is not None
+            for o, started in pq.consume_started
+            if s.now - started > m.consume_timeout
+        }
+        extra = [msg.origin for msg in added if msg.origin not in expired]
+        if extra:
+            return (
+                f"client {a.client}: cleanExpiredMsg sent {extra[0]} back, whose listener had not run for more than "
+                f"consumeTimeout ({m.consume_timeout} ms)"
+            )
+        return None
     r = next(r for r in cl.consuming if r.rid == a.rid)
     pq = cl.pqs[r.queue]
     if not m.clustering:
@@ -760,13 +775,14 @@ def _send_back_answers_failure(m: Model, s: State, a: Action, t: State) -> str |
     return None
 
 
-SEND_BACK_ANSWERS_FAILURE = ActionProperty(
+SEND_BACK_HAS_A_CAUSE = ActionProperty(
     "INV-24",
-    "send_back_answers_failure",
-    "A concurrent consumer sends back only what its listener failed: the messages past ackIndex of a live pq's "
-    "request, in CLUSTERING; nothing on a whole success, nothing in BROADCASTING, nothing for a dropped pq.",
-    "R7.2, R7.3",
-    "A message sent back after its listener succeeded is consumed again and, at maxReconsumeTimes, ends in the DLQ "
-    "although nothing failed; at-least-once allows the redelivery, so no other property sees it.",
-    _send_back_answers_failure,
+    "send_back_has_a_cause",
+    "A concurrent consumer sends a message back only with its cause: its listener failed it (the messages past "
+    "ackIndex of a live pq's request, in CLUSTERING) or it outlived consumeTimeout after its listener started "
+    "(cleanExpiredMsg).",
+    "R6.8, R7.2, R7.3",
+    "A message sent back that nothing failed is consumed again and, at maxReconsumeTimes, ends in the DLQ; "
+    "at-least-once allows the redelivery, so no delivery property sees it.",
+    _send_back_has_a_cause,
 )

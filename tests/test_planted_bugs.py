@@ -252,3 +252,30 @@ def test_inv23_reports_a_cleaner_run_that_leaves_an_expired_message_at_the_head_
     kept = after._replace(clients=(after.clients[0]._replace(pqs=state.clients[0].pqs),))  # a run that removed nothing
     found = [v for v in check_step(model, state, act.CleanExpiredMsg(0), kept) if v.id == "INV-23"]
     assert found and "still heads pq" in found[0].detail
+
+
+def test_inv24_reports_a_cleaner_run_that_sends_back_a_message_whose_listener_had_not_run_past_the_timeout() -> None:
+    """INV-24's cleaner half (R6.8): a CleanExpiredMsg step may send back only messages whose listener started more
+    than consumeTimeout before the run. The correct run passes; the same send-backs from a pq whose listeners started
+    just now, or never, are reported (planted: send_back_from_ack_index shows the FinishConsume half)."""
+    config = Config(
+        consumers=1, queues=1, messages_per_queue=2, backlog=2, consume_batch_size=2, consume_timeout=2_000,
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET", client_crashes=0, client_shutdowns=0, broker_crashes=0,
+    )  # fmt: skip
+    model = Model(config)
+    state = model.initial()
+    for action in (act.Start(0), act.Rebalance(0), act.SendPull(0, 0), act.BrokerReceive(0, 0), act.ReceivePull(0, 0)):
+        state = model.step(state, action)
+    state = model.step(state, act.StartConsume(0, state.clients[0].requests[0].rid))
+    while act.CleanExpiredMsg(0) not in model.enabled(state) or state.now <= 2_000:  # timers only: the listener runs on
+        state = model.step(state, next(a for a in model.enabled(state) if isinstance(a, TIMERS)))
+    clean = act.CleanExpiredMsg(0)
+    after = model.step(state, clean)
+    assert len(after.broker.scheduled) > len(state.broker.scheduled)  # the run sent the expired messages back
+    assert "INV-24" not in {v.id for v in check_step(model, state, clean, after)}
+    pq = state.clients[0].pqs[0]
+    assert pq is not None and pq.consume_started
+    for started in (tuple((o, state.now) for o, _ in pq.consume_started), ()):  # started just now; never started
+        before = state._replace(clients=(state.clients[0]._replace(pqs=(pq._replace(consume_started=started),)),))
+        found = [v for v in check_step(model, before, clean, after) if v.id == "INV-24"]
+        assert found and "had not run for more than consumeTimeout" in found[0].detail
