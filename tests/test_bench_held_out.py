@@ -115,16 +115,27 @@ def test_unseen_refuses_a_bug_whose_figures_were_seen(capsys: pytest.CaptureFixt
     assert "--unseen" in err and seen in err and all(n in err for n in unseen())
 
 
-def test_the_two_sets_are_registered_and_the_unseen_set_is_the_second() -> None:
-    from rmqspec.spec.variants.held_out import HELD_OUT, unseen
+def test_the_three_sets_are_registered_and_the_unseen_set_is_the_third() -> None:
+    from rmqspec.spec.variants.held_out import HELD_OUT, HELD_OUT_VARIANTS, fix_commits, unseen
 
     assert all(not HELD_OUT[n].figures_seen for n in unseen())
-    assert len(HELD_OUT_NAMES) >= 22
-    # both sets' figures have been read (docs/held_out.md): none is left to judge the next change of the search
+    assert len(HELD_OUT_NAMES) >= 32
+    # the first two sets' figures have been read (docs/held_out.md); the third set's have not
+    third = tuple(n for n, cls in HELD_OUT_VARIANTS.items() if cls.__module__ == fix_commits.__name__)
+    assert unseen() == third and len(third) == 10
+
+
+def test_unseen_with_no_unseen_bug_left_says_a_new_set_is_needed(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dataclasses import replace
+
+    from rmqspec.spec.variants.held_out import HELD_OUT, unseen
+
+    # every bug's figures seen (as once the third set's are read): --unseen must refuse to measure anything
+    for name in unseen():
+        monkeypatch.setitem(HELD_OUT, name, replace(HELD_OUT[name], figures_seen=True))
     assert unseen() == ()
-
-
-def test_unseen_with_no_unseen_bug_left_says_a_new_set_is_needed(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench-held-out", "--unseen", "--no-check"]) == 2
     assert "new" in capsys.readouterr().err
 

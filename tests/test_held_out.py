@@ -23,7 +23,7 @@ from rmqspec.spec import actions as act
 from rmqspec.spec import broker_rules as br
 from rmqspec.spec.config import HELD_OUT_NAMES, MUTATIONS, Config
 from rmqspec.spec.model import Model
-from rmqspec.spec.state import Commit, State
+from rmqspec.spec.state import PULL_DROPPED, PULL_READY, Commit, ProcessQueue, State
 from rmqspec.spec.variants import VARIANTS
 from rmqspec.spec.variants.held_out import HELD_OUT, HELD_OUT_VARIANTS
 
@@ -371,7 +371,7 @@ WITNESSES: dict[str, tuple[Config, list[act.Action]]] = {
             act.StartConsume(client=0, rid=2),
         ],
     ),
-    # the second set (spec/variants/held_out/client_reports.py): figures unseen
+    # the second set (spec/variants/held_out/client_reports.py): figures seen
     "local_persist_one_noop": (
         Config(
             consumers=1,
@@ -647,6 +647,224 @@ WITNESSES: dict[str, tuple[Config, list[act.Action]]] = {
             act.Rebalance(client=0),
         ],
     ),
+    # the third set (spec/variants/held_out/fix_commits.py): figures unseen
+    "shutdown_persists_empty_table": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            client_crashes=0,
+            client_shutdowns=1,
+            broker_crashes=0,
+            send_back_failures=0,
+        ),
+        [
+            act.Produce(queue=0, tag="A"),
+            act.Start(client=0),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.StartConsume(client=0, rid=2),
+            act.FinishConsume(client=0, rid=2, status="CONSUME_SUCCESS", ack_index=0, send_back_fails=0),
+            act.ApplyConsumeOffset(client=0, rid=2),
+            act.Shutdown(client=0),
+        ],
+    ),
+    "offset_not_found_read_as_error": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            version="5.x",
+        ),
+        [
+            act.Start(client=0),
+            act.Tick(),
+            act.Rebalance(client=0),
+        ],
+    ),
+    "orderly_new_pq_unlocked": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            orderly=True,
+        ),
+        [
+            act.Start(client=0),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+        ],
+    ),
+    "consume_result_lost_to_npe": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+        ),
+        [
+            act.Produce(queue=0, tag="A"),
+            act.Start(client=0),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.StartConsume(client=0, rid=2),
+            act.FinishConsume(client=0, rid=2, status="CONSUME_SUCCESS", ack_index=0, send_back_fails=0),
+        ],
+    ),
+    "orderly_shutdown_keeps_locks": (
+        Config(
+            consumers=2,
+            queues=1,
+            messages_per_queue=2,
+            client_crashes=0,
+            client_shutdowns=1,
+            broker_crashes=0,
+            send_back_failures=0,
+            orderly=True,
+        ),
+        [
+            act.Start(client=1),
+            act.Rebalance(client=1),
+            act.Shutdown(client=1),
+            act.Start(client=0),
+            act.Rebalance(client=0),
+        ],
+    ),
+    "orderly_suspend_counts_twice": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            orderly=True,
+        ),
+        [
+            act.Start(client=0),
+            act.Produce(queue=0, tag="A"),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.StartConsume(client=0, rid=2),
+            act.FinishConsume(
+                client=0, rid=2, status="SUSPEND_CURRENT_QUEUE_A_MOMENT", ack_index=-1, send_back_fails=0
+            ),
+        ],
+    ),
+    "tags_offset_skips_zero": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            mode="BROADCASTING",
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+        ),
+        [
+            act.Start(client=0),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.Tick(),
+            act.Heartbeat(client=0),
+            act.Tick(),
+            act.PersistOffsets(client=0, lagging=0),
+        ],
+    ),
+    "rebalance_keeps_dirty_offset": (
+        Config(
+            consumers=2,
+            queues=1,
+            messages_per_queue=2,
+            client_crashes=0,
+            client_shutdowns=1,
+            broker_crashes=0,
+            send_back_failures=0,
+            version="5.x",
+        ),
+        [
+            act.Start(client=1),
+            act.Tick(),
+            act.Rebalance(client=1),
+            act.Heartbeat(client=1),
+            act.Tick(),
+            act.SendPull(client=1, queue=0),
+            act.BrokerReceive(client=1, overtakes=0),
+            act.Start(client=0),
+            act.Tick(),
+            act.Rebalance(client=1),
+            act.ReceivePull(client=1, pq_uid=0),
+            act.Produce(queue=0, tag="A"),
+            act.CoolQueueHead(queue=0),
+            act.Shutdown(client=0),
+            act.Tick(),
+            act.Rebalance(client=1),
+        ],
+    ),
+    "send_back_limit_from_group": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            max_reconsume_times=0,
+        ),
+        [
+            act.Produce(queue=0, tag="A"),
+            act.Start(client=0),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.StartConsume(client=0, rid=2),
+            act.FinishConsume(client=0, rid=2, status="RECONSUME_LATER", ack_index=-1, send_back_fails=0),
+        ],
+    ),
+    "offset_illegal_pulls_on": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            retention_deletes=1,
+        ),
+        [
+            act.Start(client=0),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.Produce(queue=0, tag="A"),
+            act.RetentionDelete(queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=0),
+        ],
+    ),
 }
 
 
@@ -723,7 +941,63 @@ DIFFERS: dict[str, Callable[[State, State], bool]] = {
     "broadcast_orderly_locks_on_add": lambda ok, bug: (
         ok.clients[0].pqs[0] is not None and bug.clients[0].pqs[0] is None
     ),
+    # the third set
+    # the shutdown's persistAll sent nothing: the consumed message's offset never leaves the client
+    "shutdown_persists_empty_table": lambda ok, bug: (
+        _shutdown_commits(ok) == [(0, 1), (1, 0)] and not _shutdown_commits(bug)
+    ),
+    # 5.x: the queues the group has no offset for get no pq (QUERY_NOT_FOUND read as a failed read)
+    "offset_not_found_read_as_error": lambda ok, bug: (
+        all(pq is not None for pq in ok.clients[0].pqs) and all(pq is None for pq in bug.clients[0].pqs)
+    ),
+    # the new orderly pq is not locked, so its first pull waits instead of going out
+    "orderly_new_pq_unlocked": lambda ok, bug: (
+        _pq(ok, 0, 0).locked and not _pq(bug, 0, 0).locked and ok.clients[0].pulls and not bug.clients[0].pulls
+    ),
+    # the listener's success is never processed: the message stays cached, no offset update is pending
+    "consume_result_lost_to_npe": lambda ok, bug: (
+        _pq_tree(ok, 0, 0) == 0
+        and _pq_tree(bug, 0, 0) == 1
+        and ok.clients[0].offset_updates
+        and not bug.clients[0].offset_updates
+    ),
+    # the departed consumer's broker lock stays: the new owner's lock(mq) fails and it adds no pq
+    "orderly_shutdown_keeps_locks": lambda ok, bug: ok.clients[0].pqs[0] is not None and bug.clients[0].pqs[0] is None,
+    # the suspended batch is back in the tree and still in the consuming map, counted twice
+    "orderly_suspend_counts_twice": lambda ok, bug: (
+        _pq(bug, 0, 0).tree == _pq(ok, 0, 0).tree
+        and _pq(bug, 0, 0).consuming_tree != 0
+        and _msg_count(bug) == _msg_count(ok) + 1
+    ),
+    # NO_NEW_MSG at nextBeginOffset 0 recorded nothing: offsets.json keeps no entry for the queue
+    "tags_offset_skips_zero": lambda ok, bug: ok.clients[0].file[0] == 0 and bug.clients[0].file[0] is None,
+    # the re-added queue's memory keeps the dirty 0, below the position 1 its new pq starts at
+    "rebalance_keeps_dirty_offset": lambda ok, bug: (
+        ok.clients[1].mem[0] is None and bug.clients[1].mem[0] == 0 and _pq(bug, 1, 0).next_offset == 1
+    ),
+    # at maxReconsumeTimes 0 the correct broker dead-letters the failed message; the variant schedules a retry
+    "send_back_limit_from_group": lambda ok, bug: (
+        len(ok.broker.dlq) == 1 and not bug.broker.dlq and len(bug.broker.scheduled) == 1
+    ),
+    # OFFSET_ILLEGAL corrected memory at once and the pq pulls on; the correct pq is dropped, its fix 10 s away
+    "offset_illegal_pulls_on": lambda ok, bug: (
+        _pq(ok, 0, 0).pull_state == PULL_DROPPED
+        and ok.clients[0].offset_fixes
+        and bug.clients[0].mem[0] == 1
+        and _pq(bug, 0, 0).pull_state == PULL_READY
+        and not bug.clients[0].offset_fixes
+    ),
 }
+
+
+def _pq(s: State, client: int, q: int) -> ProcessQueue:
+    pq = s.clients[client].pqs[q]
+    assert pq is not None
+    return pq
+
+
+def _shutdown_commits(s: State) -> list[tuple[int, int]]:
+    return [(c.queue, c.offset) for c in s.clients[0].channel if isinstance(c, Commit) and c.cause == "shutdown"]
 
 
 def _last_lock(s: State) -> int:
