@@ -222,9 +222,9 @@ class KnownEntry:
         if self.difference is not None:  # version 1: the whole divergence, or nothing
             return frozenset(range(len(differences))) if self.difference in ("*", difference) else frozenset()
         if self.path is None:  # a fingerprint: its parts, when the divergence has every one of them
-            if not self.parts <= {d.part for d in differences}:
+            if not self.parts <= {d.fingerprint_part for d in differences}:
                 return frozenset()
-            return frozenset(i for i, d in enumerate(differences) if d.part in self.parts)
+            return frozenset(i for i, d in enumerate(differences) if d.fingerprint_part in self.parts)
         return frozenset(i for i, d in enumerate(differences) if self._takes(d))
 
     def _takes(self, d: fp.Difference) -> bool:

@@ -3,14 +3,15 @@
 Two normalised replies (:func:`protocol.normalise`) that differ are compared structurally, field by
 field, and every place they differ is one :class:`Difference`: its *path* (where), its *shape* (how)
 and the two values there. A divergence's *fingerprint* is its operation and the ``path:shape`` of
-each of its differences, sorted and each once::
+each of its differences, with the queues of its element keys as ``*``, sorted and each once::
 
     consumer.observe tasks[persistOffsets].due:changed
-    store.clone table[T/1].offset:changed, table[U/0]:sut-only
+    consumer.observe tasks[pull *].due:changed
+    store.clone table[*].offset:changed, table[*]:sut-only
     store.read outcome:NullPointerException/ok
 
-Values are not part of it, so the same difference with other numbers is the same finding; a report
-shows them (``consumer.observe tasks[persistOffsets].due: 15000 vs 10000``, the SUT's value first).
+Values and queues are not part of it, so the same difference with other numbers, or on another queue, is the
+same finding; a report shows them (``consumer.observe tasks[pull T/1].due: 1000 vs 3000``, the SUT's value first).
 
 **Paths.** A result field is named by its key (``offset``, ``tasks``), a field of an object inside it
 by ``.key`` (``pqs[T/1].cached``), the broker requests by ``sent``. An element of a list of objects
@@ -62,8 +63,13 @@ class Difference:
 
     @property
     def part(self) -> str:
-        """``path:shape``, as the fingerprint lists it."""
+        """``path:shape``, with the path's queues (``table[T/1].offset:changed``)."""
         return f"{self.path}:{self.shape}"
+
+    @property
+    def fingerprint_part(self) -> str:
+        """``path:shape`` with the path's queues as ``*`` (:func:`any_queue`), as the fingerprint lists it."""
+        return f"{any_queue(self.path)}:{self.shape}"
 
     def show(self, limit: int = 80) -> str:
         """``path: SUT's value vs reference's value``, each shortened to ``limit`` characters."""
@@ -90,8 +96,26 @@ def value_text(value: Any, limit: int | None = None) -> str:
 
 
 def fingerprint(op: str, differences: tuple[Difference, ...] | list[Difference]) -> str:
-    """The operation and the ``path:shape`` of each difference, sorted, each once."""
-    return f"{op} " + ", ".join(sorted({d.part for d in differences}))
+    """The operation and the ``path:shape`` of each difference with its queues as ``*`` (:func:`any_queue`), sorted,
+    each once."""
+    return f"{op} " + ", ".join(sorted({d.fingerprint_part for d in differences}))
+
+
+# A queue's name inside an element key (queue_key): ``T/1``, ``%RETRY%g/0``, ``T/0@broker-b``, ``T@g/1`` (com.table)
+_QUEUE_IN_KEY = re.compile(r"[^\s\[\]]+/-?\d+(?:@[^\s\[\]]+)?")
+
+
+def any_queue(path: str) -> str:
+    """``path`` with every queue of its element keys as ``*`` (``tasks[pull T/1].due`` -> ``tasks[pull *].due``,
+    ``table[T/1].offset`` -> ``table[*].offset``): what a fingerprint names, so that one difference is one finding
+    on whichever queue a run meets it; the report shows the queue with the values."""
+    found = segments(path)
+    if found is None:
+        return path
+    return "".join(
+        f"[{_QUEUE_IN_KEY.sub('*', name)}]" if kind == "element" else (name if i == 0 else f".{name}")
+        for i, (kind, name) in enumerate(found)
+    )
 
 
 def differences(op: str, sut: dict[str, Any], reference: dict[str, Any]) -> tuple[Difference, ...]:
