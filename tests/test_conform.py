@@ -46,6 +46,7 @@ PLANT_SHOWS_AT = {
     "acc_count_without_overflow": {"pq.state"},
     "negative_batch_takes_nothing": {"pq.take"},
     "load_ignores_bak": {"store.load", "store.clone"},
+    "store_two_bugs": {"store.clone"},
 }
 PLANT_VERSION = {"declares_5x_behaves_4_9_8": "5.x"}  # the others are wrong in 4.9.8 terms
 # The components each hunt is restricted to (--components), which keeps it short: with seeds 0-2 every
@@ -64,6 +65,7 @@ PLANT_COMPONENTS = {
     "acc_count_without_overflow": ("processQueue",),
     "negative_batch_takes_nothing": ("processQueue", "processQueue.orderly"),
     "load_ignores_bak": ("localOffsetStore",),
+    "store_two_bugs": ("remoteOffsetStore",),
 }
 MAX_SHRUNK_STEPS = 5
 # A .bak holds the offsets only after a second write, and then the main file must be damaged and

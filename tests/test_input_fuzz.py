@@ -5,11 +5,11 @@ stderr is capped, an extra reply line is a SUT failure, a long reply is read in 
 
 The readers: traces (check-trace), histories (check-history), Config files (run), check configuration files
 (check --config, campaign --config), coverage files (coverage --from), conform scripts (--replay), known
-differences (conform --known) and adapter replies. The malformed inputs are generated from a valid input of
-each kind by a seeded generator, one class of damage at a time (see ``CLASSES``). How many per reader and
-class: ``RMQSPEC_FUZZ_INPUTS`` if set, else the active Hypothesis profile's ``max_examples`` / 20 (dev 3, ci
-10, nightly 150). With ``RMQSPEC_FUZZ_TALLY=FILE`` the inputs tried and their exit codes, per reader, are
-written to FILE as JSON at the end of the module.
+differences (conform --known, versions 1 and 2) and adapter replies. The malformed inputs are generated from
+a valid input of each kind by a seeded generator, one class of damage at a time (see ``CLASSES``). How many
+per reader and class: ``RMQSPEC_FUZZ_INPUTS`` if set, else the active Hypothesis profile's ``max_examples``
+/ 20 (dev 3, ci 10, nightly 150). With ``RMQSPEC_FUZZ_TALLY=FILE`` the inputs tried and their exit codes,
+per reader, are written to FILE as JSON at the end of the module.
 """
 
 from __future__ import annotations
@@ -91,6 +91,14 @@ KNOWN = _lines(
         {"format": "rmqspec-conform-known", "version": 1},
         {"op": "store.read", "difference": "result:offset", "note": "on purpose"},
         {"op": "pq.state", "difference": "*"},
+    ]
+)
+KNOWN_V2 = _lines(
+    [
+        {"format": "rmqspec-conform-known", "version": 2},
+        {"fingerprint": "store.read offset:changed", "reason": "on purpose"},
+        {"op": "consumer.observe", "path": "tasks[pull *].due", "shape": "changed", "reason": "our pulls wait"},
+        {"path": "table[*].offset", "sut": "-2|0", "reference": r"\d+", "reason": "a reset writes 0"},
     ]
 )
 DOCUMENTS = (CONFIG, CHECK_CONFIG, COVERAGE)  # whole JSON documents, not JSON Lines
@@ -291,6 +299,18 @@ def wrong_types(command: str, rng: random.Random) -> list[Bad]:
             lines = list(KNOWN)
             lines[i] = json.dumps({**json.loads(lines[i]), name: value})
             out.append(Bad(_join(lines), i + 1, name))
+    elif command == "conform-known-v2":
+        cases = [("reason", None), ("reason", ""), ("reason", 5), ("reason", ["why"]), ("op", 5), ("op", "no.op")]
+        cases += [("fingerprint", 5), ("fingerprint", ""), ("fingerprint", "store.read"), ("path", "a[b")]
+        cases += [("path", 5), ("shape", "moved"), ("shape", 1), ("sut", "("), ("reference", [1]), ("note", "v1")]
+        for name, value in cases + rng.choices(cases, k=PER_CLASS):
+            i = rng.randint(1, len(KNOWN_V2) - 1)
+            lines = list(KNOWN_V2)
+            entry = {**json.loads(lines[i]), name: value}
+            if value is None:
+                del entry[name]
+            lines[i] = json.dumps(entry)
+            out.append(Bad(_join(lines), i + 1, name))
     else:  # conform --replay: the request's op, its args and its handle names
         cases = [("op", 5), ("op", None), ("op", "no.such.op"), ("args", [1]), ("args", "x"), ("pq", 5), ("pq", None)]
         for name, value in cases + rng.choices(cases, k=PER_CLASS):
@@ -328,6 +348,7 @@ COMMANDS: dict[str, list[str]] = {
     "campaign-config": CHECK_CONFIG,
     "coverage": COVERAGE,
     "conform-known": KNOWN,
+    "conform-known-v2": KNOWN_V2,
 }
 SUFFIX = {"run": ".json", "check": ".json", "campaign-config": ".json", "coverage": ".json"}
 
@@ -341,7 +362,7 @@ def _argv(command: str, path: Path, tmp_path: Path) -> list[str]:
         return ["campaign", "--config", str(path), "--runs", "1", "--out", str(tmp_path / "out")]
     if command == "coverage":
         return ["coverage", "--from", str(path)]
-    if command == "conform-known":  # the file is refused before the adapter is started
+    if command.startswith("conform-known"):  # the file is refused before the adapter is started
         return ["conform", "--sut", SERVE, "--known", str(path), "--out", str(tmp_path / "out")]
     if command == "conform":  # the script is refused before the adapter is started
         return ["conform", "--sut", SERVE, "--replay", str(path), "--out", str(tmp_path / "out")]

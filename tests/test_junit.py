@@ -1,5 +1,5 @@
 """``--junit FILE`` of check-trace, check-history and conform: well-formed JUnit XML with one test
-case per property, anomaly or component, failed exactly where the report holds a finding."""
+case per property, anomaly, component or conform finding, failed exactly where the report holds a finding."""
 
 from __future__ import annotations
 
@@ -87,15 +87,16 @@ def test_check_history_junit_fails_the_anomaly_found(tmp_path: Path) -> None:
     assert not _failed(_suite(tmp_path / "fine.xml")[1])
 
 
-def test_conform_junit_fails_the_component_of_the_finding(tmp_path: Path) -> None:
+def test_conform_junit_has_a_failing_case_per_finding_in_its_component(tmp_path: Path) -> None:
     out = tmp_path / "conform.xml"
     sut = f"{SERVE} --plant update_ignores_increase_only"
     args = ["conform", "--sut", sut, "--components", "allocate,remoteOffsetStore", "--examples", "400"]
     assert main([*args, "--out", str(tmp_path / "run"), "--junit", str(out)]) == EXIT_VIOLATION
     _, cases = _suite(out)
-    assert set(cases) == {p.ALLOCATE, p.REMOTE_OFFSET_STORE}
-    assert _failed(cases) == {p.REMOTE_OFFSET_STORE}
-    failure = cases[p.REMOTE_OFFSET_STORE].find("failure")
+    [finding] = _failed(cases)  # named by its fingerprint
+    assert set(cases) == {p.ALLOCATE, finding} and finding.startswith("store.clone table[")
+    assert cases[finding].get("classname") == f"rmqspec.conform.{p.REMOTE_OFFSET_STORE}"
+    failure = cases[finding].find("failure")
     assert failure is not None and failure.get("type") == "divergence" and "store.clone" in (failure.text or "")
     passing = tmp_path / "pass.xml"
     assert (

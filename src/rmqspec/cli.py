@@ -1097,10 +1097,13 @@ conform generates seeded request sequences over the components the SUT declares,
 each request to the SUT and to the reference, and stops at the first reply that differs. The
 finding is shrunk and saved as a script that `--replay` runs again.
 
---known FILE lists divergences a team has accepted (op and difference); they are reported and the run
-goes on. --max-findings N collects up to N findings of distinct signatures (op and difference) before
-stopping. An adapter may answer an operation or result fields as unsupported: they are then not
-generated or not compared, and the report says so.
+A finding is named by its fingerprint: the operation and, for each differing field, its path and
+how it differs (store.clone table[T/1].offset:changed); the values are shown, not part of it.
+--known FILE lists differences a team has accepted, each with its reason: a fingerprint, or a field
+path (* per segment) with optional patterns on the values (docs/oracle.md); they are reported and the
+run goes on. --max-findings N collects up to N findings of distinct fingerprints before stopping, each
+with its count, shrunk (keeping its fingerprint) and saved. An adapter may answer an operation or
+result fields as unsupported: they are then not generated or not compared, and the report says so.
 
 exit codes: 0 every reply agreed (or differed only as --known accepts); 1 a divergence; 2 bad input
 (bad arguments, an unreadable --known file, or a script that is unreadable or has a request the
@@ -1204,15 +1207,19 @@ def _add_conform_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
     conform.add_argument("--out", help="where the script and the SUT's stderr go (default rmqspec-out/conform-<time>)")
     conform.add_argument("--json", action="store_true", help="print the result as JSON")
     conform.add_argument(
-        "--known", metavar="FILE", help="accepted divergences (JSON Lines, docs/oracle.md): reported, not failed"
+        "--known",
+        metavar="FILE",
+        help="accepted differences, by fingerprint or field path, each with a reason (JSON Lines, docs/oracle.md)",
     )
     conform.add_argument(
         "--max-findings",
         type=positive_int,
         default=1,
-        help="findings of distinct signatures to collect before stopping, each shrunk and saved (default 1)",
+        help="findings of distinct fingerprints to collect before stopping, each shrunk and saved (default 1)",
     )
-    conform.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report: a test case per component")
+    conform.add_argument(
+        "--junit", metavar="FILE", help="also write a JUnit XML report: a test case per finding and per clean component"
+    )
     conform.set_defaults(func=_cmd_conform)
 
     serve = sub.add_parser(

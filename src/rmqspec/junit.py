@@ -3,7 +3,8 @@ a CI system shows each finding as a failed test.
 
 One ``<testsuite>`` per command run, inside ``<testsuites>``. ``check-trace`` has a test case for
 conformance and one per property of the model (every invariant and action property); ``check-history``
-one per anomaly class (lost, duplicated, ...); ``conform`` one per component the run checked. A case
+one per anomaly class (lost, duplicated, ...); ``conform`` one per finding (named by its fingerprint)
+and one per component the run checked without a finding. A case
 fails (``<failure message=... type=...>`` with the detail as text) when the report holds something
 of its own; it is skipped (``<skipped message=...>``) when the run could not check it. The shape
 follows the schema Jenkins, GitLab and GitHub's test reporters read.
@@ -107,35 +108,45 @@ def history_cases(report: dict[str, Any], anomalies: tuple[str, ...]) -> list[Ca
 
 
 def conform_cases(result: Any) -> list[Case]:
-    """``conform``: one case per component the run checked (``result`` a ConformResult). A finding
-    fails the component of the request it happened at; a SUT failure is of type ``sut-failure``."""
-    by_component: dict[str, list[str]] = {}
-    for finding, path in zip(result.findings, result.script_paths, strict=False):
+    """``conform``: one case per finding, named by its fingerprint (classname
+    ``rmqspec.conform.<component>``, the component of the request it happened at; type
+    ``divergence`` or ``sut-failure``), and one passing case per component the run checked that has
+    no finding (``result`` a ConformResult)."""
+    counts = result.counts + [1] * (len(result.findings) - len(result.counts))
+    found: list[Case] = []
+    failing: set[str] = set()
+    for finding, path, count in zip(result.findings, result.script_paths, counts, strict=False):
         component = _component(finding.script)
-        text = " ".join(finding.signature)
+        failing.add(component)
+        case = Case(finding.fingerprint, f"rmqspec.conform.{component}")
         if hasattr(finding, "failure"):
-            text += f": {finding.failure}".split("\n", 1)[0]
+            case.failure = f"{finding.fingerprint}: {finding.failure}".split("\n", 1)[0]
+            case.failure_type = "sut-failure"
         else:
-            text += f" at {p.encode(finding.request)}: SUT {p.encode(finding.sut)}, "
-            text += f"reference {p.encode(finding.reference)}"
-        by_component.setdefault(component, []).append(f"{text}\nscript: {path}")
+            shown = [f"{finding.request['op']} {d.show()}" for d in finding.new_differences]
+            case.failure = f"{finding.fingerprint}: " + "; ".join(shown) + f" (found {count} time(s))\n"
+            case.failure += f"request {p.encode(finding.request)}\nSUT {p.encode(finding.sut)}\n"
+            case.failure += f"reference {p.encode(finding.reference)}"
+            case.failure_type = "divergence"
+        case.failure += f"\nscript: {path}"
+        found.append(case)
     cases = []
-    for component in [*result.components, *(c for c in by_component if c not in result.components)]:
+    for component in result.components:
+        if component in failing:
+            continue
         case = Case(component, "rmqspec.conform")
-        found = by_component.get(component)
-        if found:
-            case.failure = "\n".join(found)
-            case.failure_type = "sut-failure" if found[0].startswith("sut ") else "divergence"
         ops = sorted(op for op in result.unsupported_ops if p.OPS[op].component == component)
         known = [
-            f"{sig[1]} {sig[2]}: {n}" for sig, n in sorted(result.known.items()) if p.OPS[sig[1]].component == component
+            f"{fingerprint}: {n}"
+            for fingerprint, n in sorted(result.known.items())
+            if p.OPS[fingerprint.split(" ", 1)[0]].component == component
         ]
         notes = ([f"unsupported operations: {', '.join(ops)}"] if ops else []) + (
             [f"known differences: {'; '.join(known)}"] if known else []
         )
         case.output = "\n".join(notes)
         cases.append(case)
-    return cases
+    return cases + found
 
 
 def _component(script: list[dict[str, Any]]) -> str:

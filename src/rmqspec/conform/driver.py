@@ -12,15 +12,18 @@ drops the request creating a handle must drop the requests that use it too (:fun
 them).
 
 Two replies agree when :func:`protocol.normalise` makes them equal: same success or same Java
-exception type, same result, same broker requests as a multiset. A divergence's signature is its
-operation and the kind of difference (:func:`protocol.difference`); shrinking keeps it, and only tries
-argument values the generator could have drawn (:func:`drawable`).
+exception type, same result, same broker requests as a multiset. Where they differ is a list of
+differences, each a path and a shape (:func:`fingerprint.differences`); a divergence's fingerprint is
+its operation and the path and shape of each difference that no ``--known`` entry accepts
+(:attr:`Divergence.fingerprint`). Shrinking keeps the fingerprint, and only tries argument values the
+generator could have drawn (:func:`drawable`).
 
-A run does not have to stop at its first finding: a divergence whose signature a team has accepted
-(``--known``, :class:`KnownDifferences`) is counted and the run goes on with the next sequence, and
-``--max-findings N`` collects up to N findings of distinct signatures, each shrunk and saved to its
-own script. An operation the SUT answers as unsupported is not generated again in the run, and result
-fields it declares unsupported are not compared (``docs/oracle.md``, "Unsupported operations").
+A run does not have to stop at its first finding: a divergence every difference of which a team has
+accepted (``--known``, :class:`KnownDifferences`) is counted and the run goes on with the next
+sequence, and ``--max-findings N`` collects up to N findings of distinct fingerprints, each counted,
+shrunk from its shortest occurrence and saved to its own script. An operation the SUT answers as
+unsupported is not generated again in the run, and result fields it declares unsupported are not
+compared (``docs/oracle.md``, "Unsupported operations").
 Nothing is kept from one sequence to the next but the findings and counts, so memory stays flat
 however many sequences are asked for.
 """
@@ -31,6 +34,7 @@ import copy
 import json
 import math
 import random
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -38,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from rmqspec.conform import fingerprint as fp
 from rmqspec.conform import protocol as p
 from rmqspec.conform.consumers import REACHED, ConsumerScenario
 from rmqspec.conform.reference_adapter import ReferenceAdapter
@@ -47,7 +52,8 @@ from rmqspec.jsonin import InputError, iter_lines
 SCRIPT_FORMAT: Final = "rmqspec-conform-script"
 SCRIPT_VERSION: Final = 1
 KNOWN_FORMAT: Final = "rmqspec-conform-known"
-KNOWN_VERSION: Final = 1
+KNOWN_VERSION: Final = 2  # what docs/oracle.md describes; version 1 files are read with their old meaning
+KNOWN_VERSIONS: Final = (1, 2)
 OBSERVERS: Final = (
     "pq.state",
     "store.clone",
@@ -82,18 +88,43 @@ class RejectedRequest(RuntimeError):
 
 @dataclass
 class Divergence(Exception):
-    """The SUT's reply differs from the reference's at ``script[-1]``; ``difference`` says how
-    (:func:`protocol.difference`)."""
+    """The SUT's reply differs from the reference's at ``script[-1]``. ``difference`` is the coarse kind
+    (:func:`protocol.difference`); ``differences`` where and how the replies differ
+    (:func:`fingerprint.differences`), of which those at the indices ``accepted`` a ``--known`` entry
+    accepts, for ``reasons``."""
 
     request: dict[str, Any]
     sut: dict[str, Any]
     reference: dict[str, Any]
     script: list[dict[str, Any]]
     difference: str = ""
+    differences: tuple[fp.Difference, ...] = ()
+    accepted: frozenset[int] = frozenset()
+    reasons: tuple[str, ...] = ()
+
+    @property
+    def new_differences(self) -> tuple[fp.Difference, ...]:
+        """The differences no ``--known`` entry accepts."""
+        return tuple(d for i, d in enumerate(self.differences) if i not in self.accepted)
+
+    @property
+    def is_known(self) -> bool:
+        """True if ``--known`` accepts every difference: the divergence is no finding."""
+        return bool(self.differences) and not self.new_differences
+
+    @property
+    def fingerprint(self) -> str:
+        """The operation and the ``path:shape`` of each new difference (of every difference if all
+        are known): ``consumer.observe tasks[persistOffsets].due:changed``."""
+        shown = self.new_differences or self.differences
+        if not shown:  # made without its differences (a test's stand-in): the coarse kind
+            return f"{self.request['op']} {self.difference}"
+        return fp.fingerprint(self.request["op"], shown)
 
     @property
     def signature(self) -> tuple[str, ...]:
-        return ("divergence", self.request["op"], self.difference)
+        """What tells findings apart: the fingerprint (a known divergence's is kept apart)."""
+        return ("known" if self.is_known else "divergence", self.fingerprint)
 
     @property
     def rules(self) -> str:
@@ -114,6 +145,8 @@ class Divergence(Exception):
             "reference": self.reference,
             "rules": self.rules,
             "difference": self.difference,
+            "fingerprint": self.fingerprint,
+            "paths": [{**d.to_json(), "known": i in self.accepted} for i, d in enumerate(self.differences)],
         }
 
 
@@ -127,6 +160,10 @@ class SutBroke(Exception):
     @property
     def signature(self) -> tuple[str, ...]:
         return ("sut", self.failure.kind)
+
+    @property
+    def fingerprint(self) -> str:
+        return f"sut {self.failure.kind}"
 
 
 Finding = Divergence | SutBroke
@@ -144,45 +181,202 @@ class KnownError(ValueError):
     """A known-differences file that cannot be read; the message names the file and line."""
 
 
+_KNOWN_FIELDS_V1: Final = ("op", "difference", "note")
+_KNOWN_FIELDS: Final = ("fingerprint", "op", "path", "shape", "sut", "reference", "reason")
+
+
+@dataclass(frozen=True)
+class KnownEntry:
+    """One entry of a ``--known`` file: what it accepts (see :class:`KnownDifferences`) and why."""
+
+    line: int
+    reason: str
+    op: str | None = None
+    difference: str | None = None  # version 1: a coarse kind of difference, or "*"
+    fingerprint: str | None = None
+    parts: frozenset[str] = frozenset()  # the fingerprint's path:shape parts
+    path: fp.PathPattern | None = None
+    shape: str | None = None
+    sut: re.Pattern[str] | None = None
+    reference: re.Pattern[str] | None = None
+
+    @property
+    def name(self) -> str:
+        """What the entry names, as a report shows it."""
+        if self.fingerprint is not None:
+            return self.fingerprint
+        if self.path is not None:
+            what = " ".join(x for x in (self.op, self.path.text) if x is not None)
+            if self.shape is not None:
+                what += f":{self.shape}"
+            for side, pattern in (("SUT", self.sut), ("reference", self.reference)):
+                if pattern is not None:
+                    what += f" ({side} ~ /{pattern.pattern}/)"
+            return what
+        return f"{self.op} {self.difference}"
+
+    def accepts(self, op: str, difference: str, differences: tuple[fp.Difference, ...]) -> frozenset[int]:
+        """The indices of the ``differences`` of a divergence of ``op`` this entry accepts."""
+        if self.op is not None and self.op != op:
+            return frozenset()
+        if self.difference is not None:  # version 1: the whole divergence, or nothing
+            return frozenset(range(len(differences))) if self.difference in ("*", difference) else frozenset()
+        if self.path is None:  # a fingerprint: its parts, when the divergence has every one of them
+            if not self.parts <= {d.fingerprint_part for d in differences}:
+                return frozenset()
+            return frozenset(i for i, d in enumerate(differences) if d.fingerprint_part in self.parts)
+        return frozenset(i for i, d in enumerate(differences) if self._takes(d))
+
+    def _takes(self, d: fp.Difference) -> bool:
+        assert self.path is not None
+        if not self.path.matches(d.path) or (self.shape is not None and self.shape != d.shape):
+            return False
+        for pattern, value in ((self.sut, d.sut), (self.reference, d.reference)):
+            if pattern is not None and (value is fp.ABSENT or pattern.fullmatch(fp.value_text(value)) is None):
+                return False
+        return True
+
+
 @dataclass(frozen=True)
 class KnownDifferences:
-    """Divergences a team has accepted, from a ``--known`` file (JSON Lines)::
+    """Differences a team has accepted, from a ``--known`` file (JSON Lines). Version 2::
 
-        {"format": "rmqspec-conform-known", "version": 1}
-        {"op": "store.read", "difference": "result:offset", "note": "we answer -2 on purpose"}
-        {"op": "pq.state", "difference": "*"}
+        {"format": "rmqspec-conform-known", "version": 2}
+        {"fingerprint": "store.read offset:changed", "reason": "we answer -2 for every broker error"}
+        {"op": "consumer.observe", "path": "tasks[pull *].due", "reason": "our pulls wait 3 s"}
+        {"op": "store.clone", "path": "table[*].offset", "sut": "-2", "reference": "-1", "reason": "..."}
 
-    ``difference`` is the kind :func:`protocol.difference` gives (``outcome:A/B``, ``error:A/B``,
-    ``result:f1,f2``, ``sent``, joined with ``+``), exactly as a report prints it, or ``*`` for any
-    difference on the operation. ``note`` is free text."""
+    Every entry carries a ``reason``, the team's why, and names either a ``fingerprint`` exactly as a
+    report prints it (it accepts those ``path:shape`` parts of a divergence that has all of them), or a
+    ``path`` (``*`` allowed in each segment; it accepts the differences at that path or inside it) with
+    optionally the ``op`` (default any), the ``shape`` (``changed``, ``sut-only``,
+    ``reference-only``, ``type``, or ``A/B`` for ``outcome`` and ``error``) and regular expressions
+    that the SUT's and the reference's value there must match whole (``sut``, ``reference``; a string
+    value as it is, any other as compact JSON; a side with no value matches no pattern).
 
-    entries: frozenset[tuple[str, str]]
+    Version 1 files keep their meaning: ``{"op": ..., "difference": ..., "note": ...}``, where
+    ``difference`` is the coarse kind :func:`protocol.difference` gives (``result:f1,f2``,
+    ``outcome:A/B``, ...) or ``*`` for any difference on the operation, and accepts the whole
+    divergence; ``note`` is free text and no reason is required.
+
+    A divergence every difference of which some entry accepts is known (counted, not a finding); one
+    that has differences no entry accepts is a finding named by those alone."""
+
+    entries: tuple[KnownEntry, ...]
+
+    def accept(
+        self, op: str, difference: str, differences: tuple[fp.Difference, ...]
+    ) -> tuple[frozenset[int], tuple[str, ...]]:
+        """The indices of the ``differences`` some entry accepts, and the reasons of the entries
+        that accepted any."""
+        accepted: set[int] = set()
+        reasons: list[str] = []
+        for entry in self.entries:
+            taken = entry.accepts(op, difference, differences)
+            if taken:
+                accepted |= taken
+                reasons.append(f"line {entry.line}: {entry.name}: {entry.reason}")
+        return frozenset(accepted), tuple(dict.fromkeys(reasons))
 
     def matches(self, finding: Finding) -> bool:
+        """True if the entries accept every difference of ``finding`` (a divergence)."""
         if not isinstance(finding, Divergence):
             return False
-        op = finding.request["op"]
-        return (op, finding.difference) in self.entries or (op, "*") in self.entries
+        accepted, _ = self.accept(finding.request["op"], finding.difference, finding.differences)
+        return bool(finding.differences) and len(accepted) == len(finding.differences)
 
     @classmethod
     def read(cls, path: str) -> KnownDifferences:
-        entries = set()
-        for number, entry in _headed_lines(path, KNOWN_FORMAT, KNOWN_VERSION, KnownError):
+        version, lines = _headed_lines(path, KNOWN_FORMAT, KNOWN_VERSIONS, KnownError)
+        entries = []
+        for number, entry in lines:
             where = f"{path}: line {number}"
-            if not isinstance(entry, dict):
-                raise KnownError(f'{where}: an entry must be an object {{"op": ..., "difference": ...}}')
-            unknown = sorted(set(entry) - {"op", "difference", "note"})
-            if unknown:
-                raise KnownError(f"{where}: unknown field {unknown[0]!r}; an entry has op, difference and note")
-            op, difference = entry.get("op"), entry.get("difference")
-            if not isinstance(op, str) or op not in p.OPS:
-                raise KnownError(f"{where}: op must be one of {sorted(p.OPS)}, got {op!r}")
-            if not isinstance(difference, str) or not difference:
-                raise KnownError(f'{where}: difference must be one as reports print it (e.g. "result:offset") or "*"')
-            if not isinstance(entry.get("note", ""), str):
-                raise KnownError(f"{where}: note must be a string")
-            entries.add((op, difference))
-        return cls(frozenset(entries))
+            entries.append(_known_v1(where, number, entry) if version == 1 else _known_v2(where, number, entry))
+        return cls(tuple(entries))
+
+
+def _known_v1(where: str, number: int, entry: Any) -> KnownEntry:
+    if not isinstance(entry, dict):
+        raise KnownError(f'{where}: an entry must be an object {{"op": ..., "difference": ...}}')
+    unknown = sorted(set(entry) - set(_KNOWN_FIELDS_V1))
+    if unknown:
+        raise KnownError(f"{where}: unknown field {unknown[0]!r}; a version 1 entry has op, difference and note")
+    op, difference = entry.get("op"), entry.get("difference")
+    if not isinstance(op, str) or op not in p.OPS:
+        raise KnownError(f"{where}: op must be one of {sorted(p.OPS)}, got {op!r}")
+    if not isinstance(difference, str) or not difference:
+        raise KnownError(f'{where}: difference must be one as reports print it (e.g. "result:offset") or "*"')
+    note = entry.get("note", "")
+    if not isinstance(note, str):
+        raise KnownError(f"{where}: note must be a string")
+    return KnownEntry(number, note or "(version 1 entry, no reason given)", op=op, difference=difference)
+
+
+def _valid_shape(shape: str) -> bool:
+    return shape in fp.SHAPES or (shape.count("/") == 1 and all(shape.split("/")))
+
+
+def _known_v2(where: str, number: int, entry: Any) -> KnownEntry:
+    if not isinstance(entry, dict):
+        raise KnownError(f'{where}: an entry must be an object {{"fingerprint": ..., "reason": ...}}')
+    unknown = sorted(set(entry) - set(_KNOWN_FIELDS), key=str)
+    if unknown:
+        hint = "; use version 1 for op, difference and note" if unknown[0] in ("difference", "note") else ""
+        raise KnownError(f"{where}: unknown field {unknown[0]!r}; an entry has {', '.join(_KNOWN_FIELDS)}{hint}")
+    reason = entry.get("reason")
+    if not isinstance(reason, str) or not reason.strip():
+        raise KnownError(f"{where}: reason: every entry needs a reason, the team's why (a non-empty string)")
+    if ("fingerprint" in entry) == ("path" in entry):
+        raise KnownError(f"{where}: fingerprint or path: an entry names exactly one of them")
+    if "fingerprint" in entry:
+        extra = sorted(set(entry) - {"fingerprint", "reason"})
+        if extra:
+            raise KnownError(f"{where}: {extra[0]}: a fingerprint names the op and the shapes; use path for patterns")
+        text = entry["fingerprint"]
+        named, _, rest = text.partition(" ") if isinstance(text, str) else ("", "", "")
+        parts = rest.split(", ") if rest else []
+        if named not in p.OPS or not parts or any(not _valid_part(part) for part in parts):
+            raise KnownError(
+                f"{where}: fingerprint must be one as reports print it, the op then path:shape parts "
+                f'(e.g. "store.read offset:changed"), got {text!r}'
+            )
+        return KnownEntry(number, reason, op=named, fingerprint=text, parts=frozenset(parts))
+    op = entry.get("op")
+    if op is not None and (not isinstance(op, str) or op not in p.OPS):
+        raise KnownError(f"{where}: op must be one of {sorted(p.OPS)}, got {op!r}")
+    path = entry["path"]
+    pattern = fp.PathPattern.parse(path) if isinstance(path, str) else None
+    if pattern is None:
+        raise KnownError(
+            f'{where}: path must be a field path as reports print it (e.g. "tasks[pull *].due"), got {path!r}'
+        )
+    shape = entry.get("shape")
+    if shape is not None and (not isinstance(shape, str) or not _valid_shape(shape)):
+        raise KnownError(f"{where}: shape must be one of {list(fp.SHAPES)} or A/B (outcome, error), got {shape!r}")
+    patterns: dict[str, re.Pattern[str] | None] = {}
+    for side in ("sut", "reference"):
+        value = entry.get(side)
+        if value is None:
+            patterns[side] = None
+            continue
+        if not isinstance(value, str):
+            raise KnownError(f"{where}: {side} must be a regular expression (a string), got {value!r}")
+        try:
+            patterns[side] = re.compile(value)
+        except re.error as e:
+            raise KnownError(f"{where}: {side}: not a regular expression ({e})") from None
+    return KnownEntry(
+        number, reason, op=op, path=pattern, shape=shape, sut=patterns["sut"], reference=patterns["reference"]
+    )
+
+
+def _valid_part(part: str) -> bool:
+    path, colon, shape = part.rpartition(":")
+    if not colon:
+        return False
+    if path in ("outcome", "error"):
+        return _valid_shape(shape) and "/" in shape
+    return shape in fp.SHAPES and fp.segments(path) is not None
 
 
 class Session:
@@ -222,25 +416,37 @@ class Session:
         # What the SUT does not support: operations (with its reason), result fields per operation.
         self.unsupported_ops: dict[str, str] = {}
         self.ignored_fields: dict[str, frozenset[str]] = {}
-        # Findings of a generating run: new ones by signature in order found, known ones counted.
+        # Findings of a generating run: new ones by signature (the fingerprint) in order found, each
+        # the occurrence with the shortest script, and how often each was found; known ones counted
+        # by fingerprint, with the reasons of the entries that accepted them.
         self.known: KnownDifferences | None = None
         self.max_findings = 1
         self.findings: dict[tuple[str, ...], Finding] = {}
-        self.known_seen: Counter[tuple[str, ...]] = Counter()
-        self.repeats = 0  # findings whose signature was found before
+        self.counts: Counter[tuple[str, ...]] = Counter()
+        self.known_seen: Counter[str] = Counter()
+        self.known_reasons: dict[str, tuple[str, ...]] = {}
+        self.repeats = 0  # findings whose fingerprint was found before
         self.stop = False  # the next sequence must not start
         self.on_sequence: Callable[[list[dict[str, Any]]], None] | None = None  # gets each finished script
 
     def record(self, finding: Finding) -> None:
-        """Keep a finding of a generating run: count it if known or seen before, else add it; stop
-        the run after ``max_findings`` distinct ones or any SUT failure."""
-        if self.known is not None and self.known.matches(finding):
-            self.known_seen[finding.signature] += 1
+        """Keep a finding of a generating run: count it if known; if its fingerprint was seen before,
+        count it and keep the shorter script; else add it. Stop the run after ``max_findings``
+        distinct ones or any SUT failure."""
+        if isinstance(finding, Divergence) and finding.is_known:
+            self.known_seen[finding.fingerprint] += 1
+            self.known_reasons[finding.fingerprint] = tuple(
+                dict.fromkeys(self.known_reasons.get(finding.fingerprint, ()) + finding.reasons)
+            )
             return
-        if finding.signature in self.findings:
+        key = finding.signature
+        self.counts[key] += 1
+        if key in self.findings:
             self.repeats += 1
+            if len(finding.script) < len(self.findings[key].script):
+                self.findings[key] = finding
             return
-        self.findings[finding.signature] = finding
+        self.findings[key] = finding
         if isinstance(finding, SutBroke) or len(self.findings) >= self.max_findings:
             self.stop = True
 
@@ -287,7 +493,9 @@ class Session:
         mine, theirs = p.normalise(got, ignored), p.normalise(expected, ignored)
         if mine != theirs:
             got = {k: v for k, v in got.items() if k != "id"}
-            raise Divergence(request, got, expected, list(self.script), p.difference(mine, theirs))
+            kind, differences = p.difference(mine, theirs), fp.differences(op, mine, theirs)
+            accepted, reasons = self.known.accept(op, kind, differences) if self.known else (frozenset(), ())
+            raise Divergence(request, got, expected, list(self.script), kind, differences, accepted, reasons)
         return expected
 
     def close(self) -> None:
@@ -333,7 +541,8 @@ class ShrinkStats:
 
 def shrink(session: Session, finding: Finding, budget_seconds: float) -> tuple[Finding, ShrinkStats]:
     """Delta debugging (ddmin) over the script: drop chunks while the replay still fails the same
-    way (same op diverging, or same kind of SUT failure), until no single request can be dropped;
+    way (a divergence of the same fingerprint, or the same kind of SUT failure), until no single
+    request can be dropped;
     then simplify arguments (shorter lists, smaller integers) one at a time. Stops when the time
     budget is spent and returns the smallest finding seen."""
     stats = ShrinkStats(original=len(finding.script))
@@ -900,8 +1109,9 @@ def families(session: Session) -> list[str]:
 @dataclass
 class ConformResult:
     """What a conform run found. Flat and aggregatable, like check-trace's and check-history's.
-    ``finding`` is the first new finding (None if none); ``findings`` all of them, each with its
-    shrink figures and script in ``shrinks`` and ``script_paths``."""
+    ``finding`` is the first new finding (None if none); ``findings`` all of them (one per fingerprint),
+    each with how often the run found it in ``counts``, its shrink figures in ``shrinks`` and its
+    script in ``script_paths``."""
 
     sut: str
     implementation: str
@@ -913,8 +1123,10 @@ class ConformResult:
     findings: list[Finding] = field(default_factory=list)
     shrinks: list[ShrinkStats] = field(default_factory=list)
     script_paths: list[str] = field(default_factory=list)
-    known: dict[tuple[str, ...], int] = field(default_factory=dict)  # accepted signature -> times seen
-    repeats: int = 0  # findings whose signature was found before in the run
+    counts: list[int] = field(default_factory=list)  # times each finding's fingerprint was found
+    known: dict[str, int] = field(default_factory=dict)  # fingerprint of an accepted divergence -> times seen
+    known_reasons: dict[str, tuple[str, ...]] = field(default_factory=dict)  # the entries that accepted it
+    repeats: int = 0  # findings whose fingerprint was found before in the run
     unsupported_ops: dict[str, str] = field(default_factory=dict)
     unsupported_fields: dict[str, list[str]] = field(default_factory=dict)
     outcomes: dict[str, int] = field(default_factory=dict)  # "op" or "op:ExceptionType" -> requests
@@ -935,6 +1147,9 @@ class ConformResult:
     @property
     def valid(self) -> bool:
         return not self.findings
+
+    def _counts(self) -> list[int]:
+        return self.counts + [1] * (len(self.findings) - len(self.counts))
 
     def to_json(self) -> dict[str, Any]:
         finding = self.finding
@@ -957,15 +1172,28 @@ class ConformResult:
             "findings": [
                 {
                     "signature": list(f.signature),
+                    "fingerprint": f.fingerprint,
+                    "paths": [d.to_json() for d in f.new_differences] if isinstance(f, Divergence) else [],
+                    "count": count,
                     "divergence": f.to_json() if isinstance(f, Divergence) else None,
                     "sutFailure": {"step": len(f.script), **f.failure.to_json()} if isinstance(f, SutBroke) else None,
                     "scriptSteps": len(f.script),
                     "shrunkFrom": stats.original or None,
                     "script": path,
                 }
-                for f, stats, path in zip(self.findings, self.shrinks, self.script_paths, strict=False)
+                for f, stats, path, count in zip(
+                    self.findings, self.shrinks, self.script_paths, self._counts(), strict=False
+                )
             ],
-            "known": [{"op": sig[1], "difference": sig[2], "count": n} for sig, n in sorted(self.known.items())],
+            "known": [
+                {
+                    "op": fingerprint.split(" ", 1)[0],
+                    "fingerprint": fingerprint,
+                    "count": n,
+                    "reasons": list(self.known_reasons.get(fingerprint, ())),
+                }
+                for fingerprint, n in sorted(self.known.items())
+            ],
             "repeats": self.repeats,
             "unsupported": {"operations": self.unsupported_ops, "fields": self.unsupported_fields},
             "outcomes": self.outcomes,
@@ -988,10 +1216,11 @@ def conform(
     on_sequence: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> ConformResult:
     """Run at most ``examples`` generated request sequences of up to ``steps`` operations each
-    against the SUT and the reference. Stop after ``max_findings`` findings of distinct signatures
-    that ``known`` does not accept (or at the first SUT failure); shrink each (``shrink_seconds``
-    each) and save it as a replayable script. ``on_sequence`` is given each generated sequence's
-    requests as the next one starts (the benchmark replays them)."""
+    against the SUT and the reference. Stop after ``max_findings`` findings of distinct fingerprints
+    that ``known`` does not accept (or at the first SUT failure); shrink each from its shortest
+    occurrence (``shrink_seconds`` each, keeping the fingerprint) and save it as a replayable script.
+    ``on_sequence`` is given each generated sequence's requests as the next one starts (the
+    benchmark replays them)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     session = Session(command, timeout, out_dir, components)
@@ -1021,7 +1250,9 @@ def conform(
         if p.PUSH_CONSUMER in session.components:
             result.reached = {name: session.reached.get(name, 0) for name in REACHED}
         result.known, result.repeats = dict(session.known_seen), session.repeats
+        result.known_reasons = dict(session.known_reasons)
         found = list(session.findings.values())
+        result.counts = [session.counts[key] for key in session.findings]
         if found and progress is not None:
             progress(f"conform: {len(found)} finding(s) after {result.examples} examples; shrinking")
         for number, finding in enumerate(found, start=1):
@@ -1058,21 +1289,26 @@ def write_script(path: Path, script: list[dict[str, Any]], session: Session, res
     tmp.replace(path)
 
 
-def _headed_lines(path: str, fmt: str, version: int, error: type[ValueError]) -> list[tuple[int, Any]]:
-    """(line number, value) of every line of a JSON Lines file after its header ``{"format": fmt,
-    "version": version, ...}``; ``error`` names the file and line that cannot be read."""
+def _headed_lines(
+    path: str, fmt: str, versions: tuple[int, ...], error: type[ValueError]
+) -> tuple[int, list[tuple[int, Any]]]:
+    """The version of a JSON Lines file whose header is ``{"format": fmt, "version": v, ...}`` with
+    ``v`` one of ``versions``, and (line number, value) of every line after the header; ``error``
+    names the file and line that cannot be read."""
     try:
         lines = list(iter_lines(path, path))
     except InputError as e:
         raise error(str(e)) from None
     if not lines:
-        raise error(f'{path}: empty; expected a header line {{"format": "{fmt}", "version": {version}}}')
+        raise error(f'{path}: empty; expected a header line {{"format": "{fmt}", "version": {versions[-1]}}}')
     number, header = lines[0]
     if not isinstance(header, dict) or header.get("format") != fmt:
         raise error(f'{path}: line {number}: expected a header with "format": "{fmt}"')
-    if header.get("version") != version:
-        raise error(f"{path}: line {number}: {fmt} version {header.get('version')!r}; this rmqspec reads {version}")
-    return lines[1:]
+    version = header.get("version")
+    if isinstance(version, bool) or version not in versions:
+        reads = " and ".join(str(v) for v in versions)
+        raise error(f"{path}: line {number}: {fmt} version {version!r}; this rmqspec reads {reads}")
+    return int(version), lines[1:]
 
 
 def read_script(path: str) -> list[dict[str, Any]]:
@@ -1083,7 +1319,7 @@ def read_script(path: str) -> list[dict[str, Any]]:
 def read_numbered_script(path: str) -> list[tuple[int, dict[str, Any]]]:
     """(line number, request) for every request of a saved script; ScriptError names the line."""
     script = []
-    for number, value in _headed_lines(path, SCRIPT_FORMAT, SCRIPT_VERSION, ScriptError):
+    for number, value in _headed_lines(path, SCRIPT_FORMAT, (SCRIPT_VERSION,), ScriptError)[1]:
         try:
             script.append((number, p.check_request(value, f"{path}: line {number}")))
         except p.ProtocolError as e:
@@ -1101,6 +1337,7 @@ def replay_script(
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     session = Session(command, timeout, out_dir)
+    session.known = known
     result = ConformResult(command, session.implementation, session.version, session.components, examples=1)
     try:
         needed = {c for r in script if (c := p.component_of(r)) is not None} - set(session.components)
@@ -1117,10 +1354,11 @@ def replay_script(
                 f"{script_path}: line {line}: the reference rejects this request as malformed ({message}); "
                 "fix the request's arguments or remove the line"
             ) from None
-        if finding is not None and known is not None and known.matches(finding):
-            result.known = {finding.signature: 1}
+        if isinstance(finding, Divergence) and finding.is_known:
+            result.known, result.known_reasons = {finding.fingerprint: 1}, {finding.fingerprint: finding.reasons}
         elif finding is not None:
             result.findings, result.shrinks, result.script_paths = [finding], [ShrinkStats()], [script_path]
+            result.counts = [1]
         result.requests = session.requests
         result.unsupported_ops = dict(session.unsupported_ops)
         result.unsupported_fields = {op: sorted(f) for op, f in sorted(session.ignored_fields.items())}
@@ -1154,29 +1392,52 @@ def describe(result: ConformResult) -> str:
         lines += [f"  {op} fields {', '.join(names)}" for op, names in result.unsupported_fields.items()]
     if result.known:
         lines.append("known differences seen (accepted by --known, not findings):")
-        lines += [f"  {sig[1]} {sig[2]}: {n} time(s)" for sig, n in sorted(result.known.items())]
+        for fingerprint, n in sorted(result.known.items()):
+            lines.append(f"  {fingerprint}: {n} time(s)")
+            lines += [f"    accepted by {reason}" for reason in result.known_reasons.get(fingerprint, ())]
     if not result.findings:
         known = " or was a known difference" if result.known else ""
         lines.append(f"conforms: every reply agreed with the reference{known}")
         return "\n".join(lines)
+    counts = result._counts()
     if len(result.findings) > 1 or result.repeats:
-        lines.append(f"{len(result.findings)} distinct finding(s); {result.repeats} more of the same signatures")
-    for number, (finding, stats, path) in enumerate(
-        zip(result.findings, result.shrinks, result.script_paths, strict=False), start=1
+        lines.append(
+            f"{len(result.findings)} distinct finding(s), by fingerprint; "
+            f"{result.repeats} more of the same fingerprints:"
+        )
+        lines += [f"  {n:4d}x {finding.fingerprint}" for finding, n in zip(result.findings, counts, strict=False)]
+    fields = _fields_of(result.findings)
+    if len(fields) < sum(len(f.new_differences) for f in result.findings if isinstance(f, Divergence)):
+        lines.append("the same differences with any element key (as a --known path entry names them):")
+        lines += [f"  {field}: in {n} finding(s)" for field, n in fields.items()]
+    for number, (finding, stats, path, count) in enumerate(
+        zip(result.findings, result.shrinks, result.script_paths, counts, strict=False), start=1
     ):
-        if len(result.findings) > 1:
-            lines.append(f"--- finding {number} of {len(result.findings)}: {' '.join(finding.signature[1:])}")
+        lines.append(f"--- finding {number} of {len(result.findings)}: {finding.fingerprint} (found {count} time(s))")
         lines += _describe_finding(finding, stats, path, result.sut)
     return "\n".join(lines)
+
+
+def _fields_of(findings: list[Finding]) -> dict[str, int]:
+    """``op path:shape`` with every element key as ``*``, for each new difference of the findings, and
+    in how many findings each shows."""
+    fields: Counter[str] = Counter()
+    for finding in findings:
+        if isinstance(finding, Divergence):
+            op = finding.request["op"]
+            fields.update({f"{op} {fp.any_element(d.path)}:{d.shape}" for d in finding.new_differences})
+    return dict(sorted(fields.items()))
 
 
 def _describe_finding(finding: Finding, stats: ShrinkStats, path: str | None, sut: str) -> list[str]:
     lines = []
     if isinstance(finding, Divergence):
         d = finding.to_json()
+        op = finding.request["op"]
+        lines.append(f"DIVERGENCE at request {d['step']} of the script below (rules {d['rules']}):")
+        lines += [f"  {op} {difference.show()}" for difference in finding.new_differences]
+        lines += [f"  {op} {x.show()} (known)" for i, x in enumerate(finding.differences) if i in finding.accepted]
         lines += [
-            f"DIVERGENCE at request {d['step']} of the script below (rules {d['rules']}; "
-            f"difference {finding.difference}):",
             f"  request:   {p.encode(finding.request)}",
             f"  SUT:       {p.encode(finding.sut)}",
             f"  reference: {p.encode(finding.reference)}",

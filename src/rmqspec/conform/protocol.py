@@ -12,8 +12,8 @@ version it implements and the components it has (:data:`COMPONENTS`). ``docs/ora
 whole protocol with an example session; this module is its executable form: the operation table
 (:data:`OPS`), the rule each operation's expected answer comes from (for divergence reports), the
 check of a reply's shape (:func:`check_reply`), the normal form replies are compared in
-(:func:`normalise`) and the kind of difference between two replies (:func:`difference`), which with
-the operation is a divergence's signature.
+(:func:`normalise`) and the coarse kind of difference between two replies (:func:`difference`); where
+and how they differ, which names a finding, is :mod:`rmqspec.conform.fingerprint`'s.
 
 A SUT may answer that it does not support an operation (``{"id": n, "unsupported": {"reason":
 "..."}}``) or some fields of a result (``"unsupportedFields": ["msgAccCnt"]`` beside ``ok`` and
@@ -244,8 +244,8 @@ def difference(sut: dict[str, Any], reference: dict[str, Any]) -> str:
     """The kind of difference between two normalised replies that differ: ``outcome:A/B`` (one
     returned, the other threw; A and B are ``ok`` or an exception type, SUT first), ``error:A/B``
     (different exception types), or the differing parts of a result, ``result:f1,f2`` (field names,
-    sorted) and ``sent`` (broker requests), joined with ``+``. With the operation it is a divergence's
-    signature: two findings with the same signature are taken for the same bug."""
+    sorted) and ``sent`` (broker requests), joined with ``+``. What a version 1 ``--known`` entry names;
+    findings are told apart by the finer :func:`fingerprint.fingerprint`."""
     if sut["ok"] != reference["ok"]:
         return f"outcome:{_outcome(sut)}/{_outcome(reference)}"
     parts = []

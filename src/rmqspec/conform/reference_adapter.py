@@ -17,8 +17,9 @@ adapter request can produce is answered here: a broker SUCCESS reply without a h
 on the consistent-hash ring (R11.3); ``consumeTimestamp`` is floored to whole seconds, as the
 ``yyyyMMddHHmmss`` string a real consumer holds (R10.2).
 
-``plant`` switches on one deliberately wrong behaviour (:data:`PLANTS`) so the tests can show that
-``conform`` finds divergences; it is never on unless asked for.
+``plant`` switches on one deliberately wrong behaviour (:data:`PLANTS`), or two at once
+(:data:`COMBINED_PLANTS`), so the tests can show that ``conform`` finds divergences, each of them;
+it is never on unless asked for.
 """
 
 from __future__ import annotations
@@ -84,6 +85,12 @@ PLANTS: Final[dict[str, str]] = {
     "acc_count_without_overflow": "pq.put computes msgAccCnt without long overflow (R6.2; Java's edge)",
     "negative_batch_takes_nothing": "pq.take with a negative batch size takes nothing instead of throwing (R6.4, §17)",
     "load_ignores_bak": "store.load of a local store never falls back to offsets.json.bak (R1.10)",
+    "store_two_bugs": "update_ignores_increase_only and persist_all_keeps_unused at once: two differences of "
+    "store.clone, an offset changed and an entry only the SUT keeps (R1.5, R2.7)",
+}
+# Plants that switch on several of the others at once (an adapter with two bugs on one operation).
+COMBINED_PLANTS: Final[dict[str, tuple[str, ...]]] = {
+    "store_two_bugs": ("update_ignores_increase_only", "persist_all_keeps_unused"),
 }
 
 # Java exception names for the reference's exceptions, as they appear in error.type.
@@ -196,6 +203,7 @@ class ReferenceAdapter:
         if plant is not None and plant not in ALL_PLANTS:
             raise ValueError(f"unknown plant {plant!r}; accepted: {', '.join(sorted(ALL_PLANTS))}")
         self.version, self.plant = version, plant
+        self.plants = frozenset(COMBINED_PLANTS.get(plant, (plant,))) if plant is not None else frozenset()
         self.mq_version = MQVersion("4.9.8" if plant == "declares_5x_behaves_4_9_8" else version)
         self.broker = ScriptedBroker(plant)
         self.factory = _ScriptedClientFactory(self.broker)
@@ -367,7 +375,7 @@ class ReferenceAdapter:
         return {}
 
     def _store_update(self, args: dict[str, Any]) -> dict[str, Any]:
-        increase_only = bool(args["increaseOnly"]) and self.plant != "update_ignores_increase_only"
+        increase_only = bool(args["increaseOnly"]) and "update_ignores_increase_only" not in self.plants
         self._store(args).update_offset(_mq(args["mq"]), int(args["offset"]), increase_only)
         return {}
 
@@ -381,7 +389,7 @@ class ReferenceAdapter:
         store = self._store(args)
         before = store.clone_offset_table(None)
         store.persist_all({_mq(m) for m in args["mqs"]})
-        if self.plant == "persist_all_keeps_unused":
+        if "persist_all_keeps_unused" in self.plants:
             for queue, offset in before.items():
                 store.update_offset(queue, offset, True)
         return {}
