@@ -18,6 +18,7 @@ from rmqspec.spec import actions as act
 from rmqspec.spec.config import BROADCASTING, CLUSTERING, MUTATIONS, Config
 from rmqspec.spec.invariants import check_state, check_step
 from rmqspec.spec.model import ActionNotEnabled, Model
+from rmqspec.spec.state import State
 
 BASE = {"consumers": 3, "queues": 4, "messages_per_queue": 4, "max_reconsume_times": 2}
 
@@ -231,10 +232,9 @@ def test_property_refutes_planted_orderly_bug_on_its_schedule(mutation: str, pro
     assert correct.ids == [], correct.violations
 
 
-def test_inv23_reports_a_cleaner_run_that_leaves_an_expired_message_at_the_head_of_its_pq() -> None:
-    """INV-23's other half (R6.8): the run itself. A CleanExpiredMsg step with the broker up after which a pq is still
-    headed by a message whose listener started more than consumeTimeout before the run is reported; the correct run
-    removes it."""
+def _cleaner_due_over_an_expired_listener() -> tuple[Model, State]:
+    """One consumer whose listener of a two-message batch has run past its 2 s consumeTimeout, at the first
+    cleanExpireMsg run after that (timers only in between: the listener runs on)."""
     config = Config(
         consumers=1, queues=1, messages_per_queue=2, backlog=2, consume_batch_size=2, consume_timeout=2_000,
         consume_from_where="CONSUME_FROM_FIRST_OFFSET", client_crashes=0, client_shutdowns=0, broker_crashes=0,
@@ -246,6 +246,14 @@ def test_inv23_reports_a_cleaner_run_that_leaves_an_expired_message_at_the_head_
     state = model.step(state, act.StartConsume(0, state.clients[0].requests[0].rid))
     while act.CleanExpiredMsg(0) not in model.enabled(state) or state.now <= 2_000:  # timers only: the listener runs on
         state = model.step(state, next(a for a in model.enabled(state) if isinstance(a, TIMERS)))
+    return model, state
+
+
+def test_inv23_reports_a_cleaner_run_that_leaves_an_expired_message_at_the_head_of_its_pq() -> None:
+    """INV-23's other half (R6.8): the run itself. A CleanExpiredMsg step with the broker up after which a pq is still
+    headed by a message whose listener started more than consumeTimeout before the run is reported; the correct run
+    removes it."""
+    model, state = _cleaner_due_over_an_expired_listener()
     after = model.step(state, act.CleanExpiredMsg(0))
     assert after.clients[0].pqs[0].tree == 0  # sent back and removed
     assert "INV-23" not in {v.id for v in check_step(model, state, act.CleanExpiredMsg(0), after)}
@@ -258,17 +266,7 @@ def test_inv24_reports_a_cleaner_run_that_sends_back_a_message_whose_listener_ha
     """INV-24's cleaner half (R6.8): a CleanExpiredMsg step may send back only messages whose listener started more
     than consumeTimeout before the run. The correct run passes; the same send-backs from a pq whose listeners started
     just now, or never, are reported (planted: send_back_from_ack_index shows the FinishConsume half)."""
-    config = Config(
-        consumers=1, queues=1, messages_per_queue=2, backlog=2, consume_batch_size=2, consume_timeout=2_000,
-        consume_from_where="CONSUME_FROM_FIRST_OFFSET", client_crashes=0, client_shutdowns=0, broker_crashes=0,
-    )  # fmt: skip
-    model = Model(config)
-    state = model.initial()
-    for action in (act.Start(0), act.Rebalance(0), act.SendPull(0, 0), act.BrokerReceive(0, 0), act.ReceivePull(0, 0)):
-        state = model.step(state, action)
-    state = model.step(state, act.StartConsume(0, state.clients[0].requests[0].rid))
-    while act.CleanExpiredMsg(0) not in model.enabled(state) or state.now <= 2_000:  # timers only: the listener runs on
-        state = model.step(state, next(a for a in model.enabled(state) if isinstance(a, TIMERS)))
+    model, state = _cleaner_due_over_an_expired_listener()
     clean = act.CleanExpiredMsg(0)
     after = model.step(state, clean)
     assert len(after.broker.scheduled) > len(state.broker.scheduled)  # the run sent the expired messages back
