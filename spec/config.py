@@ -145,7 +145,7 @@ HELD_OUT_NAMES: Final[tuple[str, ...]] = (
     "orderly_empty_tree_corrects_offset",
     "orderly_forward_to_retry",
     "broadcast_orderly_locks_on_add",
-    # the third set (spec/variants/held_out/fix_commits.py): written apart from the search, catch figures unseen
+    # the third set (spec/variants/held_out/fix_commits.py): written apart from the search, catch figures seen
     "shutdown_persists_empty_table",
     "offset_not_found_read_as_error",
     "orderly_new_pq_unlocked",

@@ -647,7 +647,7 @@ WITNESSES: dict[str, tuple[Config, list[act.Action]]] = {
             act.Rebalance(client=0),
         ],
     ),
-    # the third set (spec/variants/held_out/fix_commits.py): figures unseen
+    # the third set (spec/variants/held_out/fix_commits.py): figures seen
     "shutdown_persists_empty_table": (
         Config(
             consumers=1,
