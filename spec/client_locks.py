@@ -15,7 +15,8 @@ shutdown (``consumer_process.py``); the lockAll timer (R8.3) is what a ``Stall``
 Its actions, before the class: ``LockAll``, ``DelayedUnlock``.
 
 Its properties, after the class: INV-11 (the broker grants no live lock twice), INV-12a (no two consumers
-both believe a queue locked) and INV-19 (the first locked pull starts at a real position). What INV-12a
+both believe a queue locked), INV-19 (the first locked pull starts at a real position) and INV-26 (a queue let go
+is unlocked at the broker). What INV-12a
 tolerates is ``anomalies.py`` (``ORDERLY_LOCK_TABLE_LOST``).
 """
 
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rmqspec.spec import orderly as lk
+from rmqspec.spec.consumer_process import Shutdown
 from rmqspec.spec.enabling import ActionNotEnabled
 from rmqspec.spec.property_types import ActionProperty, Invariant
 from rmqspec.spec.pull import PULL_DELAY_WHEN_EXCEPTION, SendPull
@@ -209,7 +211,7 @@ class ClientLocksMixin:
         return s._replace(ghost=s.ghost._replace(stale_unlocks=tuple(stale))) if noted else s
 
 
-# Properties of the locks (INV-11, INV-12a, INV-19)
+# Properties of the locks (INV-11, INV-12a, INV-19, INV-26)
 def _broker_lock_exclusive(m: Model, s: State, a: Action, t: State) -> str | None:
     """INV-11 as a step property: an entry of the lock table changes hands only when its holder's lock
     had expired (60 s without renewal), was released, or was lost with the broker."""
@@ -297,4 +299,56 @@ FIRST_LOCKED_PULL_POSITIONS_VALIDLY = ActionProperty(
     "4.9.8 takes a failed read's -1 as nextOffset: the pull gets OFFSET_ILLEGAL and the committed offset "
     "is reset to minOffset, replaying the retained queue (docs/spec.md, section client_locks).",
     _first_locked_pull_valid,
+)
+
+
+def _lock_released_on_leave(m: Model, s: State, a: Action, t: State) -> str | None:
+    """INV-26: an orderly CLUSTERING consumer that lets a queue go releases its broker lock, so the next owner need
+    not wait for the lock's 60 s expiry. A pq leaving the table of a running client (a rebalance's removal, a
+    pull-expired one, the OFFSET_ILLEGAL fix) leaves the broker lock of its queue released, or an unlockDelay task of
+    that queue pending; a removal while a listener of the pq runs is exempt (the consume lock is taken, so the
+    removal does not unlock: the orderly removal, OrderlyConsumeMixin._remove_orderly). A ``Shutdown`` leaves no
+    lock in its clientId's name on a queue of its table (4.9.8: every key; 5.x: the pqs not dropped). A due
+    ``DelayedUnlock`` releases its queue. Only while the broker is up before and after the step: a down broker
+    loses the unlock, and its crash loses the table."""
+    if not m.lock_renewal or not s.broker.up or not t.broker.up:
+        return None
+    locks = t.broker.locks
+    if isinstance(a, DelayedUnlock):
+        if lk.holder(locks, a.queue, t.now) == m.identity[a.client]:
+            return f"client {a.client} queue {a.queue}: the unlockDelay task ran and the broker lock is still held"
+        return None
+    for i, (old, new) in enumerate(zip(s.clients, t.clients, strict=True)):
+        if not old.running:
+            continue
+        me = m.identity[i]
+        if not new.running:
+            if not isinstance(a, Shutdown) or a.client != i:
+                continue  # a crash: the lock expires
+            skip = m.config.lock_all_skips_dropped
+            kept = [
+                q
+                for q, pq in enumerate(old.pqs)
+                if pq is not None and not (skip and pq.dropped) and lk.holder(locks, q, t.now) == me
+            ]
+            if kept:
+                return f"client {i}: Shutdown left the broker locks of queues {kept} held in its name"
+            continue
+        for q, pq in enumerate(old.pqs):
+            if pq is None or new.pqs[q] is not None or lk.holder(locks, q, t.now) != me:
+                continue
+            if any(r.pq_uid == pq.uid for r in old.consuming) or any(uq == q for uq, _ in new.unlocks):
+                continue
+            return f"client {i} queue {q}: pq {pq.uid} left the table and the broker lock stays held, no unlock pending"
+    return None
+
+
+LOCK_RELEASED_ON_LEAVE = ActionProperty(
+    "INV-26",
+    "lock_released_on_leave",
+    "An orderly CLUSTERING consumer that removes a queue's pq (no listener of it running) or shuts down releases "
+    "the queue's broker lock, at once or by a pending unlockDelay task.",
+    "R8.8, R4.4, R8.2",
+    "A lock left behind keeps the queue's next owner from consuming until the broker expires it, 60 s later.",
+    _lock_released_on_leave,
 )

@@ -82,6 +82,8 @@ MUTATIONS: Final[dict[str, str]] = {
     "orderly_suspend_commits": "SUSPEND_CURRENT_QUEUE_A_MOMENT commits the batch it puts back (R8.6)",
     "orderly_removal_ignores_consume_lock": "RMQ-09 (1): orderly removal unlocks the broker lock while the "
     "listener still runs (R8.8)",
+    "unlock_delay_never_scheduled": "4.9.8's orderly removal of a pq with cached messages schedules no "
+    "unlockDelay: the broker lock stays until it expires (R8.8)",
     "orderly_ignores_lock_expiry": "RMQ-10 plant: the orderly loop does not check isLockExpired (R8.5)",
     "orderly_no_queue_monitor": "ConsumeRequest.run does not take the MessageQueueLock: two runs of one queue "
     "overlap (R8.5)",
@@ -112,6 +114,8 @@ MUTATIONS: Final[dict[str, str]] = {
     "consumeTimeout afterwards stays in its pq, pinning its queue's offset, with no dead task to explain it (R6.8)",
     # liveness at quiescence (docs/spec.md, "Liveness at quiescence"): background tasks that stop; only LIV checks see
     # them
+    "shutdown_skips_queued_commits": "the shutdown's persistAll skips a queue with a commit already on the "
+    "connection (R4.4)",
     "persist_timer_stops": "persistAllConsumerOffset runs once and is never rescheduled (R4.1)",
     "rebalance_timer_stops": "RebalanceService is not re-armed after a run: only rebalanceImmediately wakes it (R4.2)",
 }

@@ -13,8 +13,8 @@ Its actions, before the class: ``Start``, ``Shutdown``, ``OrphanReturns``, ``Cra
 ``PersistOffsets``, ``OffsetFileWriteLands``.
 
 Its properties, after the class: INV-6a (persistAll prunes unowned queues from memory), INV-6b (offsets.json
-never loses an entry) and INV-6c (an offsets.json entry falls only with a cause the step shows:
-``file_write_race``, ``local_file_lowering``).
+never loses an entry), INV-6c (an offsets.json entry falls only with a cause the step shows:
+``file_write_race``, ``local_file_lowering``) and INV-25 (a shutdown persists every queue of its table).
 """
 
 from __future__ import annotations
@@ -494,4 +494,51 @@ LOCAL_OFFSET_FILE_FALLS_WITH_A_CAUSE = ActionProperty(
     "R1.12, R1.13, R3.10a, R5.7",
     "The file is where a restarted broadcast consumer resumes: a fall replays what it had consumed.",
     _local_file_falls_caused,
+)
+
+
+def _shutdown_persists_owned(m: Model, s: State, a: Action, t: State) -> str | None:
+    """INV-25: the consumer's ``Shutdown`` persists the memory offset of every queue of its processQueueTable (the
+    owned pqs, and in CLUSTERING the pqs a sleeping admin reset dropped, still keys of the table) after the consume
+    service stopped: CLUSTERING sends each one oneway (when the master, or a slave in its place, is reachable: the
+    send to neither fails at once, as every commit's does), BROADCASTING writes each one to offsets.json. Read from
+    the step itself: the commits it adds to the connection, the file it leaves."""
+    if not isinstance(a, Shutdown):
+        return None
+    i = a.client
+    before, after = s.clients[i], t.clients[i]
+    keys = {q for q, pq in enumerate(before.pqs) if pq is not None} | {q for q, _ in before.reset_held}
+    owed = sorted((q, value) for q in keys if (value := before.mem[q]) is not None)
+    if not owed:
+        return None
+    if not m.clustering:
+        unwritten = [(q, value) for q, value in owed if after.file[q] != value]
+        if unwritten:
+            q, value = unwritten[0]
+            return f"client {i}: Shutdown left offsets.json at {after.file[q]} for queue {q}, memory {value}"
+        return None
+    if not s.broker.up and s.slave is None:
+        return None
+    for q, value in owed:
+        if _shutdown_commits(after.channel, q, value) <= _shutdown_commits(before.channel, q, value):
+            return f"client {i}: Shutdown sent no commit of queue {q} at its memory offset {value}"
+    return None
+
+
+def _shutdown_commits(channel: tuple[object, ...], q: int, value: int) -> int:
+    """How many shutdown commits of queue ``q`` at ``value`` the connection ``channel`` carries."""
+    return sum(
+        1 for c in channel if isinstance(c, Commit) and c.queue == q and c.offset == value and c.cause == "shutdown"
+    )
+
+
+SHUTDOWN_PERSISTS_OWNED = ActionProperty(
+    "INV-25",
+    "shutdown_persists_owned",
+    "A consumer's shutdown persists the memory offset of every queue of its processQueueTable: a oneway commit "
+    "each (CLUSTERING, broker reachable) or offsets.json (BROADCASTING).",
+    "R4.4, R2.7, R1.12",
+    "What was consumed since the last 5 s persist is otherwise delivered again to the next owner, or to this "
+    "consumer after its restart.",
+    _shutdown_persists_owned,
 )

@@ -56,6 +56,7 @@ ACTION_PROPERTIES: tuple[ActionProperty, ...] = (
     consumer_process.PERSIST_ALL_PRUNES_MEMORY,  # INV-6a
     consumer_process.LOCAL_OFFSET_FILE_ONLY_GROWS,  # INV-6b
     consumer_process.LOCAL_OFFSET_FILE_FALLS_WITH_A_CAUSE,  # INV-6c
+    consumer_process.SHUTDOWN_PERSISTS_OWNED,  # INV-25
     committed_offset.BROKER_DECREASE_ATTRIBUTED,  # INV-8
     pull.PIGGYBACK_RULE,  # INV-14
     rebalance.RESUME_AT_LAST_LANDED_COMMIT,  # INV-15
@@ -63,6 +64,7 @@ ACTION_PROPERTIES: tuple[ActionProperty, ...] = (
     pull.OFFSET_ILLEGAL_FIX_WHILE_OWNED,  # INV-17
     client_locks.BROKER_LOCK_EXCLUSIVE,  # INV-11
     client_locks.FIRST_LOCKED_PULL_POSITIONS_VALIDLY,  # INV-19
+    client_locks.LOCK_RELEASED_ON_LEAVE,  # INV-26
     orderly_consume.LISTENER_HOLDS_LOCK,  # INV-12b
     orderly_consume.ORDERLY_COMMIT_POINT,  # INV-3
     admin_reset.RESET_TAKES_EFFECT,  # INV-18

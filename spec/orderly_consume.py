@@ -349,9 +349,7 @@ class OrderlyConsumeMixin:
             if not free:
                 return s, False
             if pq.tree:
-                cl = s.clients[i]
-                unlock = (q, s.now + UNLOCK_DELAY_TIME)
-                return s._replace(clients=_put(s.clients, i, cl._replace(unlocks=(*cl.unlocks, unlock)))), True
+                return self._unlock_delay(s, i, q), True
             return self._unlock_oneway(s, i, q), True
         if not (free or s.now > pq.last_lock + UNLOCK_DELAY_TIME):
             return s, False
@@ -359,6 +357,14 @@ class OrderlyConsumeMixin:
         cl = s.clients[i]
         s = s._replace(clients=_put(s.clients, i, self._remove_offset(cl, q)))
         return self._unlock_oneway(s, i, q, late=not free), True  # forced: the listener may still run
+
+    def _unlock_delay(self: Model, s: State, i: int, q: int) -> State:
+        """4.9.8's unlockDelay for a removed pq that still caches messages: the oneway broker unlock of ``q`` is
+        scheduled 20 s from now (``DelayedUnlock``, ClientLocksMixin)."""
+        cl = s.clients[i]
+        return s._replace(
+            clients=_put(s.clients, i, cl._replace(unlocks=(*cl.unlocks, (q, s.now + UNLOCK_DELAY_TIME))))
+        )
 
     def _detach(self: Model, cl: Client, q: int, pq: ProcessQueue) -> Client:
         """processQueueTable.remove(mq) of a dropped ``pq``. A pull of it still in flight remembers what

@@ -18,7 +18,7 @@ from rmqspec.spec import actions as act
 from rmqspec.spec.config import BROADCASTING, CLUSTERING, MUTATIONS, Config
 from rmqspec.spec.invariants import check_state, check_step
 from rmqspec.spec.model import ActionNotEnabled, Model
-from rmqspec.spec.state import State
+from rmqspec.spec.state import Commit, State
 
 BASE = {"consumers": 3, "queues": 4, "messages_per_queue": 4, "max_reconsume_times": 2}
 
@@ -64,6 +64,8 @@ CASES: dict[str, tuple[str, dict[str, object]]] = {
     "position_seeds_memory_one_below": ("INV-8r", {"mode": CLUSTERING}),
     "first_pull_one_below_position": ("INV-22c", {"mode": CLUSTERING}),
     "clean_timer_stops": ("INV-23", {"mode": CLUSTERING, "consume_timeout": 2_000}),
+    # a removed orderly pq that still caches messages (R8.8): 4.9.8's delayed unlock
+    "unlock_delay_never_scheduled": ("INV-26", {"mode": CLUSTERING, "orderly": True}),
 }
 # Properties refuted a second time by a bug above, watched alone.
 SECOND_WITNESSES = [
@@ -83,7 +85,7 @@ LIVENESS_ONLY = frozenset({"persist_timer_stops", "rebalance_timer_stops"})
 
 
 def test_every_mutation_has_a_refuting_property() -> None:
-    scripted = set(SCHEDULED_CASES) | set(RESET_SCRIPTED_CASES) | set(ORDERLY_SCRIPTED_CASES)
+    scripted = set(SCHEDULED_CASES) | set(RESET_SCRIPTED_CASES) | set(ORDERLY_SCRIPTED_CASES) | set(SHUTDOWN_CASES)
     assert set(CASES) | scripted | LIVENESS_ONLY == set(MUTATIONS)
 
 
@@ -277,3 +279,100 @@ def test_inv24_reports_a_cleaner_run_that_sends_back_a_message_whose_listener_ha
         before = state._replace(clients=(state.clients[0]._replace(pqs=(pq._replace(consume_started=started),)),))
         found = [v for v in check_step(model, before, clean, after) if v.id == "INV-24"]
         assert found and "had not run for more than consumeTimeout" in found[0].detail
+
+
+# --- shutdown (R4.4): a persist queued before the shutdown --------------------------------------------------
+# Uniform walks take the one Shutdown of their budget early, mostly at time 0 before any persist (300 walks: one
+# shutdown with a commit on the connection), so the schedule below queues the 10 s persist's commit, consumes one
+# more message and shuts down.
+SHUTDOWN_CASES: dict[str, str] = {"shutdown_skips_queued_commits": "INV-25"}
+
+
+def _shutdown_after_a_persist(mode: str, mutations: frozenset[str] = frozenset()) -> tuple[Model, State, list[str]]:
+    """One consumer of one queue with two messages: message 0 consumed and its offset persisted by the 10 s timer
+    (CLUSTERING: the commit still on the connection), message 1 consumed; returns the model, the state before
+    ``Shutdown(0)`` and the property ids the run broke so far."""
+    config = Config(
+        mode=mode, consumers=1, queues=1, messages_per_queue=2, backlog=2,
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET", client_crashes=0, broker_crashes=0, mutations=mutations,
+    )  # fmt: skip
+    model = Model(config)
+    state = model.initial()
+    broken: list[str] = []
+
+    def step(action: act.Action) -> None:
+        nonlocal state
+        after = model.step(state, action)
+        broken.extend(v.id for v in check_step(model, state, action, after) + check_state(model, after))
+        state = after
+
+    for action in (act.Start(0), act.Rebalance(0), act.SendPull(0, 0), act.BrokerReceive(0, 0), act.ReceivePull(0, 0)):
+        step(action)
+    for k in range(2):
+        step(act.StartConsume(0, state.clients[0].requests[0].rid))
+        rid = state.clients[0].consuming[0].rid
+        step(act.FinishConsume(0, rid, "CONSUME_SUCCESS", 0, 0))
+        step(act.ApplyConsumeOffset(0, rid))
+        while k == 0 and not any(isinstance(a, act.PersistOffsets) for a in model.enabled(state)):
+            step(next(a for a in model.enabled(state) if isinstance(a, TIMERS)))
+        if k == 0:
+            step(act.PersistOffsets(0, 0))
+    assert state.clients[0].mem[0] == 2
+    return model, state, broken
+
+
+@pytest.mark.parametrize(("mutation", "prop"), list(SHUTDOWN_CASES.items()))
+def test_property_refutes_planted_shutdown_bug_on_its_schedule(mutation: str, prop: str) -> None:
+    for mutations, expected in ((frozenset({mutation}), [prop]), (frozenset(), [])):
+        model, state, broken = _shutdown_after_a_persist(CLUSTERING, mutations)
+        assert any(isinstance(c, Commit) and c.offset == 1 for c in state.clients[0].channel)  # the persist's commit
+        after = model.step(state, act.Shutdown(0))
+        assert broken + [v.id for v in check_step(model, state, act.Shutdown(0), after)] == expected
+
+
+def test_inv25_reports_a_broadcasting_shutdown_that_leaves_offsets_json_behind() -> None:
+    """INV-25's other half: a BROADCASTING shutdown writes every owned queue's memory offset to offsets.json; the
+    correct one does (the file holds 2), one that left the file as it was is reported."""
+    model, state, broken = _shutdown_after_a_persist(BROADCASTING)
+    after = model.step(state, act.Shutdown(0))
+    assert broken == [] and after.clients[0].file[0] == 2
+    assert "INV-25" not in {v.id for v in check_step(model, state, act.Shutdown(0), after)}
+    stale = after._replace(clients=(after.clients[0]._replace(file=state.clients[0].file),))
+    assert state.clients[0].file[0] == 1
+    assert "INV-25" in {v.id for v in check_step(model, state, act.Shutdown(0), stale)}
+
+
+def test_inv26_reports_an_orderly_shutdown_that_keeps_its_broker_lock() -> None:
+    """INV-26's shutdown half (R4.4 step 1, unlockAll): after an orderly CLUSTERING consumer locked its queue and shut
+    down, the broker holds no lock in its name; a shutdown that left the lock table as it was is reported."""
+    model = Model(Config(consumers=1, queues=1, messages_per_queue=0, orderly=True, client_crashes=0, broker_crashes=0))
+    state = model.initial()
+    for action in (act.Start(0), act.Rebalance(0)):
+        state = model.step(state, action)
+    assert state.clients[0].pqs[0] is not None and state.broker.locks[0] is not None
+    after = model.step(state, act.Shutdown(0))
+    assert after.broker.locks[0] is None
+    assert "INV-26" not in {v.id for v in check_step(model, state, act.Shutdown(0), after)}
+    kept = after._replace(broker=after.broker._replace(locks=state.broker.locks))
+    assert "INV-26" in {v.id for v in check_step(model, state, act.Shutdown(0), kept)}
+
+
+@pytest.mark.parametrize("version", ["4.9.8", "5.x"])
+def test_correct_orderly_model_releases_its_locks_and_persists_at_shutdown(version: str) -> None:
+    """INV-25 and INV-26 on the correct orderly model, two consumers on two queues with three shutdowns each walk
+    (INV-19 is left out: 4.9.8 itself breaks it, docs/spec.md, section client_locks)."""
+    config = Config(
+        **{
+            **BASE,
+            "mode": CLUSTERING,
+            "orderly": True,
+            "consumers": 2,
+            "queues": 2,
+            "client_shutdowns": 3,
+            "version": version,
+        }
+    )  # type: ignore[arg-type]
+    result = explore(config, 150, STEPS, watch=frozenset({"INV-25", "INV-26"}))
+    assert result.valid, result.counterexamples[0].describe()
+    assert result.actions["Shutdown"] > 150
+    assert version == "5.x" or result.actions["DelayedUnlock"] > 0

@@ -195,6 +195,7 @@ PLANTED: dict[str, tuple[dict[str, Any], bool | str]] = {
     "orderly_removal_ignores_consume_lock": ({"orderly": True}, False),
     "orderly_ignores_lock_expiry": ({"orderly": True}, False),
     "orderly_no_queue_monitor": ({"orderly": True}, False),
+    "unlock_delay_never_scheduled": ({"orderly": True}, False),  # the broker's lock table is not observed
     "pull_request_requeued": ({}, False),  # INV-20 fails at the send, before an observed field differs
     # liveness at quiescence: no safety property fails, so a walk has no counterexample (LIVENESS_ONLY)
     "persist_timer_stops": ({"mode": cfg.BROADCASTING}, False),
@@ -213,9 +214,11 @@ PLANTED: dict[str, tuple[dict[str, Any], bool | str]] = {
     # the cleaner's timer and the pq are not observed, but a Tick of the variant passes the cleaner's due time,
     # so the correct model does not enable the variant's next timer there: the schedule diverges
     "clean_timer_stops": ({"consume_timeout": 2_000}, SCHEDULE),
+    "shutdown_skips_queued_commits": ({}, False),  # needs its schedule (tests/test_planted_bugs.py, SHUTDOWN_CASES)
 }
-# tests/test_planted_bugs.py, SCHEDULED_CASES and (admin reset) RESET_SCRIPTED_CASES
+# tests/test_planted_bugs.py, SCHEDULED_CASES, (admin reset) RESET_SCRIPTED_CASES and SHUTDOWN_CASES
 SCHEDULE_ONLY = {
+    "shutdown_skips_queued_commits",
     "pull_expiry_ignored",
     "client_reset_skips_update",
     "orderly_removal_ignores_consume_lock",

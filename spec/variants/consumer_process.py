@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rmqspec.spec.state import Client
+from rmqspec.spec.state import Client, Commit, State
 from rmqspec.spec.state import put_at as _put
 from rmqspec.spec.variants import Variant, planted
 
@@ -22,6 +22,23 @@ class LocalRemoveOffsetDeletesFile(Variant):
     def _remove_offset(self, cl: Client, q: int) -> Client:
         cl = super()._remove_offset(cl, q)
         return cl if self.clustering else cl._replace(file=_put(cl.file, q, None))
+
+
+@planted("shutdown_skips_queued_commits", breaks=("R4.4", "R2.7"), refuted_by=("INV-25",))
+class ShutdownSkipsQueuedCommits(Variant):
+    """The shutdown's persistAll skips a queue that already has a commit on the connection, as if that commit were
+    the last word: what was consumed since it was queued is never sent."""
+
+    def _persist_all(self, s: State, i: int, cause: str) -> State:
+        cl = s.clients[i]
+        queued = {c.queue for c in cl.channel if isinstance(c, Commit)}
+        if cause != "shutdown" or not self.clustering or not queued:
+            return super()._persist_all(s, i, cause)
+        hidden = cl._replace(mem=tuple(None if q in queued else v for q, v in enumerate(cl.mem)))
+        t = super()._persist_all(s._replace(clients=_put(s.clients, i, hidden)), i, cause)
+        after = t.clients[i]
+        mem = tuple(cl.mem[q] if q in queued else v for q, v in enumerate(after.mem))
+        return t._replace(clients=_put(t.clients, i, after._replace(mem=mem)))
 
 
 @planted("persist_timer_stops", breaks=("R4.1",), refuted_by=("LIV-2",))

@@ -35,6 +35,15 @@ class OrderlyRemovalIgnoresConsumeLock(Variant):
         return self._unlock_oneway(s._replace(clients=_put(s.clients, i, self._remove_offset(cl, q))), i, q), True
 
 
+@planted("unlock_delay_never_scheduled", breaks=("R8.8",), refuted_by=("INV-26",))
+class UnlockDelayNeverScheduled(Variant):
+    """4.9.8's orderly removal of a pq that still caches messages schedules no unlockDelay task: the broker lock of
+    the queue is never released and its next owner waits for the 60 s expiry."""
+
+    def _unlock_delay(self, s: State, i: int, q: int) -> State:
+        return s
+
+
 @planted("orderly_ignores_lock_expiry", breaks=("R8.5",), refuted_by=("INV-12b",))
 class OrderlyIgnoresLockExpiry(Variant):
     """RMQ-10's plant: the orderly loop never finds its client lock expired (isLockExpired unchecked)."""

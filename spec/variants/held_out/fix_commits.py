@@ -34,7 +34,7 @@ _GROUP_RETRY_MAX_TIMES = 16
         ("R4.4", "R2.7", "R1.12"),
         "ali-sdk/ali-ons#10 'fix: persist consumer offset issue' (commit bd2de4e, 2017-10-09: close() cleared "
         "_processQueueTable before persistConsumerOffset, whose key set was then empty)",
-        (),
+        ("INV-25",),  # a property written after this set's figures were read (docs/held_out.md)
         _FIGURES_SEEN,
     ),
 )
@@ -145,7 +145,7 @@ class ConsumeResultLostToNpe(Variant):
         ("R4.4", "R8.2", "R8.4"),
         "apache/rocketmq-client-go#1015 (commit 9bca88d, 'fix: unlock all queues when consumer shutdown in orderly "
         "model')",
-        (),
+        ("INV-26",),  # a property written after this set's figures were read (docs/held_out.md)
         _FIGURES_SEEN,
     ),
 )
