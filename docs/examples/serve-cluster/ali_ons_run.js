@@ -1,17 +1,18 @@
 'use strict';
 // Produce N messages and consume them with npm's ali-ons against serve-cluster.
 //
-//   NODE_PATH=<dir>/node_modules node ali_ons_run.js NAMESRV N DELIVERIES LISTENER_JS [INSTANCE] [TIMEOUT_S] [WORK_MS] [EXPECT]
+//   NODE_PATH=<dir>/node_modules node ali_ons_run.js NAMESRV N DELIVERIES LISTENER_JS [INSTANCE] [TIMEOUT_S] [WORK_MS] [EXPECT] [LINGER_S]
 //
 // LISTENER_JS is rmqspec's src/rmqspec/cluster/listener.js; INSTANCE (default c1) may list several
 // consumers of the group, c1,c2, which then write to the same DELIVERIES file. Prints `sent N SECONDS`
-// and `consumed K`; exits 0 when all N (or EXPECT) were consumed before the timeout, 1 otherwise.
+// and `consumed K`; exits 0 when all N (or EXPECT) were consumed before the timeout, 1 otherwise. With
+// LINGER_S the consumers keep running that many seconds after that (a fault may come meanwhile).
 const { Producer, Consumer, Message } = require('ali-ons');
 
-const [ namesrv, nText, deliveriesPath, listenerJs, instance = 'c1', timeoutText = '60', workText = '0', expectText ] = process.argv.slice(2);
+const [ namesrv, nText, deliveriesPath, listenerJs, instance = 'c1', timeoutText = '60', workText = '0', expectText, lingerText = '0' ] = process.argv.slice(2);
 const { DeliveryLog } = require(listenerJs);
 const n = Number(nText);
-const expected = expectText === undefined ? n : Number(expectText);
+const expected = expectText === undefined || expectText === '' ? n : Number(expectText);
 
 async function main() {
   // ali-ons asks an HTTP address server for the name servers unless nameSrv is set; it still wants a client.
@@ -49,6 +50,7 @@ async function main() {
   const ok = await finished;
   clearTimeout(timer);
   console.log('consumed', seen.size, (Date.now() - started) / 1000);
+  await new Promise(resolve => setTimeout(resolve, Number(lingerText) * 1000));
   // ali-ons moves its offset after the handler returns; the last handler resolved `finished` from inside
   await new Promise(resolve => setTimeout(resolve, 500));
   for (const [ consumer, deliveries ] of consumers) {

@@ -24,13 +24,15 @@ does: REQUEST_CODE_NOT_SUPPORTED with the remark `` request type <code> not supp
 
 The broker also writes its side of the history (``history_log``), judges each commit it stores where
 it alone can (below zero, beyond the queue's end), and runs the fault script (``faults``): a crash and
-restart from disk, retention of a queue's head, a consumer list that leaves a member out.
+restart from disk, retention of a queue's head, a consumer list that leaves a member out, requests answered
+with an error, never answered or answered late, dropped connections, an admin offset reset.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import logging
 import time
@@ -64,6 +66,7 @@ from rmqspec.reference.protocol import (
     QueryConsumerOffsetResponseHeader,
     RemotingCommand,
     RequestCode,
+    ResetOffsetBody,
     ResponseCode,
     SearchOffsetRequestHeader,
     SendMessageRequestHeader,
@@ -165,6 +168,7 @@ class HeldPull:
     queue_id: int
     queue_offset: int
     deadline: float
+    swallow: bool = False  # request-timeout with applied: run, never answered
 
 
 @dataclass(eq=False)
@@ -178,10 +182,30 @@ class Channel:
     held: list[HeldPull] = field(default_factory=list)
     # (topic, queue) answered QUERY_NOT_FOUND on this channel and not pulled since (consumeFromWhere)
     unpositioned: set[tuple[str, int]] = field(default_factory=set)
+    # (topic, queue) whose QUERY_CONSUMER_OFFSET a fault failed on this channel: the offset the broker held
+    query_failed: dict[tuple[str, int], int] = field(default_factory=dict)
+    names: set[str] = field(default_factory=set)  # the instance names its heartbeats gave (consumer_name)
+    opened: float = field(default_factory=lambda: time.time() * 1000)
 
     def send(self, data: bytes) -> None:
         if self.open and not self.writer.is_closing():
             self.writer.write(data)
+
+
+@dataclass(eq=False)
+class ArmedFault:
+    """A request fault that fired: it hits the next ``left`` matching requests, or those until ``until`` (ms)."""
+
+    fault: Fault
+    entry: dict[str, Any]  # its line in the closing JSON
+    left: int = 0
+    until: float = 0.0
+
+    def matches(self, channel: Channel, code: int) -> bool:
+        return code in self.fault.codes and (not self.fault.consumer or self.fault.consumer in channel.names)
+
+
+_push_opaque = itertools.count(1 << 30)  # opaques of the broker's own requests (RESET_CONSUMER_CLIENT_OFFSET)
 
 
 class _ChannelNotifier:
@@ -234,6 +258,12 @@ class ClusterServer:
         # absence while they have not re-registered no leave (a client does not restart with the broker)
         self.awaiting: set[str] = set()
         self._crashed_table: dict[str, dict[int, int]] = {}
+        self.armed: list[ArmedFault] = []  # request-error, request-timeout, slow-replies that fired
+        # (group, topic, queue) -> the offset an admin reset sent the group's consumers, and its summary line
+        self.reset_pending: dict[tuple[str, str, int], tuple[int, dict[str, Any]]] = {}
+        # drop-connection: its summary line, the names it cut off and when; a heartbeat on a later connection
+        # that names one of them is a reconnection
+        self.drop_watch: list[tuple[dict[str, Any], set[str], float]] = []
         self.request_codes: dict[int, int] = {}
         self._servers: list[asyncio.Server] = []
         self._writers: set[asyncio.StreamWriter] = set()
@@ -334,6 +364,7 @@ class ClusterServer:
             writer.close()
             return
         channel = Channel(peer, writer, self.host.connect(peer))
+        self.stats["broker_connections"] = self.stats.get("broker_connections", 0) + 1
         channel.connection.client_processor = _ChannelNotifier(self, channel)
         self.channels[channel.connection] = channel
         try:
@@ -440,6 +471,21 @@ class ClusterServer:
 
     def _broker_request(self, channel: Channel, frame: wire.Frame) -> bytes | None:
         self._advance()
+        armed = self._armed_for(channel, frame.code, ("request-error", "request-timeout"))
+        if armed is not None:
+            reply = self._faulted_request(channel, frame, armed)
+        else:
+            reply = self._process(channel, frame)
+        if self.faults:  # a trigger this request met fires once the reply is written, not a tick later
+            asyncio.get_running_loop().call_soon(self._fire_faults_now)
+        if reply is not None and not frame.is_oneway:
+            slow = self._armed_for(channel, frame.code, ("slow-replies",))
+            if slow is not None:
+                self._send_later(channel, reply, slow)
+                return None
+        return reply
+
+    def _process(self, channel: Channel, frame: wire.Frame) -> bytes | None:
         controller = self._controller()
         self._record_stored()
         before = len(controller.message_store.commit_log)
@@ -451,8 +497,6 @@ class ClusterServer:
         if len(controller.message_store.commit_log) > before:
             self._record_stored()
             self._wake_arrivals()
-        if self.faults:  # a trigger this request met fires once the reply is written, not a tick later
-            asyncio.get_running_loop().call_soon(self._fire_faults_now)
         return reply
 
     def _fire_faults_now(self) -> None:
@@ -467,7 +511,9 @@ class ClusterServer:
         if code == RequestCode.PULL_MESSAGE:
             return self._pull(channel, frame)
         if code == RequestCode.HEART_BEAT:
-            request = RemotingCommand(code, None, self._heartbeat(frame.body), opaque=frame.opaque)
+            beat = self._heartbeat(frame.body)
+            self._named(channel, consumer_name(beat.client_id))
+            request = RemotingCommand(code, None, beat, opaque=frame.opaque)
             response = c.client_manage_processor.heart_beat(conn, request)
             self._record_membership()
             return _encode(frame, response)
@@ -553,14 +599,18 @@ class ClusterServer:
         if after != before:
             self.stats["commits"] = self.stats.get("commits", 0) + 1
             self._judge_commit_live(channel, group, topic, queue_id, after)
+            cause: dict[str, str] = {}
+            pending = self.reset_pending.get((group, topic, queue_id))
+            if pending is not None and pending[0] == after:  # a consumer applying an admin reset (R3.10a)
+                del self.reset_pending[(group, topic, queue_id)]
+                pending[1]["reset_commits"] = pending[1].get("reset_commits", 0) + 1
+                cause["cause"] = "reset"
             if group == self.history.group:
-                self.history.event(
-                    "commit",
-                    consumer=self._consumer_of(channel, group),
-                    topic=topic,
-                    queue=queue_id,
-                    offset=after,
-                )
+                consumer = self._consumer_of(channel, group)
+                self.history.event("commit", consumer=consumer, topic=topic, queue=queue_id, offset=after, **cause)
+                if cause:  # applying a reset, a client drops the queue's pq and its next rebalance makes a new one
+                    self.history.event("own", consumer=consumer, topic=topic, queue=queue_id, owned=False)
+                    self.history.event("own", consumer=consumer, topic=topic, queue=queue_id, owned=True)
 
     def _judge_commit_live(self, channel: Channel, group: str, topic: str, queue_id: int, offset: int | None) -> None:
         """What the broker alone can decide about a commit, reported at once: below zero (INV-7) or beyond the
@@ -589,6 +639,14 @@ class ClusterServer:
             if entry is not None:
                 return consumer_name(entry.client_id)
         return channel.peer
+
+    def _named(self, channel: Channel, name: str) -> None:
+        if name in channel.names:
+            return
+        channel.names.add(name)
+        for entry, names, at in self.drop_watch:
+            if channel.opened >= at and name in names and name not in entry["reconnected"]:
+                entry["reconnected"].append(name)
 
     def _heartbeat(self, body: bytes) -> HeartbeatData:
         obj = _json_body(body, "heartbeat")
@@ -668,6 +726,8 @@ class ClusterServer:
         c = self._controller()
         if (header.topic, header.queue_id) in channel.unpositioned:
             self._record_positioning(channel, header)
+        if (header.topic, header.queue_id) in channel.query_failed:
+            self._record_failed_query_positioning(channel, header)
         with self._commit_watch(channel, header.consumer_group, header.topic, header.queue_id):
             response = c.pull_message_processor.process_request(channel.connection, request, True)
         self.stats["pulls"] = self.stats.get("pulls", 0) + 1
@@ -698,6 +758,24 @@ class ClusterServer:
                 **{"from": low, "to": header.queue_offset},
                 cause=cause,
             )
+
+    def _record_failed_query_positioning(self, channel: Channel, header: PullMessageRequestHeader) -> None:
+        """The first pull of a queue after a fault failed its offset query on this channel: a start above the
+        offset the broker held is the positioning 4.9.8 does when it reads the error as "no offset" (RMQ-14),
+        written as a consumeFromWhere skip with ``fault: "query-error"`` (a start at the held offset, after a
+        retried query, skips nothing)."""
+        held = channel.query_failed.pop((header.topic, header.queue_id))
+        if header.consumer_group != self.history.group or header.queue_offset <= held:
+            return
+        end = self._controller().message_store.get_max_offset_in_queue(header.topic, header.queue_id)
+        self.history.event(
+            "skip",
+            topic=header.topic,
+            queue=header.queue_id,
+            **{"from": held, "to": header.queue_offset},
+            cause="consume_from_last" if header.queue_offset == end else "consume_from_timestamp",
+            fault="query-error",
+        )
 
     def _pull_reply(self, opaque: int, response: RemotingCommand) -> bytes:
         ext: dict[str, str] = {}
@@ -738,7 +816,14 @@ class ClusterServer:
         response = self._controller().pull_message_processor.execute_request_when_wakeup(
             held.channel.connection, held.request
         )
-        held.channel.send(self._pull_reply(held.request.opaque, response))
+        reply = self._pull_reply(held.request.opaque, response)
+        if held.swallow:
+            return
+        slow = self._armed_for(held.channel, RequestCode.PULL_MESSAGE, ("slow-replies",))
+        if slow is not None:
+            self._send_later(held.channel, reply, slow)
+        else:
+            held.channel.send(reply)
 
     def _wake_arrivals(self) -> None:
         store = self._controller().message_store
@@ -766,8 +851,223 @@ class ClusterServer:
                 self._retention(fault, now)
             elif fault.kind == "consumer-list-missing":
                 self._hide_consumer(fault, now)
+            elif fault.kind in ("request-error", "request-timeout", "slow-replies"):
+                self._arm(fault, now)
+            elif fault.kind == "drop-connection":
+                self._drop_connections(fault, now)
+            elif fault.kind == "admin-reset":
+                self._admin_reset(fault, now)
             else:
                 self._broker_crash(fault, now)
+
+    def _arm(self, fault: Fault, now: int) -> None:
+        """A request fault starts: it hits the next ``count`` requests of its code (slow-replies: those of
+        the next ``for_seconds``)."""
+        entry: dict[str, Any] = {
+            "fault": fault.kind,
+            "trigger": fault.describe(),
+            "time": now,
+            "request": fault.request,
+        }
+        if fault.consumer:
+            entry["consumer"] = fault.consumer
+        armed = ArmedFault(fault, entry, left=fault.count)
+        whose = f" of {fault.consumer}" if fault.consumer else ""
+        if fault.kind == "slow-replies":
+            armed.until = now + fault.for_seconds * 1000
+            entry.update(delay_ms=fault.delay_ms, until=armed.until, delayed=0)
+            what = f"replies to {fault.request}{whose} are delayed {fault.delay_ms:g} ms until {armed.until:.0f}"
+        elif fault.kind == "request-error":
+            entry.update(count=fault.count, response=fault.response, hits=0)
+            what = f"the next {fault.count} {fault.request} requests{whose} are answered {fault.response}"
+        else:
+            entry.update(count=fault.count, applied=fault.applied, hits=0)
+            how = "run and never answered" if fault.applied else "never answered nor run"
+            what = f"the next {fault.count} {fault.request} requests{whose} are {how}"
+        self.armed.append(armed)
+        self.faults_done.append(entry)
+        log.warning("fault at %d: %s: %s", now, fault.describe(), what)
+
+    def _armed_for(self, channel: Channel, code: int, kinds: tuple[str, ...]) -> ArmedFault | None:
+        now = self.clock.now()
+        self.armed = [a for a in self.armed if a.fault.kind != "slow-replies" or now < a.until]
+        for armed in self.armed:
+            if armed.fault.kind in kinds and armed.matches(channel, code):
+                return armed
+        return None
+
+    def _faulted_request(self, channel: Channel, frame: wire.Frame, armed: ArmedFault) -> bytes | None:
+        """A request a request-error or request-timeout hits: answered with the error and not run, or never
+        answered (and run only with ``applied``). A failed offset query of the group is remembered."""
+        fault = armed.fault
+        armed.left -= 1
+        armed.entry["hits"] += 1
+        if armed.left <= 0:
+            self.armed.remove(armed)
+        who = self._consumer_of(channel, self.history.group) if self.history.group else channel.peer
+        if frame.code == RequestCode.QUERY_CONSUMER_OFFSET:
+            self._remember_failed_query(channel, frame)
+        if fault.kind == "request-error":
+            log.warning(
+                "fault at %d: %s: request %d (opaque %d) of %s answered %d, not run",
+                self.clock.now(),
+                fault.describe(),
+                frame.code,
+                frame.opaque,
+                who,
+                fault.response,
+            )
+            return _response(frame, fault.response, fault.remark)
+        log.warning(
+            "fault at %d: %s: request %d (opaque %d) of %s %s",
+            self.clock.now(),
+            fault.describe(),
+            frame.code,
+            frame.opaque,
+            who,
+            "run, its reply dropped" if fault.applied else "dropped, not run",
+        )
+        if fault.applied:
+            held = len(self.held)
+            self._process(channel, frame)
+            for pull in self.held[held:]:
+                pull.swallow = True
+        return None
+
+    def _remember_failed_query(self, channel: Channel, frame: wire.Frame) -> None:
+        ext = frame.ext_fields
+        try:
+            header = QueryConsumerOffsetRequestHeader(
+                _str(ext, "consumerGroup"), _str(ext, "topic"), _int(ext, "queueId")
+            )
+        except BadRequest:
+            return
+        if header.consumer_group != self.history.group:
+            return
+        would = self._controller().consumer_manage_processor.query_consumer_offset(
+            RemotingCommand(RequestCode.QUERY_CONSUMER_OFFSET, header)
+        )
+        key = (header.topic, header.queue_id)
+        if would.code == ResponseCode.SUCCESS and isinstance(would.header, QueryConsumerOffsetResponseHeader):
+            channel.query_failed[key] = would.header.offset
+        else:  # no offset either way: the client positions by consumeFromWhere as after QUERY_NOT_FOUND
+            channel.unpositioned.add(key)
+
+    def _send_later(self, channel: Channel, reply: bytes, armed: ArmedFault) -> None:
+        armed.entry["delayed"] += 1
+        asyncio.get_running_loop().call_later(armed.fault.delay_ms / 1000, channel.send, reply)
+
+    def _drop_connections(self, fault: Fault, now: int) -> None:
+        """Close the broker connections of ``fault.consumer`` (every one without it). The clients reconnect by
+        themselves; their re-registration is no join and their absence meanwhile no leave."""
+        group = self.history.group
+        info = None if group is None else self._controller().consumer_manager.get_consumer_group_info(group)
+        chosen = [ch for ch in self.channels.values() if not fault.consumer or fault.consumer in ch.names]
+        for channel in chosen:
+            registered = None if info is None else info.channel_info_table.get(channel.connection)
+            if registered is not None:
+                self.awaiting.add(registered.client_id)
+            channel.open = False
+            channel.writer.close()
+        names = set().union(*(ch.names for ch in chosen))
+        entry: dict[str, Any] = {
+            "fault": fault.kind,
+            "trigger": fault.describe(),
+            "time": now,
+            "connections": len(chosen),
+            "consumers": sorted(names),
+            "messages_pulled": self.stats.get("messages_pulled", 0),
+            "broker_connections": self.stats.get("broker_connections", 0),
+            "reconnected": [],
+        }
+        if fault.consumer:
+            entry["consumer"] = fault.consumer
+        self.faults_done.append(entry)
+        self.drop_watch.append((entry, names, time.time() * 1000))
+        log.warning(
+            "fault at %d: %s: %d broker connections of %s closed",
+            now,
+            fault.describe(),
+            len(chosen),
+            fault.consumer or "every client",
+        )
+
+    def _admin_reset(self, fault: Fault, now: int) -> None:
+        """INVOKE_BROKER_TO_RESET_OFFSET as 4.9.8 runs it (``Broker2Client#resetOffset``, the reference's, for
+        each write queue or each queue of ``offsets``): the broker's table is not written; one
+        RESET_CONSUMER_CLIENT_OFFSET goes oneway to each channel of the group with the whole table, and a
+        consumer's commit of a queue's target is written with cause ``reset``."""
+        c = self._controller()
+        group = fault.group or self.history.group or ""
+        entry: dict[str, Any] = {"fault": fault.kind, "trigger": fault.describe(), "time": now, "group": group}
+        self.faults_done.append(entry)
+        config = c.durable.topic_config_table.get(fault.topic)
+        if fault.timestamp is None:
+            queues = sorted(fault.offsets)
+        else:
+            queues = list(range(config.write_queue_nums)) if config is not None else [0]
+        table: dict[MessageQueue, int] = {}
+        code, remark = ResponseCode.SUCCESS, None
+        for queue_id in queues:
+            response = c.broker2client.reset_offset(
+                fault.topic,
+                group,
+                -1 if fault.timestamp is None else fault.timestamp,
+                fault.force,
+                queue_id,
+                fault.offsets.get(queue_id, -1),
+            )
+            if response.code != ResponseCode.SUCCESS:
+                code, remark = response.code, response.remark
+                break
+            assert isinstance(response.body, ResetOffsetBody)
+            table.update(response.body.offset_table)
+        for channel in self.channels.values():  # the reference's pushes, one per queue: sent below as one
+            channel.connection.inbound.clear()
+        entry["response"] = code
+        if code != ResponseCode.SUCCESS:
+            entry["remark"] = remark
+            log.warning("fault at %d: %s: the reset failed: %d %s", now, fault.describe(), code, remark)
+            return
+        info = c.consumer_manager.get_consumer_group_info(group)
+        by_connection = {ch.connection: ch for ch in self.channels.values()}
+        targets = [by_connection[conn] for conn in (info.get_all_channel() if info else []) if conn in by_connection]
+        frame = wire.encode_frame(
+            RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
+            next(_push_opaque),
+            wire.FLAG_ONEWAY,
+            {
+                "topic": fault.topic,
+                "group": group,
+                "timestamp": str(0 if fault.timestamp is None else fault.timestamp),
+                "isForce": "false",  # Broker2Client#resetOffset never sets it on the request it sends
+            },
+            _reset_body(table, fault.admin_language == "CPP"),
+        )
+        for channel in targets:
+            channel.send(frame)
+        for mq, offset in table.items():
+            self.reset_pending[(group, mq.topic, mq.queue_id)] = (offset, entry)
+        entry.update(
+            offsets={str(mq.queue_id): offset for mq, offset in sorted(table.items(), key=lambda kv: kv[0].queue_id)},
+            sent_to=sorted(consumer_name(self._client_id(ch, group)) for ch in targets),
+            reset_commits=0,
+        )
+        log.warning(
+            "fault at %d: %s: RESET_CONSUMER_CLIENT_OFFSET (%s body) for %s of group %s sent to %d connections: %s",
+            now,
+            fault.describe(),
+            fault.admin_language,
+            fault.topic,
+            group,
+            len(targets),
+            entry["offsets"],
+        )
+
+    def _client_id(self, channel: Channel, group: str) -> str:
+        info = self._controller().consumer_manager.get_consumer_group_info(group)
+        registered = None if info is None else info.channel_info_table.get(channel.connection)
+        return channel.peer if registered is None else registered.client_id
 
     def _hide_consumer(self, fault: Fault, now: int) -> None:
         """GET_CONSUMER_LIST_BY_GROUP leaves ``fault.consumer`` out until ``now + for_seconds``."""
@@ -908,6 +1208,20 @@ def _response(
     frame: wire.Frame, code: int, remark: str | None = None, ext: dict[str, str] | None = None, body: bytes = b""
 ) -> bytes:
     return wire.encode_frame(code, frame.opaque, wire.FLAG_RESPONSE, ext, body, remark)
+
+
+def _reset_body(table: dict[MessageQueue, int], for_c: bool) -> bytes:
+    """RESET_CONSUMER_CLIENT_OFFSET's body as fastjson writes it: ``ResetOffsetBody`` (a map whose keys are
+    MessageQueue objects, written unquoted) or ``ResetOffsetBodyForC`` (a list of MessageQueueForC)."""
+    rows = sorted(table.items(), key=lambda kv: kv[0].queue_id)
+    if for_c:
+        items = [
+            {"brokerName": mq.broker_name, "offset": offset, "queueId": mq.queue_id, "topic": mq.topic}
+            for mq, offset in rows
+        ]
+        return json.dumps({"offsetTable": items}, separators=(",", ":")).encode("utf-8")
+    pairs = ",".join(f"{json.dumps(_mq_json(mq), separators=(',', ':'))}:{offset}" for mq, offset in rows)
+    return ('{"offsetTable":{' + pairs + "}}").encode("utf-8")
 
 
 def _encode(frame: wire.Frame, response: RemotingCommand) -> bytes:
