@@ -27,6 +27,48 @@ from rmqspec.spec.state import PULL_DROPPED, PULL_READY, Commit, ProcessQueue, S
 from rmqspec.spec.variants import VARIANTS
 from rmqspec.spec.variants.held_out import HELD_OUT, HELD_OUT_VARIANTS
 
+
+def _quiet_until(config: Config, prefix: list[act.Action], until: int) -> list[act.Action]:
+    """``prefix``, then the correct model's clock run to ``until``: a Tick when one is enabled, else the first due
+    timer of ``enabled`` (heartbeat, persist, flush, rebalance, cleaner, lockAll, scheduled delivery). Deterministic: a
+    fixed schedule too long to spell out, for a witness that needs two minutes to pass with nothing else happening."""
+    timers = (
+        act.Heartbeat,
+        act.PersistOffsets,
+        act.BrokerFlush,
+        act.Rebalance,
+        act.CleanExpiredMsg,
+        act.LockAll,
+        act.DeliverScheduled,
+    )
+    model = Model(config)
+    state = model.initial()
+    for action in prefix:
+        state = model.step(state, action)
+    schedule = list(prefix)
+    while state.now < until:
+        enabled = model.enabled(state)
+        ticks = [a for a in enabled if isinstance(a, act.Tick)]
+        due = [a for a in enabled if isinstance(a, timers) and not (isinstance(a, act.PersistOffsets) and a.lagging)]
+        action = ticks[0] if ticks else due[0]
+        state = model.step(state, action)
+        schedule.append(action)
+    return schedule
+
+
+_FLOW_CONTROL_CONFIG = Config(
+    consumers=1,
+    queues=1,
+    messages_per_queue=2,
+    client_crashes=0,
+    client_shutdowns=0,
+    broker_crashes=0,
+    send_back_failures=0,
+    pull_threshold_for_queue=1,
+    consume_timeout=24 * 3_600_000,
+)
+
+
 # name -> (configuration, witness schedule)
 WITNESSES: dict[str, tuple[Config, list[act.Action]]] = {
     "local_offset_bak_never_written": (
@@ -865,6 +907,251 @@ WITNESSES: dict[str, tuple[Config, list[act.Action]]] = {
             act.ReceivePull(client=0, pq_uid=0),
         ],
     ),
+    # the fourth set (spec/variants/held_out/legacy_fixes.py): figures unseen
+    "young_queue_zero_from_disk": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+        ),
+        [
+            act.Produce(queue=0, tag="A"),
+            act.CoolQueueHead(queue=0),
+            act.Start(client=0),
+            act.Rebalance(client=0),
+        ],
+    ),
+    "timestamp_searched_in_seconds": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            consume_from_where="CONSUME_FROM_TIMESTAMP",
+            consume_timestamp=800,
+        ),
+        [
+            act.Produce(queue=0, tag="A"),
+            act.Start(client=0),
+            act.Tick(),
+            act.Produce(queue=0, tag="A"),
+            act.CoolQueueHead(queue=0),
+            act.Rebalance(client=0),
+        ],
+    ),
+    "removal_counts_absent_messages": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            consume_timeout=2000,
+        ),
+        [
+            act.Produce(queue=0, tag="A"),
+            act.Produce(queue=0, tag="A"),
+            act.Start(client=0),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.StartConsume(client=0, rid=2),
+            act.Tick(),
+            act.Heartbeat(client=0),
+            act.Tick(),
+            act.CleanExpiredMsg(client=0),
+            act.Tick(),
+            act.CleanExpiredMsg(client=0),
+            act.FinishConsume(client=0, rid=2, status="CONSUME_SUCCESS", ack_index=0, send_back_fails=0),
+        ],
+    ),
+    "flow_control_keeps_pull_time": (
+        _FLOW_CONTROL_CONFIG,
+        [
+            *_quiet_until(
+                _FLOW_CONTROL_CONFIG,
+                [
+                    act.Produce(queue=0, tag="A"),
+                    act.Produce(queue=0, tag="A"),
+                    act.Start(client=0),
+                    act.Rebalance(client=0),
+                    act.SendPull(client=0, queue=0),
+                    act.BrokerReceive(client=0, overtakes=0),
+                    act.ReceivePull(client=0, pq_uid=0),
+                ],
+                140_000,
+            ),
+            act.Rebalance(client=0),
+        ],
+    ),
+    "rebalance_removal_skips_persist": (
+        Config(
+            consumers=2,
+            queues=1,
+            messages_per_queue=2,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+        ),
+        [
+            act.Produce(queue=0, tag="A"),
+            act.Start(client=1),
+            act.Rebalance(client=1),
+            act.SendPull(client=1, queue=0),
+            act.BrokerReceive(client=1, overtakes=0),
+            act.ReceivePull(client=1, pq_uid=0),
+            act.StartConsume(client=1, rid=2),
+            act.FinishConsume(client=1, rid=2, status="CONSUME_SUCCESS", ack_index=0, send_back_fails=0),
+            act.ApplyConsumeOffset(client=1, rid=2),
+            act.Start(client=0),
+            act.Rebalance(client=1),
+        ],
+    ),
+    "orderly_take_keeps_consuming": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            orderly=True,
+        ),
+        [
+            act.Start(client=0),
+            act.Produce(queue=0, tag="A"),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.StartConsume(client=0, rid=2),
+            act.FinishConsume(client=0, rid=2, status="SUCCESS", ack_index=-1, send_back_fails=0),
+            act.ApplyConsumeOffset(client=0, rid=2),
+            act.Produce(queue=0, tag="A"),
+            act.SendPull(client=0, queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=0),
+        ],
+    ),
+    "consume_batches_skip_one": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+        ),
+        [
+            act.Produce(queue=0, tag="A"),
+            act.Produce(queue=0, tag="A"),
+            act.Start(client=0),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=0),
+        ],
+    ),
+    "retry_queue_from_last_max": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            client_crashes=1,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            query_errors=1,
+        ),
+        [
+            act.Start(client=0),
+            act.Produce(queue=0, tag="A"),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.StartConsume(client=0, rid=2),
+            act.FinishConsume(client=0, rid=2, status="RECONSUME_LATER", ack_index=-1, send_back_fails=0),
+            act.Tick(),
+            act.Heartbeat(client=0),
+            act.Tick(),
+            act.DeliverScheduled(),
+            act.Crash(client=0),
+            act.Start(client=0),
+            act.RebalanceQueryError(client=0, queue=1),
+        ],
+    ),
+    "orderly_first_pull_waits_for_broker": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            client_crashes=1,
+            client_shutdowns=0,
+            broker_crashes=1,
+            send_back_failures=0,
+            orderly=True,
+        ),
+        [
+            act.Start(client=0),
+            act.Produce(queue=0, tag="A"),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.StartConsume(client=0, rid=2),
+            act.FinishConsume(client=0, rid=2, status="SUCCESS", ack_index=-1, send_back_fails=0),
+            act.ApplyConsumeOffset(client=0, rid=2),
+            act.Tick(),
+            act.Heartbeat(client=0),
+            act.LockAll(client=0),
+            act.Tick(),
+            act.PersistOffsets(client=0, lagging=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.Crash(client=0),
+            act.Start(client=0),
+            act.Rebalance(client=0),
+            act.BrokerCrash(),
+            act.BrokerRestart(),
+            act.SendPull(client=0, queue=0),
+        ],
+    ),
+    "commit_of_new_queue_dropped": (
+        Config(
+            consumers=1,
+            queues=2,
+            messages_per_queue=2,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+        ),
+        [
+            act.Start(client=0),
+            act.Rebalance(client=0),
+            act.Tick(),
+            act.Heartbeat(client=0),
+            act.Tick(),
+            act.PersistOffsets(client=0, lagging=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.BrokerReceive(client=0, overtakes=0),
+        ],
+    ),
 }
 
 
@@ -987,6 +1274,50 @@ DIFFERS: dict[str, Callable[[State, State], bool]] = {
         and _pq(bug, 0, 0).pull_state == PULL_READY
         and not bug.clients[0].offset_fixes
     ),
+    # the fourth set
+    # a new group with LAST on a never-truncated queue whose message 0 is on disk is told 0 and starts there, not at max
+    "young_queue_zero_from_disk": lambda ok, bug: _pq(ok, 0, 0).next_offset == 1 and _pq(bug, 0, 0).next_offset == 0,
+    # the timestamp search in seconds lands on the first message, before the one stored closest to the timestamp
+    "timestamp_searched_in_seconds": lambda ok, bug: _pq(ok, 0, 0).next_offset == 1 and _pq(bug, 0, 0).next_offset == 0,
+    # the listener's removal of the message the cleaner already removed uncounts it a second time
+    "removal_counts_absent_messages": lambda ok, bug: (
+        _pq(ok, 0, 0).tree == _pq(bug, 0, 0).tree == 0b10 and _msg_count(bug) == _msg_count(ok) - 1 == 0
+    ),
+    # the flow-controlled pq looks pull-idle after 120 s: the rebalance replaces it by a new pq at the committed offset
+    "flow_control_keeps_pull_time": lambda ok, bug: (
+        _pq(ok, 0, 0).uid == 0 and _pq(bug, 0, 0).uid != 0 and _pq(bug, 0, 0).next_offset == 0
+    ),
+    # the queues given up at the rebalance are removed without their persist: no commit goes out for them
+    "rebalance_removal_skips_persist": lambda ok, bug: (
+        _removal_commits(ok, 1) == [(0, 1), (1, 0)] and not _removal_commits(bug, 1)
+    ),
+    # the loop ended on an empty tree with consuming still set: the next FOUND submits no consume request
+    "orderly_take_keeps_consuming": lambda ok, bug: (
+        len(ok.clients[0].requests) == 1
+        and not bug.clients[0].requests
+        and _pq(bug, 0, 0).consuming
+        and _pq(bug, 0, 0).tree == _pq(ok, 0, 0).tree != 0
+    ),
+    # the second message of the pull is never handed to a listener, yet stays cached
+    "consume_batches_skip_one": lambda ok, bug: (
+        [r.msgs for r in ok.clients[0].requests] == [((0, 0),), ((1, 0),)]
+        and [r.msgs for r in bug.clients[0].requests] == [((0, 0),)]
+        and _pq(bug, 0, 0).tree == 0b11
+    ),
+    # the retry queue, no offset read, is positioned past the retry message it holds
+    "retry_queue_from_last_max": lambda ok, bug: _pq(ok, 0, 1).next_offset == 0 and _pq(bug, 0, 1).next_offset == 1,
+    # the restarted broker lost the unflushed commit 1: the correct first pull re-reads 0 and pulls from there
+    # (message 0 again), the variant's waits for the broker's offset to reach 1, which nothing will make it do
+    "orderly_first_pull_waits_for_broker": lambda ok, bug: (
+        [p.offset for p in ok.clients[0].pulls] == [0]
+        and _pq(ok, 0, 0).previously_locked
+        and not bug.clients[0].pulls
+        and _pq(bug, 0, 0).next_offset == 1
+        and not _pq(bug, 0, 0).previously_locked
+    ),
+    "commit_of_new_queue_dropped": lambda ok, bug: (
+        ok.broker.offsets == (0, 0, 0) and bug.broker.offsets == (0, None, 0)
+    ),
 }
 
 
@@ -998,6 +1329,14 @@ def _pq(s: State, client: int, q: int) -> ProcessQueue:
 
 def _shutdown_commits(s: State) -> list[tuple[int, int]]:
     return [(c.queue, c.offset) for c in s.clients[0].channel if isinstance(c, Commit) and c.cause == "shutdown"]
+
+
+def _removal_commits(s: State, client: int) -> list[tuple[int, int]]:
+    return [
+        (c.queue, c.offset)
+        for c in s.clients[client].channel
+        if isinstance(c, Commit) and c.cause == "rebalance-removal"
+    ]
 
 
 def _last_lock(s: State) -> int:

@@ -75,7 +75,8 @@ def held_out(name: str, bug: HeldOutBug) -> Callable[[V], V]:
 # real_bugs first: the registry's order is config.HELD_OUT_NAMES's
 from rmqspec.spec.variants.held_out import real_bugs  # noqa: E402, I001  (registers the variants)
 from rmqspec.spec.variants.held_out import client_reports  # noqa: E402  (the second set, figures seen)
-from rmqspec.spec.variants.held_out import fix_commits  # noqa: E402  (the third set, figures unseen)
+from rmqspec.spec.variants.held_out import fix_commits  # noqa: E402  (the third set, figures seen)
+from rmqspec.spec.variants.held_out import legacy_fixes  # noqa: E402  (the fourth set, figures unseen)
 
 __all__ = [
     "HELD_OUT",
@@ -84,6 +85,7 @@ __all__ = [
     "client_reports",
     "fix_commits",
     "held_out",
+    "legacy_fixes",
     "real_bugs",
     "unseen",
 ]
