@@ -76,7 +76,7 @@ def held_out(name: str, bug: HeldOutBug) -> Callable[[V], V]:
 from rmqspec.spec.variants.held_out import real_bugs  # noqa: E402, I001  (registers the variants)
 from rmqspec.spec.variants.held_out import client_reports  # noqa: E402  (the second set, figures seen)
 from rmqspec.spec.variants.held_out import fix_commits  # noqa: E402  (the third set, figures seen)
-from rmqspec.spec.variants.held_out import legacy_fixes  # noqa: E402  (the fourth set, figures unseen)
+from rmqspec.spec.variants.held_out import legacy_fixes  # noqa: E402  (the fourth set, figures seen)
 
 __all__ = [
     "HELD_OUT",

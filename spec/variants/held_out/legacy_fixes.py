@@ -26,9 +26,9 @@ from rmqspec.spec.state import put_at as _put
 from rmqspec.spec.variants import Variant
 from rmqspec.spec.variants.held_out import HeldOutBug, held_out
 
-# figures_seen of every bug of this module: no search work has seen their catch figures, so they may judge the next
-# change of the search or the properties; whoever first uses them to change it sets this to True in that change
-_FIGURES_SEEN = False
+# figures_seen of every bug of this module: their catch figures have been read (docs/held_out.md, "The fourth set,
+# measured"), so they no longer judge a change of the search or the properties: the next one needs a fifth set
+_FIGURES_SEEN = True
 
 
 @held_out(
