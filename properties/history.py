@@ -20,12 +20,14 @@ RocketMQ (docs/oracle.md, "History checking"; docs/history.schema.json):
 ``unexpected``
     delivered but never produced.
 ``commit_decreased``
-    a committed offset went down. Classes: ``:declared`` (the commit names a cause: reset,
-    offset_illegal, orderly, slave_sync, failover), ``:other_writer`` (the value lowered was written
-    by another consumer: a stale owner's late commit, last writer wins, R3.2), ``:stale_incarnation``
-    (the same consumer, which had dropped the queue or left before: a commit of an earlier
-    ProcessQueue still in flight, INV-8), ``:after_offset_illegal`` (lowering an OFFSET_ILLEGAL
-    correction, S9), and plain ``commit_decreased`` (none of these: a bug).
+    a committed offset went down (a negative value is ``commit_negative`` only). Classes: ``:declared`` (the
+    commit names a cause: reset, offset_illegal, orderly, slave_sync, failover), ``:other_writer`` (the value
+    lowered was written by another consumer, in a race of last writer wins the history shows, with a value
+    the lowering consumer's ownership could have had: INV-8r's stale-owner cause, R3.2; the entry's ``race``
+    and ``start``), ``:other_writer_uncaused`` (another writer, no such race or a value below its own start;
+    ``why_refused``), ``:stale_incarnation`` (the same consumer, which had dropped the queue or left before: a
+    commit of an earlier ProcessQueue still in flight, INV-8), ``:after_offset_illegal`` (lowering an
+    OFFSET_ILLEGAL correction, S9), and plain ``commit_decreased`` (none of these: a bug).
 ``commit_beyond_max`` / ``commit_negative``
     a committed offset above the queue's highest produced offset + 1, or below 0 (INV-16, INV-7).
 ``double_owned`` / ``unowned`` (CLUSTERING)
@@ -41,7 +43,8 @@ RocketMQ (docs/oracle.md, "History checking"; docs/history.schema.json):
 5.x), which classes at-least-once delivery tolerates and why, like Jepsen's ``allowed-error-types``; the
 report lists every anomaly, counts them per class, and says which were tolerated and why. It is
 ``valid`` when none is left untolerated. As in the model (docs/spec.md, "Allowed anomalies, each with its cause") the
-tolerance is causal: a redelivery or a positioning skip with no cause the history shows is a violation.
+tolerance is causal: a redelivery, a positioning skip or a decrease by another writer with no cause the history
+shows is a violation.
 
 The report also gives every produced message exactly one *fate* per ledger, in the model's vocabulary
 (``properties.fates``: consumed-and-committed, consumed-not-yet-committed, skipped: <cause>,
@@ -52,7 +55,8 @@ model's own walks they are the fates ``message_fates`` gives and the causes the 
 Work is partitioned by (topic, queue) of the group (P-compositionality): one streaming pass reads
 and validates each line once and appends a tuple to its queue's bucket; ``analyze_queue`` then
 analyses each bucket in one pass, O(events) per queue, plus a bisection per reported entry into the
-group's membership timeline (``Timeline``, built once from join/leave/view events). The Spark path
+group's membership timeline (``Timeline``, built once from join/leave/view events) and, when another
+writer lowered a committed offset, one more scan of the queue's records for the race. The Spark path
 (``rmqspec.history_spark``) runs the same ``validate_event`` on every line and the same
 ``analyze_queue`` on every group of the same records, so both give the same report.
 
@@ -158,6 +162,14 @@ LOCAL_RETRY: Final = "local-retry"
 RESUMED_AT_STORED: Final = "resumed-at-stored-offset"
 RESUMED_WITHOUT_OFFSET: Final = "resumed-at-consume-from-where"
 NO_CAUSE: Final = "no cause"
+# A decrease by another writer (CLUSTERING) is tolerated only with the race of last writer wins the history shows
+# (INV-8r's stale-owner cause, spec/committed_offset.py), each named in its entry's "race".
+OTHER_WRITER: Final = "commit_decreased:other_writer"
+OTHER_WRITER_UNCAUSED: Final = "commit_decreased:other_writer_uncaused"
+STALE_OWNER: Final = "stale-owner"  # the lowering consumer's ownership had ended when its commit landed
+UNDERCUTS_STALE_COMMIT: Final = "undercuts-a-stale-commit"  # the value lowered was a stale owner's late commit
+OVERLAPPING_OWNERS: Final = "overlapping-owners"  # both held the queue at once, as the allow-list tolerates (S7)
+UNDERCUTS_RESET: Final = "undercuts-a-reset"  # the value lowered was a reset landed after its ownership started
 SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"  # the broker's delay topic: a stage of a send-back, not a message
 _EVERY: Final = object()  # key of a skip's fate for every ledger not named
 
@@ -181,6 +193,7 @@ CLASSES: Final = (
     "commit_decreased",
     "commit_decreased:declared",
     "commit_decreased:other_writer",
+    "commit_decreased:other_writer_uncaused",
     "commit_decreased:stale_incarnation",
     "commit_decreased:after_offset_illegal",
     "commit_beyond_max",
@@ -252,7 +265,20 @@ def allowed_anomalies(mode: str, consumption: str, rocketmq: str, strategy: str 
             "ProcessQueue of this queue (before it dropped the queue or left) may land after the new one's. "
             "INV-8 allows a decrease written by a different pq."
         )
-        out["commit_decreased:other_writer"] = MODEL["CLUSTERING"]["broker-offset-decrease-by-another-owner"]
+        out[OTHER_WRITER] = (
+            "The broker is last-writer-wins (R3.2) and commits are oneway (R2.5, R2.6): another consumer's commit "
+            "may land below the current value, only in a race the history shows (the race field; INV-8r's "
+            "stale-owner cause): the consumer owned the queue (own events; with none of the topic, a join it "
+            "delivered from) and that ownership had ended when its commit landed (stale-owner: own false or leave, "
+            "a late commit, R9.5), or the value it lowers landed after that ownership started, so that it never "
+            "read it: a stale owner's late commit (undercuts-a-stale-commit), a reset (undercuts-a-reset: the pull "
+            "that takes a pending reset still lands its own piggy-back, R3.10b) or a co-owner's while two owners "
+            "at once are tolerated (overlapping-owners: double_owned:views_differ for concurrent consumers, S7, or "
+            "the strategy's own overlap). The value must be one that ownership could have had: at or above where "
+            "it started (start: the offset it read at its own line; with none held, where its positioning skip put "
+            "it; with neither, consumeFromWhere's position is not in the history and any value fits; R10.1, R9.4). "
+            "Model: " + MODEL["CLUSTERING"]["broker-offset-decrease-by-another-owner"]
+        )
         out["unowned:views_differ"] = (
             "While the consumers' views of the group differ, allocations need not cover every queue (S7, "
             "RMQ-11); a queue may be orphaned until the views agree. Coverage is required once they do (INV-13)."
@@ -295,7 +321,12 @@ def allow_list_notes(mode: str, consumption: str, rocketmq: str) -> dict[str, st
         "locally (orderly, R8.6-R8.7); committing past it without either is RMQ-03.",
         "unexpected": "A delivered message was produced (no phantom reads).",
         "commit_decreased": "A consumer never lowers its own committed offset without a cause (R1.5 increaseOnly).",
-        "commit_decreased:other_writer": "BROADCASTING offsets are per consumer; only that consumer writes them.",
+        OTHER_WRITER: "BROADCASTING offsets are per consumer; only that consumer writes them.",
+        OTHER_WRITER_UNCAUSED: "Last writer wins (R3.2) explains another consumer's lower commit only by a race the "
+        "history shows (INV-8r): a consumer still holding the queue that lowers a value it read, or one no stale "
+        "owner, reset or tolerated co-owner wrote; a value below where its own ownership started (one it never "
+        "read); a consumer the history shows owning no part of the queue; a removal (offset null) with no declared "
+        "cause: each is a bug (the entry's why_refused says which).",
         "commit_decreased:stale_incarnation": "BROADCASTING offsets are written synchronously to the consumer's "
         "local file (R1.12, R1.13): nothing of an earlier process or ProcessQueue lands later, and the file keeps "
         "its entries (INV-6b, RMQ-21).",
@@ -321,7 +352,7 @@ def allow_list_markdown() -> str:
     for cls in CLASSES:
         cells = []
         for m, c, v in modes:
-            if m == "BROADCASTING" and cls.startswith(("double_owned", "unowned", "commit_decreased:other_writer")):
+            if m == "BROADCASTING" and cls.startswith(("double_owned", "unowned", OTHER_WRITER)):
                 cells.append("n/a")
             else:
                 cells.append("tolerated" if cls in allowed_anomalies(m, c, v) else "**bad**")
@@ -920,13 +951,21 @@ def build_timeline(
 
 def _left_between(tl: Timeline, consumer: str, after_line: int, before_line: int) -> float | int | None:
     """The time of the consumer's first leave with after_line < line < before_line, or None."""
+    left = _leave_between(tl, consumer, after_line, before_line)
+    return None if left is None else left[1]
+
+
+def _leave_between(
+    tl: Timeline, consumer: str, after_line: float | int, before_line: float | int
+) -> tuple[int, float | int] | None:
+    """The line and time of the consumer's first leave with after_line < line < before_line, or None."""
     entry = tl.leaves.get(consumer)
     if entry is None:
         return None
     seqs, times = entry
     k = bisect_right(seqs, after_line)
     if k < len(seqs) and seqs[k] < before_line:
-        return times[k]
+        return seqs[k], times[k]
     return None
 
 
@@ -967,6 +1006,7 @@ def analyze_queue(topic: str, queue: int, records: list[tuple[Any, ...]], tl: Ti
     commit_recs: list[tuple[Any, ...]] = []
     decreased: list[dict[str, Any]] = []
     decrease_lines: dict[Any, list[int]] = {}
+    by_other: list[tuple[dict[str, Any], int, Any]] = []  # by another writer: entry, line and cause of what it lowered
     # [from, to, cause, line, time, consumer, refused (ledger -> why not), excused, fate (str, or ledger -> fate)]
     skips: list[list[Any]] = []
     own_recs: list[tuple[Any, ...]] = []
@@ -1019,32 +1059,40 @@ def analyze_queue(topic: str, queue: int, records: list[tuple[Any, ...]], tl: Ti
             st = cstate.get(ledger)
             old = None if st is None else st[0]
             if old is not None and (o is None or o < old):  # losing the offset altogether is a decrease too
+                decrease_lines.setdefault(ledger, []).append(line)
+            # A negative value is commit_negative (below), never also a decrease: it is no offset a consumer had.
+            if old is not None and (o is None or old > o >= 0):
+                other = False
                 if aux is not None:
                     cls = "commit_decreased:declared"
                 elif st[1] != c:  # type: ignore[index]
-                    cls = "commit_decreased:other_writer"
-                elif st[2] == "offset_illegal":  # type: ignore[index]
-                    cls = "commit_decreased:after_offset_illegal"
-                elif c in dropped or _left_between(tl, c, -1, line) is not None:
-                    cls = "commit_decreased:stale_incarnation"
+                    cls, other = OTHER_WRITER_UNCAUSED, True  # until _other_writer_races shows its race
                 else:
-                    cls = "commit_decreased"
-                decreased.append(
-                    {
-                        "class": cls,
-                        "topic": topic,
-                        "queue": queue,
-                        "consumer": c,
-                        "ledger": ledger,
-                        "from": old,
-                        "to": o,
-                        "previous_writer": st[1],  # type: ignore[index]
-                        "cause": aux,
-                        "time": t,
-                        "line": line,
-                    }
-                )
-                decrease_lines.setdefault(ledger, []).append(line)
+                    earlier = c in dropped or _left_between(tl, c, -1, line) is not None
+                    # CLUSTERING: a oneway commit of an earlier ProcessQueue can land after a correction in either
+                    # version (5.x removes the corrected pq at once, R5.7), so the stale incarnation comes first
+                    if st[2] == "offset_illegal" and not (earlier and not bcast):  # type: ignore[index]
+                        cls = "commit_decreased:after_offset_illegal"
+                    elif earlier:
+                        cls = "commit_decreased:stale_incarnation"
+                    else:
+                        cls = "commit_decreased"
+                fall: dict[str, Any] = {
+                    "class": cls,
+                    "topic": topic,
+                    "queue": queue,
+                    "consumer": c,
+                    "ledger": ledger,
+                    "from": old,
+                    "to": o,
+                    "previous_writer": st[1],  # type: ignore[index]
+                    "cause": aux,
+                    "time": t,
+                    "line": line,
+                }
+                decreased.append(fall)
+                if other:
+                    by_other.append((fall, st[3], st[2]))  # type: ignore[index]
             if aux in SKIPPING_COMMIT_CAUSES and o is not None and (old is None or o > old):
                 skips.append([0 if old is None else old, o, aux, line, t, c, (), 0, COMMIT_SKIP_FATES[aux]])
             if st is None:
@@ -1259,6 +1307,8 @@ def analyze_queue(topic: str, queue: int, records: list[tuple[Any, ...]], tl: Ti
                     "line": rec[0],
                 }
             )
+    if by_other:
+        _other_writer_races(by_other, records, own_recs, tl, topic in tl.owned_topics)
     out["commit_decreased"] = decreased
     # ownership
     if tl.ownership_checked and topic in tl.owned_topics:
@@ -1442,28 +1492,186 @@ def _excusing_skips(skips: list[list[Any]], ledger: Any, bcast: bool, missing: l
     return out
 
 
-def _ownership(
-    topic: str, queue: int, first_time: float | int, own_recs: list[tuple[Any, ...]], tl: Timeline, out: dict[str, Any]
+def _other_writer_races(
+    by_other: list[tuple[dict[str, Any], int, Any]],
+    records: list[tuple[Any, ...]],
+    own_recs: list[tuple[Any, ...]],
+    tl: Timeline,
+    owned_topic: bool,
 ) -> None:
-    """Double and missing ownership of one queue over time, judged against view agreement."""
-    intervals: list[tuple[float | int, float | int, str]] = []
+    """Judge each decrease by another writer (CLUSTERING, no declared cause) causally, as INV-8r's stale-owner cause
+    judges the model's broker table (spec/committed_offset.py): ``commit_decreased:other_writer`` with the ``race``
+    the history shows and the ``start`` of the lowering consumer's ownership, or ``:other_writer_uncaused`` with
+    ``why_refused``. ``by_other`` holds each entry with the line and the declared cause of the value it lowered.
+
+    The race of last writer wins (R3.2; commits are oneway, R2.5, R2.6): the lowering consumer owned the queue (an
+    ownership from its ``own`` events; in a history with no ``own`` event of the topic, a join to its leave in which
+    it delivered from the queue) and one of its ownerships before the commit shows the race: ``stale-owner`` (it had
+    ended, by own(false) or a leave, when the commit landed: a stale owner's late commit, R9.5), or the value lowered
+    landed after it started (so the consumer never read it) and was ``undercuts-a-reset`` (a ``reset``: the pull
+    that takes a pending reset still lands its own piggy-back, R3.10b), ``undercuts-a-stale-commit`` (written by a
+    consumer that had owned the queue and held it no more: a stale owner's late commit itself) or
+    ``overlapping-owners`` (written by a consumer that held the queue then too, where the allow-list tolerates the
+    two owners: ``double_owned:views_differ`` for concurrent consumers, S7, or the strategy's own overlap). Times
+    follow the timeline's rule: the state at time t is the one after every event stamped t.
+
+    The value must be one that ownership could have had: at or above where it started (``start_of`` in the model,
+    R10.1, R9.4): the ledger's committed offset at its start line, what it read; with none held there, the ``to``
+    of the consumer's positioning skip of the queue since its previous ownership (concurrent consumers: an orderly
+    pq's memory may predate a re-read, ``_memory_predates_start``); with neither, consumeFromWhere's position is not
+    in the history and any value fits (its deliveries bound it only from above: the offsets before the first may be
+    filtered, deleted or pulled and never delivered). A removal (offset null) is no value a consumer had: it needs its
+    declared cause."""
+    commit_lines: list[int] = []
+    commit_values: list[Any] = []
+    delivered: dict[str, list[int]] = {}  # consumer -> lines of its deliveries of the queue
+    positioned: dict[str, tuple[list[int], list[int]]] = {}  # consumer -> lines and ends of its positioning skips
+    for r in records:
+        kind = r[2]
+        if kind == COMMIT:
+            commit_lines.append(r[0])
+            commit_values.append(r[4])
+        elif kind == DELIVER:
+            delivered.setdefault(r[3], []).append(r[0])
+        elif kind == SKIP and r[3] is not None and r[5][1] in POSITIONING_CAUSES:
+            lines, ends = positioned.setdefault(r[3], ([], []))
+            lines.append(r[0])
+            ends.append(r[5][0])
+    times = {r[0]: r[1] for r in records if r[2] == COMMIT}
+    by_own = _own_intervals(own_recs, tl)
+    h = tl.header
+    allowed = allowed_anomalies(h.mode, h.consumption, h.rocketmq, h.strategy)
+    concurrent = h.consumption == "concurrent"
+
+    def delivered_between(c: str, after: float | int, before: float | int) -> bool:
+        seqs = delivered.get(c, ())
+        k = bisect_right(seqs, after)
+        return k < len(seqs) and seqs[k] < before
+
+    def ownerships(c: str) -> list[tuple[Any, ...]]:
+        """c's ownerships of the queue (start line, start time, end line, end time); without own events of the
+        topic, its joins to their leaves in which it delivered from the queue (times None: only lines are known)."""
+        if owned_topic:
+            return by_own.get(c, [])
+        out = []
+        for j in tl.joins.get(c, ()):
+            left = _leave_between(tl, c, j, 1 << 62)
+            end = INF if left is None else left[0]
+            if delivered_between(c, j, end):
+                out.append((j, None, end, None))
+        return out
+
+    def holds(iv: tuple[Any, ...], line: int, t: float | int) -> bool:
+        return iv[0] < line < iv[2] if iv[1] is None else iv[1] <= t < iv[3]
+
+    def start_of(c: str, start_line: int, after: float | int, until: int) -> tuple[int | None, str]:
+        k = bisect_right(commit_lines, start_line) - 1
+        value = commit_values[k] if k >= 0 else None
+        if type(value) is int and value >= 0:
+            return value, f"the committed offset it read at line {start_line}"
+        lines, ends = positioned.get(c, ((), ()))
+        j = bisect_left(lines, until) - 1
+        if concurrent and j >= 0 and lines[j] > after:
+            return ends[j], f"where its positioning skip at line {lines[j]} put it"
+        return None, f"no offset held at line {start_line}"
+
+    for entry, written, written_by in by_other:
+        c, w, v, line, t = entry["consumer"], entry["previous_writer"], entry["to"], entry["line"], entry["time"]
+        lowered = f"the value it lowers ({entry['from']}, line {written}, by {w})"
+        if v is None:
+            entry["why_refused"] = (
+                "a commit never removes an offset (the broker stores the value it is sent, R3.2): a removal needs "
+                "its declared cause (failover, reset)"
+            )
+            continue
+        mine = [iv for iv in ownerships(c) if iv[0] < line]
+        if not mine:
+            entry["why_refused"] = (
+                f"the history shows no ownership of the queue by {c} before it (no own event, nor a join it "
+                "delivered from)"
+            )
+            continue
+        t_written = times[written]
+        theirs = ownerships(w)
+        held_then = [iv for iv in theirs if holds(iv, written, t_written)]  # w's ownership its value landed in
+        w_stale = not held_then and any(iv[0] < written for iv in theirs)  # it had owned the queue, and no more
+        refusals: list[str] = []
+        below: list[str] = []
+        for k in range(len(mine) - 1, -1, -1):
+            start_line, start_time, end_line, end_time = mine[k]
+            race = ""
+            if not holds(mine[k], line, t) and end_line != INF:
+                race = STALE_OWNER
+            elif written < start_line:
+                refusals.append(f"{lowered} was there when its ownership started at line {start_line}: it read it")
+            elif written_by == "reset":
+                race = UNDERCUTS_RESET
+            elif w_stale:
+                race = UNDERCUTS_STALE_COMMIT
+            elif not held_then:
+                refusals.append(
+                    f"{c} still held the queue (from line {start_line}) when its commit landed, and {w} "
+                    + ("wrote it before any ownership of the queue the history shows" if theirs else "never owned it")
+                    + ": no stale owner's race (R3.2)"
+                )
+            elif start_time is None or not tl.ownership_checked:
+                refusals.append(f"{c} and {w} held the queue at once, and the history shows no views to judge it by")
+            else:
+                overlap = ""
+                for _, w_start, _, w_end in held_then:
+                    a, b = max(start_time, w_start), min(end_time, w_end)
+                    overlap = "double_owned" if _agreement(tl, a, b) is not None else "double_owned:views_differ"
+                    if overlap in allowed:
+                        race = OVERLAPPING_OWNERS
+                if not race:
+                    refusals.append(
+                        f"{c} and {w} held the queue at once, as {overlap}, which this mode does not tolerate "
+                        "(INV-13a; orderly consumers lock the queue, R8.1, R8.4)"
+                    )
+            if not race:
+                continue
+            start, how = start_of(c, start_line, mine[k - 1][2] if k else -1, min(end_line, line))
+            if start is not None and v < start:
+                below.append(f"{c} commits {v} below where its ownership started ({start}, {how}): never its value")
+                continue
+            entry["class"] = OTHER_WRITER
+            entry["race"] = race
+            entry["start"] = start
+            break
+        else:
+            entry["why_refused"] = (below or refusals)[0]
+
+
+def _own_intervals(own_recs: list[tuple[Any, ...]], tl: Timeline) -> dict[str, list[tuple[Any, ...]]]:
+    """Per consumer, its ownerships of one queue from its ``own`` events, in order: (start line, start time, end
+    line, end time). One starts at an own(true) while not held and ends at the next own(false) or leave of the
+    consumer; one still held at the end of the history ends at INF (line and time)."""
+    out: dict[str, list[tuple[Any, ...]]] = {}
     current: dict[str, tuple[int, float | int]] = {}
     for line, t, _, c, _, owned in own_recs:
         held = current.get(c)
         if held is not None:
-            left = _left_between(tl, c, held[0], line)
+            left = _leave_between(tl, c, held[0], line)
             if left is not None:  # a leave ended that ownership before this event
-                intervals.append((held[1], left, c))
+                out.setdefault(c, []).append((*held, *left))
                 del current[c]
                 held = None
         if owned and held is None:
             current[c] = (line, t)
         elif not owned and held is not None:
-            intervals.append((held[1], t, c))
+            out.setdefault(c, []).append((*held, line, t))
             del current[c]
     for c, (line, t) in current.items():
-        left = _left_between(tl, c, line, 1 << 62)
-        intervals.append((t, INF if left is None else left, c))
+        left = _leave_between(tl, c, line, 1 << 62)
+        out.setdefault(c, []).append((line, t, INF, INF) if left is None else (line, t, *left))
+    return out
+
+
+def _ownership(
+    topic: str, queue: int, first_time: float | int, own_recs: list[tuple[Any, ...]], tl: Timeline, out: dict[str, Any]
+) -> None:
+    """Double and missing ownership of one queue over time, judged against view agreement."""
+    intervals = [(iv[1], iv[3], c) for c, ivs in _own_intervals(own_recs, tl).items() for iv in ivs]
     changes: dict[float | int, list[tuple[int, str]]] = {}
     for start, end, c in intervals:
         if end > start:
@@ -2052,8 +2260,10 @@ class _ModelHistory:
         return {"time": now, "type": "own", "consumer": cid, "topic": topic, "queue": queue, "owned": owned}
 
 
-# The model's commit causes (Event.cause of "commit-landed") that a history declares, in its vocabulary.
-_MODEL_COMMIT_CAUSES: Final = {"admin-reset-client": "reset"}
+# The model's commit causes (Event.cause of "commit-landed") that a history declares, in its vocabulary: a client's
+# commit applying a 4.9.8 reset (R3.10a), and the OFFSET_ILLEGAL correction (R5.7; in 5.x also the adoption of a
+# server-side reset, R3.10b), both declared causes of a falling broker offset in the model (INV-8r).
+_MODEL_COMMIT_CAUSES: Final = {"admin-reset-client": "reset", "offset-illegal-fix": "offset_illegal"}
 # Faults whose removal of an offset the generated history shows as a "failover" commit (the broker's table,
 # a consumer's file); the others are written into the positioning skip as its "fault".
 _FAULTS_SHOWN_AS_COMMITS: Final = frozenset({"broker-crash", "corrupt-offset-file", "corrupt-local-offset-file"})

@@ -441,8 +441,9 @@ def test_planted_foreign_bugs_are_refuted_only_by_the_causal_allow_list() -> Non
     """Each planted bug's history shows nothing but what the old category tolerance accepted: before the
     causal allow-list, ``allowed_anomalies`` tolerated the class ``duplicated`` in every mode, whatever caused
     it, and a consume_from_last skip excused every offset once the ledger's committed offset was null, however
-    it got there (the null itself is a tolerated ``commit_decreased:other_writer``: another writer, R3.2). So
-    both histories were valid. Now a redelivery and a positioning skip need a cause the history shows."""
+    it got there (the null itself was a tolerated ``commit_decreased:other_writer``: another writer, R3.2). So
+    both histories were valid. Now a redelivery, a positioning skip and a removal by another writer need a cause
+    the history shows."""
     correct = check_lines(lines_of(foreign_client()))
     assert correct["valid"] and correct["redelivery_causes"] == {RESUMED_AT_STORED: 1}
     assert correct["fates"] == {"consumed-and-committed": 6}
@@ -454,16 +455,60 @@ def test_planted_foreign_bugs_are_refuted_only_by_the_causal_allow_list() -> Non
     assert bad["offset"] == 2 and "committed offset was 3" in bad["uncaused"]
 
     forgets = check_lines(lines_of(foreign_client("forgets_offsets")))
-    assert forgets["not_tolerated"] == {"lost": 3}  # 3, 4, 5: the skip is refused
-    assert "commit_decreased:other_writer" in forgets["tolerated"]  # what the old check stopped at
+    # 3, 4, 5: the skip is refused; and the removal itself, no longer a tolerated other_writer decrease (what the
+    # old check stopped at): no consumer's commit removes an offset, so a removal needs its declared cause
+    assert forgets["not_tolerated"] == {"lost": 3, "commit_decreased:other_writer_uncaused": 1}
+    (removal,) = forgets["commit_decreased"]
+    assert removal["to"] is None and "a removal needs its declared cause" in removal["why_refused"]
     assert all("removed at line 16 with no cause" in e["refused_skip"]["why_refused"] for e in forgets["lost"])
     assert forgets["fates"] == {"consumed-and-committed": 4, "lost": 3}
     # the same history with the removal's cause recorded (a broker failover to its flushed file) passes
-    caused = [
-        {**ev, "cause": "failover"} if ev.get("consumer") == "broker" else ev
-        for ev in foreign_client("forgets_offsets")
-    ]
-    assert check_lines(lines_of(caused))["fate_harm"] == {"skipped: consume-from-last: broker-crash": 3}
+    caused = check_lines(
+        lines_of(
+            {**ev, "cause": "failover"} if ev.get("consumer") == "broker" else ev
+            for ev in foreign_client("forgets_offsets")
+        )
+    )
+    assert caused["valid"] and caused["fate_harm"] == {"skipped: consume-from-last: broker-crash": 3}
+
+
+def handover(bug: str | None = None) -> list[dict[str, Any]]:
+    """A synthetic foreign client group whose queue 0 (six messages) moves from A to B and back (CLUSTERING,
+    views agreeing, one owner at a time): A consumes 0-2 and commits 3; B takes the queue over, reads 3, consumes 3
+    and 4 and commits 5; A takes it back, reads 5, consumes 5 and commits 6; then B's commit of 5, sent oneway
+    when it dropped the queue (R9.5, R2.6), lands over A's 6: a stale owner's late commit (last writer wins,
+    R3.2), which A's next persist writes over again. Planted bugs: ``late_commit_below_start``: B's late commit
+    carries 2, below the 3 B read when its ownership started (like the model's ``position_seeds_memory_one_below``: a
+    memory entry seeded below the position), a value B never had; ``persists_a_queue_it_never_owned``: C, which
+    never owned queue 0, commits 4 over A's 6 (a client persisting offsets of queues outside its allocation).
+    Neither history shows anything the old check refused: it tolerated every decrease by another writer."""
+    members = [A, B, C] if bug == "persists_a_queue_it_never_owned" else [A, B]
+    late = {"late_commit_below_start": (B, 2), "persists_a_queue_it_never_owned": (C, 4)}.get(bug or "", (B, 5))
+    return [
+        header(), *(J(0, m) for m in members), *(V(1, m, members) for m in members),
+        O(1, A, 0), *(P(2, 0, o) for o in range(6)), *(D(3, A, 0, o) for o in range(3)), K(4, A, 0, 3),
+        O(5, A, 0, False), O(5, B, 0), D(6, B, 0, 3), D(6, B, 0, 4), K(7, B, 0, 5),
+        O(8, B, 0, False), O(8, A, 0), D(9, A, 0, 5), K(10, A, 0, 6), K(11, late[0], 0, late[1]), K(12, A, 0, 6),
+    ]  # fmt: skip
+
+
+def test_planted_foreign_offset_bugs_are_refuted_only_by_the_causal_decrease_rule() -> None:
+    """A decrease by another writer is tolerated only with the race the history shows and a value the writer's
+    ownership could have had (INV-8r's stale-owner cause): the old check tolerated both planted bugs."""
+    correct = check_lines(lines_of(handover()))
+    assert correct["valid"] and classes(correct, "commit_decreased") == ["commit_decreased:other_writer"]
+    (late,) = correct["commit_decreased"]
+    assert (late["from"], late["to"], late["race"], late["start"]) == (6, 5, "stale-owner", 3)
+    assert "R3.2" in correct["tolerated"]["commit_decreased:other_writer"]["reason"]
+
+    below = check_lines(lines_of(handover("late_commit_below_start")))
+    assert below["not_tolerated"] == {"commit_decreased:other_writer_uncaused": 1}  # the only finding
+    (e,) = below["commit_decreased"]
+    assert "commits 2 below where its ownership started (3, the committed offset it read at line" in e["why_refused"]
+
+    foreign = check_lines(lines_of(handover("persists_a_queue_it_never_owned")))
+    assert foreign["not_tolerated"] == {"commit_decreased:other_writer_uncaused": 1}
+    assert "shows no ownership of the queue by" in foreign["commit_decreased"][0]["why_refused"]
 
 
 def test_fate_and_cause_names_are_the_models() -> None:
@@ -499,10 +544,77 @@ def test_commit_decrease_with_a_declared_cause_is_tolerated() -> None:
         assert r["valid"] and classes(r, "commit_decreased") == ["commit_decreased:declared"], cause
 
 
-def test_stale_owner_commit_lowering_the_offset_is_tolerated_in_clustering() -> None:
-    r = check(P(1, 0, 0), P(1, 0, 1), D(2, A, 0, 0), D(2, B, 0, 1), K(3, B, 0, 2), K(4, A, 0, 1))
-    assert r["valid"] and classes(r, "commit_decreased") == ["commit_decreased:other_writer"]
-    assert "R3.2" in r["tolerated"]["commit_decreased:other_writer"]["reason"]
+def test_a_decrease_by_another_consumer_needs_the_ownership_the_history_shows() -> None:
+    # Without own or join events nothing shows that A owned the queue, nor that its ownership ended: no stale owner.
+    events = (P(1, 0, 0), P(1, 0, 1), D(2, A, 0, 0), D(2, B, 0, 1), K(3, B, 0, 2), K(4, A, 0, 1))
+    r = check(*events)
+    assert r["not_tolerated"] == {"commit_decreased:other_writer_uncaused": 1}
+    assert "shows no ownership of the queue by" in r["commit_decreased"][0]["why_refused"]
+    # With joins only (no own event of the topic), a join A delivered from and a leave before its commit landed
+    # show a stale owner: the commit of its shutdown lands after B's (R4.4, R2.5)
+    left = check(J(0, A), J(0, B), *events[:5], L(3.5, A), events[5])
+    assert left["valid"] and [(e["class"], e.get("race")) for e in left["commit_decreased"]] == [
+        ("commit_decreased:other_writer", "stale-owner")
+    ]
+    # A still running: no race the history shows (two owners at once, judged by the views of own events only)
+    running = check(J(0, A), J(0, B), *events)
+    assert running["not_tolerated"] == {"commit_decreased:other_writer_uncaused": 1}
+    assert "shows no views to judge it by" in running["commit_decreased"][0]["why_refused"]
+
+
+def test_a_negative_commit_is_commit_negative_and_no_decrease() -> None:
+    """The issue's example: a commit of -1 after 5 by another consumer passed as a tolerated
+    commit_decreased:other_writer beside its commit_negative; -1 is no offset a consumer had, so it is reported
+    once, as commit_negative (INV-7), by another writer or by the writer itself."""
+    before = (*AGREED, O(1, A, 0), *(P(2, 0, o) for o in range(5)), *(D(3, A, 0, o) for o in range(5)), K(4, A, 0, 5))
+    for who in (B, A):
+        r = check(*before, K(5, who, 0, -1))
+        assert r["not_tolerated"] == {"commit_negative": 1} and r["commit_negative"][0]["offset"] == -1, who
+        assert r["commit_decreased"] == [] and r["tolerated"] == {}, who
+
+
+def test_a_value_the_new_owner_never_read_may_be_lowered_but_not_one_it_read() -> None:
+    # A hands the queue to B at 3; A's late commit of 5 lands after B's start, so B never read it, and B's commit of
+    # 4 lowers it: the same race seen from the new owner (INV-8r: a pq that never read the value it undercuts)
+    head = (*AGREED, O(1, A, 0), *(P(2, 0, o) for o in range(6)), *(D(3, A, 0, o) for o in range(5)), K(4, A, 0, 3))
+    r = check(*head, O(5, A, 0, False), O(5, B, 0), K(6, A, 0, 5), D(7, B, 0, 3), K(8, B, 0, 4))
+    assert r["valid"] and [(e["race"], e["start"]) for e in r["commit_decreased"]] == [("undercuts-a-stale-commit", 3)]
+    # below the 3 B read at its own line: a value B never had
+    below = check(*head, O(5, A, 0, False), O(5, B, 0), K(6, A, 0, 5), K(8, B, 0, 2))
+    assert below["not_tolerated"] == {"commit_decreased:other_writer_uncaused": 1}
+    assert "below where its ownership started (3" in below["commit_decreased"][0]["why_refused"]
+    # A's late 5 landed before B took the queue: B read 5 at its own line, and lowering it is no race
+    read = check(*head, O(5, A, 0, False), K(5, A, 0, 5), O(5, B, 0), D(7, B, 0, 5), K(8, B, 0, 4))
+    assert read["not_tolerated"] == {"commit_decreased:other_writer_uncaused": 1}
+    assert "was there when its ownership started" in read["commit_decreased"][0]["why_refused"]
+
+
+def test_two_owners_at_once_explain_a_decrease_only_where_the_allow_list_tolerates_them() -> None:
+    # A's view holds only A, B's both: both own queue 0 and commit their own progress until A's view catches up
+    events = (
+        J(0, A), J(0, B), V(1, A, [A]), V(1, B, [A, B]), O(1, A, 0), O(1, B, 0), *(P(2, 0, o) for o in range(4)),
+        *(D(3, A, 0, o) for o in range(3)), D(3, B, 0, 0), K(4, A, 0, 3), K(5, B, 0, 1), V(6, A, [A, B]),
+        O(6, A, 0, False),
+    )  # fmt: skip
+    concurrent = check(*events)
+    assert concurrent["valid"] and set(concurrent["tolerated"]) >= {"double_owned:views_differ"}
+    assert [e["race"] for e in concurrent["commit_decreased"]] == ["overlapping-owners"]
+    # orderly consumers lock the queue (R8.1, R8.4): two owners at once are RMQ-09, and no cause of a decrease
+    orderly = check(*events, consumption="orderly")
+    assert orderly["not_tolerated"] == {"double_owned:views_differ": 1, "commit_decreased:other_writer_uncaused": 1}
+    assert "held the queue at once" in orderly["commit_decreased"][0]["why_refused"]
+
+
+def test_a_commit_landing_over_a_reset_it_never_read_is_tolerated_but_not_one_it_read() -> None:
+    # 5.x server-side reset (R3.10b): the admin writes 4 after B took the queue; the pull that takes the pending reset
+    # still lands B's piggy-back of 2 over it, and B then adopts 4 (the OFFSET_ILLEGAL path, R5.7)
+    head = (*AGREED, O(1, B, 0), *(P(2, 0, o) for o in range(6)), D(3, B, 0, 0), K(4, B, 0, 1))
+    r = check(*head, K(5, "admin", 0, 4, "reset"), D(6, B, 0, 1), K(7, B, 0, 2), K(8, B, 0, 4, "offset_illegal"))
+    assert r["valid"] and [e.get("race") for e in r["commit_decreased"]] == ["undercuts-a-reset"], r["not_tolerated"]
+    # the reset landed before B's ownership started: B read 4, and its 2 is below where it started
+    read = check(*AGREED, O(1, A, 0), *(P(1, 0, o) for o in range(6)), K(1, "admin", 0, 4, "reset"),
+                 O(2, A, 0, False), O(2, B, 0), D(3, B, 0, 4), K(4, B, 0, 2))  # fmt: skip
+    assert read["not_tolerated"] == {"commit_decreased:other_writer_uncaused": 1}
 
 
 def test_same_consumer_decrease_after_dropping_the_queue_is_a_stale_incarnation() -> None:
@@ -935,13 +1047,42 @@ def test_history_fates_and_redelivery_causes_are_the_models_own() -> None:
 @pytest.mark.parametrize("config", MODEL_CONFIGS, ids=["clustering", "broadcasting", "tags-failover"])
 def test_correct_model_runs_show_only_tolerated_anomalies(config: Config) -> None:
     seen: set[str] = set()
+    races: set[str] = set()
     delivered = 0
     for seed in range(12):
         report = check_lines(lines_of(history_from_model_run(config, seed, 700)))
         assert report["valid"], (seed, report["not_tolerated"])
         delivered += report["totals"]["delivered"]
         seen |= set(report["tolerated"])
+        races |= {e["race"] for e in report["commit_decreased"] if "race" in e}
     assert delivered > 0 and ("skipped" in seen or "duplicated" in seen)
+    # every decrease by another writer had its race; not vacuously: the CLUSTERING walks meet stale owners
+    assert "stale-owner" in races or config.mode == BROADCASTING
+
+
+def test_correct_model_decreases_by_another_writer_after_an_admin_reset_have_their_causes() -> None:
+    """Three walks of the campaign's own configurations (``units.sample_config``, seeds 429, 1092 and 1178: admin
+    resets, 4.9.8 and 5.x) in which another writer lowers the committed offset after an admin reset: each has its race
+    (the pull that takes a pending 5.x reset still lands its piggy-back over it, R3.10b: undercuts-a-reset), the
+    model's own OFFSET_ILLEGAL corrections are declared (offset_illegal, R5.7: the model's INV-8r cause
+    offset-illegal-fix), and a consumer's commit landing below its correction after it re-created the queue is a
+    stale incarnation, not a lowered 5.x freeze (5.x removes the corrected pq at once)."""
+    import random
+
+    from rmqspec.campaign.units import PROFILES, sample_config
+
+    races: set[str] = set()
+    declared = 0
+    for seed in (429, 1092, 1178):
+        profile = PROFILES[seed % len(PROFILES)]
+        config = profile.apply(sample_config(random.Random(seed), profile=profile))
+        assert config.admin_resets and config.mode == "CLUSTERING"
+        events = history_from_model_run(config, seed, 400)
+        report = check_lines(lines_of(events))
+        assert report["valid"], (seed, report["not_tolerated"])
+        races |= {e["race"] for e in report["commit_decreased"] if "race" in e}
+        declared += sum(1 for e in events if e.get("cause") == "offset_illegal")
+    assert {"undercuts-a-reset", "stale-owner"} <= races and declared > 0
 
 
 def test_planted_commit_before_send_back_is_lost() -> None:
