@@ -93,6 +93,7 @@ from rmqspec.properties.fates import (
     Fates,
     is_harm,
 )
+from rmqspec.spec.concurrent_consume import CLEAN_EXPIRED_DELAY_LEVEL
 from rmqspec.spec.config import STRATEGIES
 
 FORMAT: Final = "rmqspec-history"
@@ -2020,7 +2021,6 @@ class _ModelHistory:
             Produce,
             RetentionDelete,
             Shutdown,
-            StartConsume,
         )
 
         c = self.config
@@ -2060,6 +2060,8 @@ class _ModelHistory:
                 node = node.previous
             new.reverse()
             positions = {}
+            delivered: list[tuple[tuple[int, int], dict[str, Any]]] = []  # pending after this step's finish
+            expired: list[tuple[int, int]] = []  # (queue, offset) cleanExpiredMsg sent back (R6.8)
             for ev in new:
                 if ev.kind == "deliver":
                     topic, queue = self.names[ev.queue]
@@ -2072,9 +2074,17 @@ class _ModelHistory:
                         "offset": ev.offset,
                         "result": "failure",
                     }
-                    assert isinstance(a, StartConsume)
-                    self.pending.setdefault((a.client, a.rid), []).append(d)
+                    # the listener the message went to: a StartConsume's, or (orderly) the next batch of the loop a
+                    # FinishConsume or ApplyConsumeOffset runs on (R8.5), under the same request id
+                    rid = next(
+                        r.rid
+                        for r in t.clients[ev.client].consuming
+                        if r.queue == ev.queue and any(o == ev.offset for o, _ in r.msgs)
+                    )
+                    delivered.append(((ev.client, rid), d))
                     out.append(d)
+                elif ev.kind in ("expired-sent-back", "expired-to-unsubscribed-retry-topic"):
+                    expired.append((ev.queue, ev.offset))
                 elif ev.kind == "commit-landed" and m.clustering:
                     cause = _MODEL_COMMIT_CAUSES.get(ev.cause)
                     mark = s.ghost.overtaken[ev.queue] if s is not None and s.ghost.overtaken else None
@@ -2088,9 +2098,10 @@ class _ModelHistory:
                     positions[(ev.client, ev.queue)] = ev.cause
             if isinstance(a, Produce):
                 out.append(self._produce(now, a.queue, t.broker.queues[a.queue].max_offset - 1))
+            elif isinstance(a, DeliverScheduled) and m.retry_queue is None:  # BROADCASTING: no %RETRY% subscribed
+                self.scheduled_src[s.broker.scheduled[0].message].pop(0)
             elif isinstance(a, DeliverScheduled):
                 rq = m.retry_queue
-                assert rq is not None
                 key = s.broker.scheduled[0].message
                 origin = self.scheduled_src[key].pop(0)
                 out.append(
@@ -2116,6 +2127,10 @@ class _ModelHistory:
                 deleted = {"from": s.broker.queues[a.queue].min_offset, "to": t.broker.queues[a.queue].min_offset}
                 out.append({"time": now, "type": "skip", "topic": topic, "queue": queue, **deleted})
                 out[-1]["cause"] = "retention"
+            if expired:
+                out += self._sent_back(s, t, now, [(q, o, None) for q, o in expired], CLEAN_EXPIRED_DELAY_LEVEL)
+            for key, d in delivered:
+                self.pending.setdefault(key, []).append(d)
             if not m.clustering:
                 fallback = "failover" if isinstance(a, CorruptLocalOffsetFile) else None  # the file's .bak (R1.16)
                 for i, (before, after) in enumerate(zip(s.clients, t.clients, strict=True)):
@@ -2189,12 +2204,28 @@ class _ModelHistory:
 
     def _finish(self, s: Any, t: Any, a: Any, now: int) -> list[dict[str, Any]]:
         """Listener results, and the send-backs the broker accepted (as forwarded produces)."""
-        c = self.config
+        from rmqspec.spec.orderly_consume import ORDERLY_COMMIT, ORDERLY_SUCCESS
+
         r = next(r for r in s.clients[a.client].consuming if r.rid == a.rid)
         delivered = self.pending.pop((a.client, a.rid), [])
+        # orderly: SUCCESS and COMMIT consume the whole batch, SUSPEND and ROLLBACK none (R8.6); concurrent: the
+        # messages up to ackIndex (R7.3)
+        consumed = len(delivered) if self.model.orderly and a.status in (ORDERLY_SUCCESS, ORDERLY_COMMIT) else -1
         for k, d in enumerate(delivered):
-            d["result"] = "success" if k <= a.ack_index else "failure"
-        out: list[dict[str, Any]] = []
+            d["result"] = "success" if k <= a.ack_index or k < consumed else "failure"
+        if self.model.orderly:  # what exceeded maxReconsumeTimes goes to %DLQ% (R8.7), counted as the loop counted
+            counts = self.config.orderly_forward_counts_the_send
+            return self._sent_back(s, t, now, [(r.queue, o, times + 1 if counts else times) for o, times in r.msgs])
+        return self._sent_back(s, t, now, [(r.queue, o, None) for o, _ in r.msgs[a.ack_index + 1 :]])
+
+    def _sent_back(
+        self, s: Any, t: Any, now: int, candidates: list[tuple[int, int, int | None]], delay_level: int = 0
+    ) -> list[dict[str, Any]]:
+        """The send-backs of this step the broker accepted, as forwarded produces: each candidate (queue, offset,
+        reconsumeTimes of the copy; None: the stored one + 1, as CONSUMER_SEND_MSG_BACK counts, R7.5) that
+        reached %DLQ% or the schedule topic's queue delayLevel - 1 (``delay_level``; 0: the broker's choice, 3 +
+        reconsumeTimes), which DeliverScheduled later forwards to %RETRY% (scheduled_src)."""
+        c = self.config
         new_dlq = list(t.broker.dlq[len(s.broker.dlq) :])
         old_sched = list(s.broker.scheduled)
         new_sched = []
@@ -2203,20 +2234,22 @@ class _ModelHistory:
                 old_sched.remove(e)
             else:
                 new_sched.append(e)
-        topic, queue = self.names[r.queue]
-        for o, _ in r.msgs[a.ack_index + 1 :]:
+        out: list[dict[str, Any]] = []
+        for q, o, times in candidates:
+            topic, queue = self.names[q]
             src = {"topic": topic, "queue": queue, "offset": o}
-            original = s.broker.queues[r.queue].messages[o]
-            sent = original._replace(reconsume_times=original.reconsume_times + 1, store_time=now, sent_back_at=now)
+            original = s.broker.queues[q].messages[o]
+            counted = original.reconsume_times + 1 if times is None else times
+            sent = original._replace(reconsume_times=counted, store_time=now, sent_back_at=now)
             if sent in new_dlq:
                 new_dlq.remove(sent)
                 out.append(self._forward(now, c.dlq_topic, 0, src))
                 continue
             match = next((e for e in new_sched if e.message == sent), None)
             if match is None:
-                continue  # not sent back: send-back failed, BROADCASTING drop, or pq dropped
+                continue  # not sent back: send-back failed, BROADCASTING drop, pq dropped, or orderly below the max
             new_sched.remove(match)
-            level = 3 + original.reconsume_times
+            level = delay_level or 3 + original.reconsume_times
             fwd = self._forward(now, "SCHEDULE_TOPIC_XXXX", level - 1, src)
             out.append(fwd)
             self.scheduled_src.setdefault(match.message, []).append(
