@@ -78,6 +78,47 @@ def test_java_consumer_adapter_conforms(tmp_path: Path) -> None:
     assert set(result["reached"]) == set(REACHED) and not never, result["reached"]
 
 
+# Other orders in which a consumer may walk the queues a rebalance allocated (updateProcessQueueTableInRebalance
+# iterates a HashSet in 4.9.8, R9.4): 4.9.8's own (MessageQueue#hashCode, then HashSet order: for T on broker-a
+# queue 2, then 1, then 0), and the reverse of the reference's. Neither is an offset bug: answers by content.
+WALK_ORDERS: dict[str, list[tuple[str, str]]] = {
+    "hash-set": [
+        (
+            "Set<MessageQueue> allocateResultSet = new TreeSet<>();",
+            "Set<MessageQueue> allocateResultSet = new HashSet<>();",
+        ),
+        (
+            "public int hashCode() { return (topic.hashCode() * 31 + brokerName.hashCode()) * 31 + queueId; }",
+            "public int hashCode() { return (31 * (31 + brokerName.hashCode()) + queueId) * 31 + topic.hashCode(); }",
+        ),
+    ],
+    "reversed": [
+        (
+            "Set<MessageQueue> allocateResultSet = new TreeSet<>();\n"
+            "            if (allocateResult != null) allocateResultSet.addAll(allocateResult);",
+            "List<MessageQueue> walk = new ArrayList<>(allocateResult == null ? List.of() : allocateResult);\n"
+            "            Collections.reverse(walk);\n"
+            "            Set<MessageQueue> allocateResultSet = new java.util.LinkedHashSet<>(walk);",
+        )
+    ],
+}
+
+
+@needs_jdk
+@pytest.mark.parametrize("order", sorted(WALK_ORDERS))
+def test_a_java_consumer_that_asks_in_another_order_conforms(order: str, tmp_path: Path) -> None:
+    """The broker answers each request by the queue it asks about, so a consumer whose rebalance locks and queries
+    its new queues in another order is given the same world and conforms."""
+    source = ADAPTER.read_text(encoding="utf-8")
+    for correct, other in WALK_ORDERS[order]:
+        assert source.count(correct) == 1, correct
+        source = source.replace(correct, other)
+    run = _conform(_compile(source, tmp_path), tmp_path / "out")
+    assert run.returncode == EXIT_OK, run.stdout + run.stderr
+    result = json.loads(run.stdout)
+    assert result["reached"]["queryErrorDuringRebalance"] > 0 and result["reached"]["lockRefused"] > 0
+
+
 @needs_jdk
 @pytest.mark.parametrize("mutation", sorted(MUTATIONS))
 def test_a_java_consumer_with_an_offset_bug_diverges(mutation: str, tmp_path: Path) -> None:

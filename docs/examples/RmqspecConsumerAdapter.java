@@ -24,8 +24,8 @@
  *     request is simply cut at that point); the orderly MessageQueueLock monitors and the pq's
  *     consumeLock are flags, since one thread moves at a time;
  *   - the network: MQClientAPIImpl talks to ScriptedRemotingClient, which records every request in send
- *     order, answers synchronous ones from the protocol request's "answers" and keeps each pull's
- *     callback until pull.reply;
+ *     order, answers synchronous ones from the protocol request's "answers" (by "match": the queue asked
+ *     about) and keeps each pull's callback until pull.reply;
  *   - iteration order: Java walks HashMaps; here queues are walked in MessageQueue order and topics in
  *     subscription order (the user's topic, then %RETRY%<group>), as the reference does, so the order
  *     in which answers are consumed is fixed.
@@ -54,6 +54,7 @@ import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.TreeSet;
@@ -251,8 +252,8 @@ public class RmqspecConsumerAdapter {
     }
 
     /**
-     * DETERMINISM: the RemotingClient. invokeSync takes the next answer of its request code from the
-     * current protocol request's answers (none left: a timeout); invokeAsync (pulls) keeps the callback
+     * DETERMINISM: the RemotingClient. invokeSync takes the first answer of its request code left in the
+     * current protocol request's answers that matches the request (none left: a timeout); invokeAsync (pulls) keeps the callback
      * until pull.reply; invokeOneway only records. Every request is recorded in send order for "sent",
      * except HEART_BEAT, UNREGISTER_CLIENT and GET_CONSUMER_LIST_BY_GROUP (which carry no offset).
      */
@@ -275,13 +276,37 @@ public class RmqspecConsumerAdapter {
             world.sent.add(request);
             String code = (String) request.get("code");
             Deque<Object> queue = world.answers.get(code);
-            if (queue == null || queue.isEmpty()) throw new RemotingTimeoutException("wait response timeout: " + code);
-            Map<String, Object> answer = obj(queue.poll());
+            Map<String, Object> answer = null;
+            if (queue != null) {
+                for (Iterator<Object> it = queue.iterator(); it.hasNext(); ) {
+                    Map<String, Object> candidate = obj(it.next());
+                    if (matches(candidate, request)) { answer = candidate; it.remove(); break; }
+                }
+            }
+            if (answer == null) throw new RemotingTimeoutException("wait response timeout: " + code);
             if (Boolean.TRUE.equals(answer.get("timeout"))) throw new RemotingTimeoutException("wait response timeout");
             if (answer.containsKey("responseCode") && num(answer.get("responseCode")) != 0) {
                 throw new MQBrokerException((int) num(answer.get("responseCode")));
             }
             return answer;
+        }
+
+        /** An answer with "match" answers only a request whose fields (topic, queueId, group) equal all it names
+         *  (a lock of one queue: that queue's): the broker answers by what is asked, in whatever order. */
+        static boolean matches(Map<String, Object> answer, Map<String, Object> request) {
+            Object match = answer.get("match");
+            if (match == null) return true;
+            Map<String, Object> asked = request;
+            if (request.get("mqs") instanceof List && ((List<?>) request.get("mqs")).size() == 1) { // lock(mq)
+                asked = new TreeMap<>(obj(((List<?>) request.get("mqs")).get(0)));
+                asked.put("group", request.get("group"));
+            }
+            for (Map.Entry<String, Object> e : obj(match).entrySet()) {
+                Object want = e.getValue(), got = asked.get(e.getKey());
+                boolean equal = want instanceof Number && got instanceof Number ? num(want) == num(got) : Objects.equals(want, got);
+                if (!equal) return false;
+            }
+            return true;
         }
 
         void invokeOneway(Map<String, Object> request) {

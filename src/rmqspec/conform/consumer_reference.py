@@ -7,9 +7,10 @@ scheduled tasks), already deterministic: one :class:`~rmqspec.reference.schedule
 every consumer, executors that run a task only when told, consume threads that are generators resumed
 by the driver. What the consumers send goes to :class:`ScriptedBrokerEndpoint`, which the test
 drives: every request is recorded by an ``RPCHook`` (so in send order) and reported in the reply's
-``sent``; a synchronous request takes the next answer of its code from the request's ``answers``
-(a timeout once they run out); an asynchronous pull waits until ``pull.reply`` answers it by its
-number. GET_CONSUMER_LIST_BY_GROUP answers the list ``cluster.consumers`` set, and heartbeats and
+``sent``; a synchronous request takes the first answer of its code left in the request's ``answers`` whose
+``match`` (topic, queueId, group) it fits, an answer without one fitting any (a timeout once none is left);
+an asynchronous pull waits until ``pull.reply`` answers it by its number. GET_CONSUMER_LIST_BY_GROUP answers
+the list ``cluster.consumers`` set, and heartbeats and
 unregistrations succeed; those three are not reported (they carry no offset).
 
 ``plant`` switches on one deliberately wrong consumer-level behaviour (:data:`CONSUMER_PLANTS`), so the
@@ -157,6 +158,26 @@ class _FixesAtOnce(MQVersion):
         return True
 
 
+# The request fields an answer's "match" may name, and the header attribute each is read from.
+_MATCHED_FIELDS: Final = {"topic": "topic", "queueId": "queue_id", "group": "consumer_group"}
+
+
+def _matches(code: str, answer: Any, asked: dict[str, Any]) -> bool:
+    """Does ``answer`` (an entry of ``answers[code]``) answer a request with the fields ``asked``? An answer without
+    ``match`` answers any request of its code; one with it only a request whose fields equal all it names (a lock
+    request of one queue has that queue's topic and queueId; one of several queues, lockAll's, none)."""
+    if not isinstance(answer, dict):
+        raise p.ProtocolError(f"an answer to {code} must be an object, got {answer!r}")
+    match = answer.get("match")
+    if match is None:
+        return True
+    if not isinstance(match, dict) or not set(match) <= set(_MATCHED_FIELDS):
+        raise p.ProtocolError(
+            f"an answer's match to {code} must be an object of {', '.join(_MATCHED_FIELDS)}, got {match!r}"
+        )
+    return all(key in asked and asked[key] == value for key, value in match.items())
+
+
 class ScriptedBrokerEndpoint:
     """The broker at the far end of every consumer's connection: it answers synchronous requests from
     the current protocol request's ``answers`` and keeps pulls until ``pull.reply``."""
@@ -173,13 +194,14 @@ class ScriptedBrokerEndpoint:
     def begin(self, answers: dict[str, list[Any]]) -> None:
         self.answers = {code: list(queue) for code, queue in answers.items()}
 
-    def _next(self, code: str) -> dict[str, Any]:
-        queue = self.answers.get(code)
-        if not queue:
-            raise RemotingException(f"wait response timeout: no scripted answer left for {code}")
-        answer = queue.pop(0)
-        if not isinstance(answer, dict):
-            raise p.ProtocolError(f"an answer to {code} must be an object, got {answer!r}")
+    def _next(self, code: str, asked: dict[str, Any]) -> dict[str, Any]:
+        """The first answer of ``code`` left whose ``match`` (if any) the request's fields ``asked`` satisfy: the
+        broker answers by what a request asks, not by the order the consumer sends them in."""
+        queue = self.answers.get(code, [])
+        k = next((k for k, a in enumerate(queue) if _matches(code, a, asked)), None)
+        if k is None:
+            raise RemotingException(f"wait response timeout: no scripted answer left for {code} {asked}")
+        answer = queue.pop(k)
         if answer.get("timeout"):
             raise RemotingException(f"wait response timeout ({code})")
         return answer
@@ -197,7 +219,13 @@ class ScriptedBrokerEndpoint:
         name = CODE_NAMES.get(code)
         if name is None:
             raise RemotingException(f"the scripted broker does not serve request code {code}")
-        answer = self._next(name)
+        h = request.header
+        asked = {key: getattr(h, attr) for key, attr in _MATCHED_FIELDS.items() if hasattr(h, attr)}
+        body = request.body
+        if isinstance(body, LockBatchRequestBody | UnlockBatchRequestBody) and len(body.mq_set) == 1:  # one queue's
+            (locked,) = body.mq_set
+            asked = {"topic": locked.topic, "queueId": locked.queue_id, "group": body.consumer_group}
+        answer = self._next(name, asked)
         if "responseCode" in answer and answer["responseCode"] != ResponseCode.SUCCESS:
             return RemotingCommand.create_response_command(int(answer["responseCode"]), "scripted broker error")
         if code in (

@@ -28,6 +28,7 @@ from rmqspec.conform import protocol as p
 
 TOPIC: Final = "T"
 GROUP: Final = "G"
+RETRY_TOPIC: Final = f"%RETRY%{GROUP}"
 CLIENT_IDS: Final = ("10.0.0.1@101", "10.0.0.2@102", "10.0.0.3@103")
 # The interesting states, with what each means; a passing run reports how often it reached each.
 REACHED: Final[dict[str, str]] = {
@@ -51,6 +52,11 @@ def _one_in(rng: random.Random, n: int) -> bool:
 
 def _mq(queue_id: int, topic: str = TOPIC) -> dict[str, Any]:
     return p.mq(topic, "broker-a", queue_id)
+
+
+def _match(queue: tuple[str, int]) -> dict[str, Any]:
+    """An answer's ``match`` of the queue (topic, queueId): it answers only a request about that queue."""
+    return {"topic": queue[0], "queueId": queue[1]}
 
 
 def _error_or_timeout(rng: random.Random) -> dict[str, Any]:
@@ -211,28 +217,41 @@ class ConsumerScenario:
         if reply is not None and reply["ok"]:
             self.now = reply["result"]["now"]
 
-    def answers(self) -> dict[str, list[dict[str, Any]]]:
-        """The broker's answers to whatever synchronous requests the step makes, mostly successes."""
+    def answers(self, task: str = "") -> dict[str, list[dict[str, Any]]]:
+        """The broker's answers to whatever synchronous requests the step (running ``task``, if one) makes, mostly
+        successes; each answer that differs by queue names its queue (``match``), so that the answers a consumer
+        gets do not depend on the order it asks in."""
         rng = self.rng
         queries = []
-        for _ in range(4):
+        # one answer per queue the group may ask about (the topic's and the retry topic's), matched by the queue:
+        # 4.9.8 walks a rebalance's new queues in HashSet order, so a consumer may ask in any order
+        queues = [*((TOPIC, q) for q in range(self.queues)), (RETRY_TOPIC, 0)]
+        for topic, queue_id in queues:
             roll = rng.randrange(8)
             if roll < 4:
-                queries.append({"offset": rng.randint(0, 6)})
+                answer: dict[str, Any] = {"offset": rng.randint(0, 6)}
             elif roll < 6:
-                queries.append({"responseCode": 22})
+                answer = {"responseCode": 22}
             else:
-                queries.append(_error_or_timeout(rng))
-        answers: dict[str, list[dict[str, Any]]] = {
-            "QUERY_CONSUMER_OFFSET": queries,
-            "GET_MAX_OFFSET": [{"offset": rng.randint(0, 8)} if not _one_in(rng, 6) else {"timeout": True}] * 3,
-        }
+                answer = _error_or_timeout(rng)
+            queries.append({**answer, "match": _match((topic, queue_id))})
+        # the same answer for every queue, one per queue: however many a step asks, none runs out first
+        most = [{"offset": rng.randint(0, 8)} if not _one_in(rng, 6) else {"timeout": True}] * len(queues)
+        answers: dict[str, list[dict[str, Any]]] = {"QUERY_CONSUMER_OFFSET": queries, "GET_MAX_OFFSET": most}
         if self.orderly:
-            lock: dict[str, Any] = {"grantAll": True}
+            refusal: dict[str, Any] | None = None
             if _one_in(rng, 4):
-                lock = rng.choice(({"granted": []}, {"timeout": True}, {"responseCode": 1}))
-            answers["LOCK_BATCH_MQ"] = [lock, {"grantAll": True}, {"grantAll": True}]
-            answers["UNLOCK_BATCH_MQ"] = [{"responseCode": 0}] * 3
+                refusal = rng.choice(({"granted": []}, {"timeout": True}, {"responseCode": 1}))
+            if task == "lockAll":  # one batch of every queue held
+                answers["LOCK_BATCH_MQ"] = [refusal or {"grantAll": True}, {"grantAll": True}]
+            else:  # lock(mq) one queue at a time: the refusal (if any) for one queue, the others granted
+                refused = rng.choice(queues)
+                answers["LOCK_BATCH_MQ"] = [
+                    {**(refusal if refusal is not None and q == refused else {"grantAll": True}), "match": _match(q)}
+                    for q in queues
+                ]
+                answers["LOCK_BATCH_MQ"].append({"grantAll": True})
+            answers["UNLOCK_BATCH_MQ"] = [{"responseCode": 0}] * (len(queues) + 1)
         return answers
 
     def run_task(self, name: str, task: dict[str, Any]) -> None:
@@ -242,7 +261,7 @@ class ConsumerScenario:
             return
         view = self.views.get(name, {})
         in_flight = any(pq["cached"] or pq["inFlight"] for pq in view.get("pqs", [])) or view.get("listening")
-        args: dict[str, Any] = {"consumer": name, "task": kind, "answers": self.answers()}
+        args: dict[str, Any] = {"consumer": name, "task": kind, "answers": self.answers(kind)}
         if "mq" in task:
             args["mq"] = task["mq"]
         reply = self.call("consumer.run", args)
@@ -253,16 +272,23 @@ class ConsumerScenario:
         if kind == "rebalance":
             if in_flight:
                 self.mark("rebalanceWhileInFlight")
-            queries = sum(1 for s in sent if s["code"] == "QUERY_CONSUMER_OFFSET")
-            if any("offset" not in a for a in args["answers"]["QUERY_CONSUMER_OFFSET"][:queries]):
+            asked = {(s["topic"], s["queueId"]) for s in sent if s["code"] == "QUERY_CONSUMER_OFFSET"}
+            answered = args["answers"]["QUERY_CONSUMER_OFFSET"]
+            if any("offset" not in a for a in answered if (a["match"]["topic"], a["match"]["queueId"]) in asked):
                 self.mark("queryErrorDuringRebalance")
         if kind == "persistOffsets":
             self.mark("persistTimerRan")
         if kind == "fixOffset":
             self.mark("offsetIllegalTaskRan")
-        locks = sum(1 for s in sent if s["code"] == "LOCK_BATCH_MQ")
-        if locks and any("grantAll" not in a for a in args["answers"].get("LOCK_BATCH_MQ", [])[:locks]):
-            self.mark("lockRefused")
+        locked = [s["mqs"] for s in sent if s["code"] == "LOCK_BATCH_MQ"]
+        refusal = next((a for a in args["answers"].get("LOCK_BATCH_MQ", []) if "grantAll" not in a), None)
+        if refusal is not None and locked:
+            where = refusal.get("match")
+            if where is None or any(
+                len(mqs) == 1 and (mqs[0]["topic"], mqs[0]["queueId"]) == (where["topic"], where["queueId"])
+                for mqs in locked
+            ):
+                self.mark("lockRefused")
         before = {p.encode(pq["mq"]) for pq in view.get("pqs", []) if pq["cached"] or pq["inFlight"]}
         self.observe(name)
         after = {p.encode(pq["mq"]) for pq in self.views.get(name, {}).get("pqs", [])}
