@@ -1646,3 +1646,183 @@ def test_ali_ons_admin_reset_is_ignored(ali_ons: Path, tmp_path: Path) -> None:
         assert report["duplicated_count"] == 0
     finally:
         cluster.stop()
+
+
+# --- request faults on offset updates, send-backs, consumer lists and queue locks: the unmodified clients -------
+
+
+def _t_commits(cluster: Cluster) -> list[int]:
+    return [e["offset"] for e in _events(cluster) if e["type"] == "commit" and e["topic"] == "T"]
+
+
+@pytest.mark.parametrize("kind", ["request-error", "request-timeout"])
+def test_cpp_client_failed_offset_update_waits_for_the_next_persist(
+    cpp_client: Path, tmp_path: Path, kind: str
+) -> None:
+    """The consumer's first persist (5 s after its start: T's and %RETRY%G's UPDATE_CONSUMER_OFFSET, sent as
+    requests, not oneway) is answered SYSTEM_ERROR, or never answered. The C++ client does not send it again:
+    nothing is committed until its next persist, 5 s later, which commits T's 100 once; valid, nothing lost."""
+    fault = {"fault": kind, "request": "UPDATE_CONSUMER_OFFSET", "count": 2, "after_messages_pulled": 1}
+    cluster = _fault_cluster(tmp_path, [fault], "--queues", "1")
+    try:
+        deliveries = tmp_path / "deliveries.jsonl"
+        run = _cpp(cpp_client, cluster, 100, deliveries, "--threads", "1", "--work-ms", "20", "--run-for", "12")
+        assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+        report = _judge(cluster, deliveries, tmp_path, 100)
+        assert report["valid"] and report["duplicated_count"] == 0, report["not_tolerated"]
+        (entry,) = _summary(cluster)["faults"]
+        assert entry["hits"] == 2 and "oneway_hits" not in entry, entry
+        assert _t_commits(cluster) == [100]  # the failed persist left nothing; the next one committed once
+    finally:
+        cluster.stop()
+
+
+def test_ali_ons_failed_offset_update_waits_for_the_next_persist(ali_ons: Path, tmp_path: Path) -> None:
+    """ali-ons sends its persist through invokeOneway but never marks the request oneway (flag 0), so the broker
+    answers it, SYSTEM_ERROR here, and ali-ons does not read the answer: nothing is committed until its next
+    persist, 5 s later; nothing lost, only its usual -1 commits."""
+    fault = {"fault": "request-error", "request": "UPDATE_CONSUMER_OFFSET", "count": 2, "after_messages_pulled": 1}
+    cluster = _fault_cluster(tmp_path, [fault], "--queues", "1")
+    try:
+        deliveries = tmp_path / "deliveries.jsonl"
+        run = _ons(ali_ons, cluster, 100, deliveries, "c1", "60", "20", "", "8")
+        assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+        report = _judge(cluster, deliveries, tmp_path, 100)
+        _assert_only_minus_one_commits(report)
+        (entry,) = _summary(cluster)["faults"]
+        assert entry["hits"] == 2 and "oneway_hits" not in entry, entry
+        assert _t_commits(cluster) == [100]
+    finally:
+        cluster.stop()
+
+
+def test_cpp_client_failed_send_back_loses_the_message(cpp_client: Path, tmp_path: Path) -> None:
+    """The listener fails offset 0 (RECONSUME_LATER), and the consumer's first CONSUMER_SEND_MSG_BACK is answered
+    SYSTEM_ERROR. The C++ client answered the whole consume batch (the 20 messages of its pull, of which the
+    listener saw only offset 0) by sending each back, ignores the failed one and commits past it: offset 0 is
+    lost (``lost:failed_delivery``, not valid); the other 19 come back through SCHEDULE_TOPIC_XXXX and
+    %RETRY%G and are consumed there."""
+    cluster = _fault_cluster(
+        tmp_path, [{"fault": "request-error", "request": "CONSUMER_SEND_MSG_BACK", "after_seconds": 0}], "--queues", "1"
+    )
+    try:
+        deliveries = tmp_path / "deliveries.jsonl"
+        run = _cpp(cpp_client, cluster, 20, deliveries, "--fail-offsets", "0", "--expect", "19", "--timeout", "40")
+        assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+        assert cluster.stop() == 143
+        merged = tmp_path / "merged.jsonl"
+        merge_histories(cluster.history, [deliveries], merged)
+        report = check_history(merged)
+        assert report["not_tolerated"] == {"lost:failed_delivery": 1}, report["not_tolerated"]
+        assert [(e["topic"], e["offset"]) for e in report["lost"]] == [("T", 0)]
+        assert report["fates"] == {"consumed-and-committed": 19, "lost": 1, "retry: consumed-and-committed": 19}
+        summary = _summary(cluster)
+        assert (summary["faults"][0]["hits"], summary["requests"]["36"]) == (1, 20)
+        assert _t_commits(cluster) == [20]
+    finally:
+        cluster.stop()
+
+
+def test_ali_ons_failed_send_back_falls_back_to_a_send(ali_ons: Path, tmp_path: Path) -> None:
+    """The same fault: ali-ons, as 4.9.8's sendMessageBack does, sends the failed message anew to %RETRY%G
+    (SEND_MESSAGE_V2 with ORIGIN_MESSAGE_ID and RETRY_TOPIC; delay level 0, so it is stored there at once,
+    where 4.9.8 asks for level 3 + reconsumeTimes); the broker writes it as a copy of offset 0 (``origin``),
+    the consumer consumes it: valid, nothing lost, no other send-back."""
+    cluster = _fault_cluster(
+        tmp_path, [{"fault": "request-error", "request": "CONSUMER_SEND_MSG_BACK", "after_seconds": 0}], "--queues", "1"
+    )
+    try:
+        deliveries = tmp_path / "deliveries.jsonl"
+        run = _ons(ali_ons, cluster, 20, deliveries, "c1", "40", "0", "", "0", "0")
+        assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+        assert "sendMessageBack() occurred an exception" in run.stderr
+        report = _judge(cluster, deliveries, tmp_path, 20)
+        assert report["valid"] or set(report["not_tolerated"]) == {"commit_negative"}, report["not_tolerated"]
+        assert report["fates"] == {"consumed-and-committed": 20, "retry: consumed-and-committed": 1}, report["fates"]
+        retry = [e for e in _events(cluster) if e["type"] == "produce" and e["topic"] == "%RETRY%G"]
+        assert [e["origin"] for e in retry] == [{"topic": "T", "queue": 0, "offset": 0}]
+        summary = _summary(cluster)
+        assert (summary["faults"][0]["hits"], summary["requests"]["36"], summary["requests"]["310"]) == (1, 1, 21)
+    finally:
+        cluster.stop()
+
+
+def test_cpp_client_failed_consumer_list_waits_for_the_next_rebalance(cpp_client: Path, tmp_path: Path) -> None:
+    """The consumer's first two GET_CONSUMER_LIST_BY_GROUP are answered SYSTEM_ERROR: the C++ client asks once per
+    rebalance (every 10 s), takes no queue while the answer fails, and starts at its third rebalance; every
+    message once, valid."""
+    cluster = _fault_cluster(
+        tmp_path, [{"fault": "request-error", "request": "GET_CONSUMER_LIST_BY_GROUP", "count": 2, "after_seconds": 0}]
+    )
+    try:
+        deliveries = tmp_path / "deliveries.jsonl"
+        run = _cpp(cpp_client, cluster, 20, deliveries, "--timeout", "60")
+        assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+        assert _consumed_seconds(run) >= 15, run.stdout  # nothing before the third rebalance
+        report = _judge(cluster, deliveries, tmp_path, 20)
+        assert report["valid"] and report["duplicated_count"] == 0, report["not_tolerated"]
+        assert _summary(cluster)["faults"][0]["hits"] == 2
+    finally:
+        cluster.stop()
+
+
+def test_ali_ons_failed_consumer_list_fails_the_start(ali_ons: Path, tmp_path: Path) -> None:
+    """ali-ons's first rebalance runs inside ``consumer.ready()``, and an error answer to its
+    GET_CONSUMER_LIST_BY_GROUP propagates out of it: ready() rejects with MQClientException (code 1) and the
+    consumer never pulls; the example stops (exit 1). 4.9.8's findConsumerIdList logs the error and returns
+    null, and the rebalance just waits for the next round."""
+    cluster = _fault_cluster(
+        tmp_path, [{"fault": "request-error", "request": "GET_CONSUMER_LIST_BY_GROUP", "after_seconds": 0}]
+    )
+    try:
+        run = _ons(ali_ons, cluster, 20, tmp_path / "deliveries.jsonl")
+        assert run.returncode == 1, run.stdout + run.stderr[-2000:]
+        assert "MQClientException: MQPushConsumer occurred an error java.lang.RuntimeException" in run.stderr
+        assert "rebalanceByTopic" in run.stderr
+        assert cluster.stop() == 143
+        summary = _summary(cluster)
+        assert summary["faults"][0]["hits"] == 1 and "11" not in summary["requests"], summary
+    finally:
+        cluster.stop()
+
+
+def test_cpp_client_orderly_failed_lock_is_retried_at_once(cpp_client: Path, tmp_path: Path) -> None:
+    """An orderly C++ consumer whose first 50 LOCK_BATCH_MQ are answered SYSTEM_ERROR asks again at once, without
+    a pause (all 50 within a few milliseconds), and consumes nothing before a lock succeeds; then every
+    message once, valid. 4.9.8 makes no pq for a queue it failed to lock and tries at its next rebalance (20 s).
+    ali-ons has no orderly consumer."""
+    cluster = _fault_cluster(
+        tmp_path,
+        [{"fault": "request-error", "request": "LOCK_BATCH_MQ", "count": 50, "after_seconds": 0}],
+        "--queues",
+        "1",
+    )
+    try:
+        deliveries = tmp_path / "deliveries.jsonl"
+        run = _cpp(cpp_client, cluster, 20, deliveries, "--orderly", "--timeout", "40")
+        assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+        report = _judge(cluster, deliveries, tmp_path, 20)
+        assert report["valid"] and report["duplicated_count"] == 0, report["not_tolerated"]
+        summary = _summary(cluster)
+        assert summary["faults"][0]["hits"] == 50 and summary["requests"]["41"] > 50, summary
+        hits = [int(line.split()[3].rstrip(":")) for line in cluster.stderr().splitlines() if "request 41 " in line]
+        first_delivery = min(json.loads(line)["time"] for line in deliveries.read_text().splitlines())
+        assert len(hits) == 50 and first_delivery >= max(hits), (hits[-1], first_delivery)
+    finally:
+        cluster.stop()
+
+
+def test_cpp_client_listener_exception_counts_as_success(cpp_client: Path, cluster: Cluster, tmp_path: Path) -> None:
+    """PyPI rocketmq 0.4.4's listener wrapper re-raises the listener's exception from ``finally``; a ctypes
+    callback that raises returns 0, CONSUME_SUCCESS: the message is never sent back, and the offset moves past
+    it. check-history reports it ``lost:failed_delivery``."""
+    deliveries = tmp_path / "deliveries.jsonl"
+    run = _cpp(cpp_client, cluster, 20, deliveries, "--fail-offsets", "2", "--fail-by-raising", "--expect", "19")
+    assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+    assert cluster.stop() == 143
+    merged = tmp_path / "merged.jsonl"
+    merge_histories(cluster.history, [deliveries], merged)
+    report = check_history(merged)
+    assert report["not_tolerated"] == {"lost:failed_delivery": 1}, report["not_tolerated"]
+    assert [(e["topic"], e["offset"]) for e in report["lost"]] == [("T", 2)]
+    assert "36" not in _summary(cluster)["requests"]

@@ -48,7 +48,12 @@ from rmqspec.cluster.history_log import BrokerHistory, consumer_name
 from rmqspec.reference.broker import BrokerController, BrokerHost, TopicConfig
 from rmqspec.reference.compat import SpecCompat
 from rmqspec.reference.consumer_offset_manager import split_topic_at_group
-from rmqspec.reference.message import PROPERTY_TAGS, MessageExt
+from rmqspec.reference.message import (
+    PROPERTY_ORIGIN_MESSAGE_ID,
+    PROPERTY_RETRY_TOPIC,
+    PROPERTY_TAGS,
+    MessageExt,
+)
 from rmqspec.reference.message_queue import RETRY_GROUP_TOPIC_PREFIX, MessageQueue
 from rmqspec.reference.mq_version import MQVersion
 from rmqspec.reference.protocol import (
@@ -93,6 +98,7 @@ GET_BROKER_CLUSTER_INFO = 106
 SEND_MESSAGE_V2 = 310
 REQUEST_CODE_NOT_SUPPORTED = 3  # ResponseCode
 MESSAGE_ILLEGAL = 13  # ResponseCode
+PROPERTY_UNIQ_KEY = "UNIQ_KEY"  # MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX: the producer's message id
 
 # SendMessageRequestHeaderV2's one-letter fields (SendMessageRequestHeaderV2#createSendMessageRequestHeaderV1).
 SEND_V2_FIELDS = {
@@ -697,6 +703,8 @@ class ClusterServer:
             return _encode(frame, response)
         stored = c.message_store.look_message_by_id(response.body)
         assert stored is not None
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            self._record_stored(origin=self._fallback_origin(header.properties))
         return _response(
             frame,
             ResponseCode.SUCCESS,
@@ -707,6 +715,26 @@ class ClusterServer:
                 "queueOffset": str(stored.queue_offset),
             },
         )
+
+    def _fallback_origin(self, properties: dict[str, str]) -> MessageExt | None:
+        """The message a send to ``%RETRY%<group>`` copies, when it is a consumer's fallback for a failed
+        CONSUMER_SEND_MSG_BACK (4.9.8's ``DefaultMQPushConsumerImpl#sendMessageBack`` sends the message anew
+        with ``ORIGIN_MESSAGE_ID`` and ``RETRY_TOPIC``; ali-ons does the same): the stored message that
+        ``ORIGIN_MESSAGE_ID`` names, as an offset message id (store host, port, commit-log offset) or as the
+        ``UNIQ_KEY`` its producer gave it, in the topic ``RETRY_TOPIC`` names. None when it names none."""
+        origin_id, retry_topic = properties.get(PROPERTY_ORIGIN_MESSAGE_ID), properties.get(PROPERTY_RETRY_TOPIC)
+        if not origin_id or not retry_topic:
+            return None
+        store = self._controller().message_store
+        if len(origin_id) == 32:
+            with contextlib.suppress(ValueError):
+                found = store.look_message_by_offset(int(origin_id[16:], 16))
+                if found is not None and found.topic == retry_topic:
+                    return found
+        for stored in store.commit_log:
+            if stored.topic == retry_topic and stored.get_property(PROPERTY_UNIQ_KEY) == origin_id:
+                return stored.copy()
+        return None
 
     def _pull(self, channel: Channel, frame: wire.Frame) -> bytes | None:
         ext = frame.ext_fields
@@ -907,15 +935,18 @@ class ClusterServer:
         who = self._consumer_of(channel, self.history.group) if self.history.group else channel.peer
         if frame.code == RequestCode.QUERY_CONSUMER_OFFSET:
             self._remember_failed_query(channel, frame)
+        if frame.is_oneway:  # no answer is ever written to a oneway request; the client learns nothing
+            armed.entry["oneway_hits"] = armed.entry.get("oneway_hits", 0) + 1
         if fault.kind == "request-error":
             log.warning(
-                "fault at %d: %s: request %d (opaque %d) of %s answered %d, not run",
+                "fault at %d: %s: request %d (opaque %d) of %s answered %d, not run%s",
                 self.clock.now(),
                 fault.describe(),
                 frame.code,
                 frame.opaque,
                 who,
                 fault.response,
+                " (oneway: the answer is not sent)" if frame.is_oneway else "",
             )
             return _response(frame, fault.response, fault.remark)
         log.warning(
