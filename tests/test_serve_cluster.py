@@ -1826,3 +1826,71 @@ def test_cpp_client_listener_exception_counts_as_success(cpp_client: Path, clust
     assert report["not_tolerated"] == {"lost:failed_delivery": 1}, report["not_tolerated"]
     assert [(e["topic"], e["offset"]) for e in report["lost"]] == [("T", 2)]
     assert "36" not in _summary(cluster)["requests"]
+
+
+# --- SEND_BATCH_MESSAGE ------------------------------------------------------------------------------------
+
+
+def test_batch_body_round_trip_and_refuses_truncation() -> None:
+    messages = [wire.BatchMessage(0, b"m0", {"TAGS": "a"}), wire.BatchMessage(3, b"", {})]
+    data = wire.encode_batch(messages)
+    assert wire.decode_batch(data) == messages
+    with pytest.raises(ValueError, match="batch message at byte 0"):
+        wire.decode_batch(data[:10] + data[10:21])
+
+
+def test_raw_send_batch_stores_the_messages_consecutively_on_one_queue(cluster: Cluster) -> None:
+    """SEND_BATCH_MESSAGE (320, the v2 header with ``batch`` true): three messages stored at offsets 0..2 of the
+    header's queue, the answer's msgId lists their three offset ids (comma-separated) and queueOffset is the
+    first; a second batch follows at 3; a batch with a delay level is refused MESSAGE_ILLEGAL, a truncated
+    body SYSTEM_ERROR."""
+    header = {
+        "a": "PG",
+        "b": "T",
+        "c": "TBW102",
+        "d": "4",
+        "e": "1",
+        "f": "0",
+        "g": "0",
+        "h": "0",
+        "i": "",
+        "m": "true",
+    }
+    body = wire.encode_batch([wire.BatchMessage(0, f"m{k}".encode(), {"TAGS": "a", "KEYS": str(k)}) for k in range(3)])
+    with _connect(cluster.broker) as sock:
+        first = _call(sock, 320, header, body, opaque=1)
+        second = _call(sock, 320, header, wire.encode_batch([wire.BatchMessage(0, b"m3", {})]), opaque=2)
+        delayed = _call(sock, 320, {**header, "i": "DELAY\x012\x02"}, body, opaque=3)
+        truncated = _call(sock, 320, header, body[:-3], opaque=4)
+        pull = _call(sock, 11, {**_pull_ext(1, 0), "maxMsgNums": "32"}, opaque=5)
+    assert first.code == 0, first.remark
+    ids = first.ext_fields["msgId"].split(",")
+    assert (len(ids), first.ext_fields["queueId"], first.ext_fields["queueOffset"]) == (3, "1", "0")
+    assert [int(i[16:], 16) for i in ids] == [0, 1, 2]  # consecutive in the commit log
+    assert (second.code, second.ext_fields["queueOffset"]) == (0, "3")
+    assert delayed.code == 13 and "illegal" in (delayed.remark or "")
+    assert truncated.code == 1 and "batch" in (truncated.remark or "")
+    stored = wire.decode_messages(pull.body)
+    assert [(m.queue_offset, m.body, m.properties.get("KEYS")) for m in stored] == [
+        (0, b"m0", "0"),
+        (1, b"m1", "1"),
+        (2, b"m2", "2"),
+        (3, b"m3", None),
+    ]
+    assert cluster.stop() == 143
+    produced = [(e["queue"], e["offset"]) for e in _events(cluster) if e["type"] == "produce"]
+    assert produced == [(1, 0), (1, 1), (1, 2), (1, 3)]
+
+
+def test_cpp_client_send_batch_is_stored_as_one_message(cpp_client: Path, cluster: Cluster, tmp_path: Path) -> None:
+    """The C++ client's ``send_batch`` (10 messages a batch) sends SEND_MESSAGE (10), not SEND_BATCH_MESSAGE, with
+    the v1 header's ``batch`` as "1"; a 4.9.8 broker reads the field with ``Boolean.parseBoolean``, false, and
+    stores the encoded batch as one message: 40 messages sent, 4 stored, 4 delivered (each body the whole
+    batch's encoding); the history is valid for those 4."""
+    deliveries = tmp_path / "deliveries.jsonl"
+    run = _cpp(cpp_client, cluster, 40, deliveries, "--batch", "10", "--expect", "4")
+    assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+    report = _judge(cluster, deliveries, tmp_path, 4)
+    assert report["valid"], report["not_tolerated"]
+    summary = _summary(cluster)
+    assert ("320" in summary["requests"], summary["requests"]["10"], summary["stored"]) == (False, 4, 4)
