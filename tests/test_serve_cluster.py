@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import rmqspec
 from rmqspec.cluster import wire
@@ -1894,3 +1896,65 @@ def test_cpp_client_send_batch_is_stored_as_one_message(cpp_client: Path, cluste
     assert report["valid"], report["not_tolerated"]
     summary = _summary(cluster)
     assert ("320" in summary["requests"], summary["requests"]["10"], summary["stored"]) == (False, 4, 4)
+
+
+# --- robustness: whatever a client sends, the server stays up --------------------------------------------------
+
+_GOOD_HEADER = json.dumps({"code": 105, "opaque": 1, "flag": 0, "extFields": {"topic": "T"}}).encode()
+
+
+def _frame_bytes(header: bytes, body: bytes, total: int | None = None, header_word: int | None = None) -> bytes:
+    word = len(header) if header_word is None else header_word
+    length = 4 + len(header) + len(body) if total is None else total
+    return struct.pack(">II", length & 0xFFFFFFFF, word & 0xFFFFFFFF) + header + body
+
+
+_BAD_INPUTS = st.one_of(
+    st.binary(max_size=64),  # noise
+    st.builds(lambda t: struct.pack(">I", t), st.integers(wire.MAX_FRAME_BYTES + 1, 2**32 - 1)),  # oversized prefix
+    st.builds(lambda w: _frame_bytes(_GOOD_HEADER, b"", header_word=w), st.integers(len(_GOOD_HEADER) + 1, 2**32 - 1)),
+    st.builds(lambda n: _frame_bytes(_GOOD_HEADER, b"x" * 8)[:n], st.integers(1, len(_GOOD_HEADER) + 15)),  # cut off
+    st.builds(lambda h: _frame_bytes(h, b""), st.binary(max_size=48)),  # a header that is no JSON object
+    st.builds(
+        lambda c, o: _frame_bytes(json.dumps({"code": c, "opaque": o, "flag": 0}).encode(), b"\x00\x01"),
+        st.integers(-(2**31), 2**31 - 1),
+        st.integers(0, 2**31 - 1),
+    ),  # any request code, no fields
+)
+
+
+def test_server_survives_malformed_and_vanishing_clients(tmp_path: Path) -> None:
+    """Hypothesis (derandomized, 40 examples) feeds the broker and the name server noise, length prefixes above
+    16 MiB (4.9.8's NettyDecoder FRAME_MAX_LENGTH default, refused from the prefix, before anything of that size
+    is read), header lengths beyond the frame, frames cut off where the client vanishes, headers that are no
+    JSON object and any request code without its fields; a slow reader leaves a reply unread. After each,
+    a well-formed request on a new connection is answered."""
+    cluster = Cluster(tmp_path)
+    slow = _connect(cluster.namesrv)  # a reader that never reads: its replies wait in the socket buffers
+    try:
+        for k in range(200):
+            slow.sendall(_frame_bytes(_GOOD_HEADER.replace(b'"opaque": 1', f'"opaque": {k}'.encode()), b""))
+
+        @settings(max_examples=40, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+        @given(data=_BAD_INPUTS, to_broker=st.booleans(), vanish=st.booleans())
+        def feed(data: bytes, to_broker: bool, vanish: bool) -> None:
+            with _connect(cluster.broker if to_broker else cluster.namesrv) as sock:
+                sock.sendall(data)
+                if not vanish:
+                    sock.shutdown(socket.SHUT_WR)
+                    with pytest.raises((ConnectionError, OSError, struct.error)):
+                        while True:  # answers, if any, then the server closes or the stream ends
+                            if not sock.recv(65536):
+                                raise ConnectionError("closed")
+            with _connect(cluster.namesrv) as sock:
+                assert _call(sock, 105, {"topic": "T"}, opaque=7).code == 0
+            with _connect(cluster.broker) as sock:
+                assert _call(sock, 30, {"topic": "T", "queueId": "0"}, opaque=8).code == 0  # GET_MAX_OFFSET
+
+        feed()
+        assert cluster.proc.poll() is None
+    finally:
+        slow.close()
+        assert cluster.stop() == 143
+    assert "Traceback" not in cluster.stderr()
+    assert "exceeds 16777216" in cluster.stderr()
