@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import rmqspec
 from rmqspec.cluster import wire
@@ -1662,3 +1664,313 @@ def test_ali_ons_admin_reset_is_ignored(ali_ons: Path, tmp_path: Path) -> None:
         assert report["duplicated_count"] == 0
     finally:
         cluster.stop()
+
+
+# --- request faults on offset updates, send-backs, consumer lists and queue locks: the unmodified clients -------
+
+
+def _t_commits(cluster: Cluster) -> list[int]:
+    return [e["offset"] for e in _events(cluster) if e["type"] == "commit" and e["topic"] == "T"]
+
+
+@pytest.mark.parametrize("kind", ["request-error", "request-timeout"])
+def test_cpp_client_failed_offset_update_waits_for_the_next_persist(
+    cpp_client: Path, tmp_path: Path, kind: str
+) -> None:
+    """The consumer's first persist (5 s after its start: T's and %RETRY%G's UPDATE_CONSUMER_OFFSET, sent as
+    requests, not oneway) is answered SYSTEM_ERROR, or never answered. The C++ client does not send it again:
+    nothing is committed until its next persist, 5 s later, which commits T's 100 once; valid, nothing lost."""
+    fault = {"fault": kind, "request": "UPDATE_CONSUMER_OFFSET", "count": 2, "after_messages_pulled": 1}
+    cluster = _fault_cluster(tmp_path, [fault], "--queues", "1")
+    try:
+        deliveries = tmp_path / "deliveries.jsonl"
+        run = _cpp(cpp_client, cluster, 100, deliveries, "--threads", "1", "--work-ms", "20", "--run-for", "12")
+        assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+        report = _judge(cluster, deliveries, tmp_path, 100)
+        assert report["valid"] and report["duplicated_count"] == 0, report["not_tolerated"]
+        (entry,) = _summary(cluster)["faults"]
+        assert entry["hits"] == 2 and "oneway_hits" not in entry, entry
+        assert _t_commits(cluster) == [100]  # the failed persist left nothing; the next one committed once
+    finally:
+        cluster.stop()
+
+
+def test_ali_ons_failed_offset_update_waits_for_the_next_persist(ali_ons: Path, tmp_path: Path) -> None:
+    """ali-ons sends its persist through invokeOneway but never marks the request oneway (flag 0), so the broker
+    answers it, SYSTEM_ERROR here, and ali-ons does not read the answer: nothing is committed until its next
+    persist, 5 s later; nothing lost, only its usual -1 commits."""
+    fault = {"fault": "request-error", "request": "UPDATE_CONSUMER_OFFSET", "count": 2, "after_messages_pulled": 1}
+    cluster = _fault_cluster(tmp_path, [fault], "--queues", "1")
+    try:
+        deliveries = tmp_path / "deliveries.jsonl"
+        run = _ons(ali_ons, cluster, 100, deliveries, "c1", "60", "20", "", "8")
+        assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+        report = _judge(cluster, deliveries, tmp_path, 100)
+        _assert_only_minus_one_commits(report)
+        (entry,) = _summary(cluster)["faults"]
+        assert entry["hits"] == 2 and "oneway_hits" not in entry, entry
+        assert _t_commits(cluster) == [100]
+    finally:
+        cluster.stop()
+
+
+def test_cpp_client_failed_send_back_loses_the_message(cpp_client: Path, tmp_path: Path) -> None:
+    """The listener fails offset 0 (RECONSUME_LATER), and the consumer's first CONSUMER_SEND_MSG_BACK is answered
+    SYSTEM_ERROR. The C++ client answered the whole consume batch (the 20 messages of its pull, of which the
+    listener saw only offset 0) by sending each back, ignores the failed one and commits past it: offset 0 is
+    lost (``lost:failed_delivery``, not valid); the other 19 come back through SCHEDULE_TOPIC_XXXX and
+    %RETRY%G and are consumed there."""
+    cluster = _fault_cluster(
+        tmp_path, [{"fault": "request-error", "request": "CONSUMER_SEND_MSG_BACK", "after_seconds": 0}], "--queues", "1"
+    )
+    try:
+        deliveries = tmp_path / "deliveries.jsonl"
+        run = _cpp(cpp_client, cluster, 20, deliveries, "--fail-offsets", "0", "--expect", "19", "--timeout", "40")
+        assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+        assert cluster.stop() == 143
+        merged = tmp_path / "merged.jsonl"
+        merge_histories(cluster.history, [deliveries], merged)
+        report = check_history(merged)
+        assert report["not_tolerated"] == {"lost:failed_delivery": 1}, report["not_tolerated"]
+        assert [(e["topic"], e["offset"]) for e in report["lost"]] == [("T", 0)]
+        assert report["fates"] == {"consumed-and-committed": 19, "lost": 1, "retry: consumed-and-committed": 19}
+        summary = _summary(cluster)
+        assert (summary["faults"][0]["hits"], summary["requests"]["36"]) == (1, 20)
+        assert _t_commits(cluster) == [20]
+    finally:
+        cluster.stop()
+
+
+def test_ali_ons_failed_send_back_falls_back_to_a_send(ali_ons: Path, tmp_path: Path) -> None:
+    """The same fault: ali-ons, as 4.9.8's sendMessageBack does, sends the failed message anew to %RETRY%G
+    (SEND_MESSAGE_V2 with ORIGIN_MESSAGE_ID and RETRY_TOPIC; delay level 0, so it is stored there at once,
+    where 4.9.8 asks for level 3 + reconsumeTimes); the broker writes it as a copy of offset 0 (``origin``),
+    the consumer consumes it: valid, nothing lost, no other send-back."""
+    cluster = _fault_cluster(
+        tmp_path, [{"fault": "request-error", "request": "CONSUMER_SEND_MSG_BACK", "after_seconds": 0}], "--queues", "1"
+    )
+    try:
+        deliveries = tmp_path / "deliveries.jsonl"
+        run = _ons(ali_ons, cluster, 20, deliveries, "c1", "40", "0", "", "0", "0")
+        assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+        assert "sendMessageBack() occurred an exception" in run.stderr
+        report = _judge(cluster, deliveries, tmp_path, 20)
+        assert report["valid"] or set(report["not_tolerated"]) == {"commit_negative"}, report["not_tolerated"]
+        assert report["fates"] == {"consumed-and-committed": 20, "retry: consumed-and-committed": 1}, report["fates"]
+        retry = [e for e in _events(cluster) if e["type"] == "produce" and e["topic"] == "%RETRY%G"]
+        assert [e["origin"] for e in retry] == [{"topic": "T", "queue": 0, "offset": 0}]
+        summary = _summary(cluster)
+        assert (summary["faults"][0]["hits"], summary["requests"]["36"], summary["requests"]["310"]) == (1, 1, 21)
+    finally:
+        cluster.stop()
+
+
+def test_cpp_client_failed_consumer_list_waits_for_the_next_rebalance(cpp_client: Path, tmp_path: Path) -> None:
+    """The consumer's first two GET_CONSUMER_LIST_BY_GROUP are answered SYSTEM_ERROR: the C++ client asks once per
+    rebalance (every 10 s), takes no queue while the answer fails, and starts at its third rebalance; every
+    message once, valid."""
+    cluster = _fault_cluster(
+        tmp_path, [{"fault": "request-error", "request": "GET_CONSUMER_LIST_BY_GROUP", "count": 2, "after_seconds": 0}]
+    )
+    try:
+        deliveries = tmp_path / "deliveries.jsonl"
+        run = _cpp(cpp_client, cluster, 20, deliveries, "--timeout", "60")
+        assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+        assert _consumed_seconds(run) >= 15, run.stdout  # nothing before the third rebalance
+        report = _judge(cluster, deliveries, tmp_path, 20)
+        assert report["valid"] and report["duplicated_count"] == 0, report["not_tolerated"]
+        assert _summary(cluster)["faults"][0]["hits"] == 2
+    finally:
+        cluster.stop()
+
+
+def test_ali_ons_failed_consumer_list_fails_the_start(ali_ons: Path, tmp_path: Path) -> None:
+    """ali-ons's first rebalance runs inside ``consumer.ready()``, and an error answer to its
+    GET_CONSUMER_LIST_BY_GROUP propagates out of it: ready() rejects with MQClientException (code 1) and the
+    consumer never pulls; the example stops (exit 1). 4.9.8's findConsumerIdList logs the error and returns
+    null, and the rebalance just waits for the next round."""
+    cluster = _fault_cluster(
+        tmp_path, [{"fault": "request-error", "request": "GET_CONSUMER_LIST_BY_GROUP", "after_seconds": 0}]
+    )
+    try:
+        run = _ons(ali_ons, cluster, 20, tmp_path / "deliveries.jsonl")
+        assert run.returncode == 1, run.stdout + run.stderr[-2000:]
+        assert "MQClientException: MQPushConsumer occurred an error java.lang.RuntimeException" in run.stderr
+        assert "rebalanceByTopic" in run.stderr
+        assert cluster.stop() == 143
+        summary = _summary(cluster)
+        assert summary["faults"][0]["hits"] == 1 and "11" not in summary["requests"], summary
+    finally:
+        cluster.stop()
+
+
+def test_cpp_client_orderly_failed_lock_is_retried_at_once(cpp_client: Path, tmp_path: Path) -> None:
+    """An orderly C++ consumer whose first 50 LOCK_BATCH_MQ are answered SYSTEM_ERROR asks again at once, without
+    a pause (all 50 within a few milliseconds), and consumes nothing before a lock succeeds; then every
+    message once, valid. 4.9.8 makes no pq for a queue it failed to lock and tries at its next rebalance (20 s).
+    ali-ons has no orderly consumer."""
+    cluster = _fault_cluster(
+        tmp_path,
+        [{"fault": "request-error", "request": "LOCK_BATCH_MQ", "count": 50, "after_seconds": 0}],
+        "--queues",
+        "1",
+    )
+    try:
+        deliveries = tmp_path / "deliveries.jsonl"
+        run = _cpp(cpp_client, cluster, 20, deliveries, "--orderly", "--timeout", "40")
+        assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+        report = _judge(cluster, deliveries, tmp_path, 20)
+        assert report["valid"] and report["duplicated_count"] == 0, report["not_tolerated"]
+        summary = _summary(cluster)
+        assert summary["faults"][0]["hits"] == 50 and summary["requests"]["41"] > 50, summary
+        hits = [int(line.split()[3].rstrip(":")) for line in cluster.stderr().splitlines() if "request 41 " in line]
+        first_delivery = min(json.loads(line)["time"] for line in deliveries.read_text().splitlines())
+        assert len(hits) == 50 and first_delivery >= max(hits), (hits[-1], first_delivery)
+    finally:
+        cluster.stop()
+
+
+def test_cpp_client_listener_exception_counts_as_success(cpp_client: Path, cluster: Cluster, tmp_path: Path) -> None:
+    """PyPI rocketmq 0.4.4's listener wrapper re-raises the listener's exception from ``finally``; a ctypes
+    callback that raises returns 0, CONSUME_SUCCESS: the message is never sent back, and the offset moves past
+    it. check-history reports it ``lost:failed_delivery``."""
+    deliveries = tmp_path / "deliveries.jsonl"
+    run = _cpp(cpp_client, cluster, 20, deliveries, "--fail-offsets", "2", "--fail-by-raising", "--expect", "19")
+    assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+    assert cluster.stop() == 143
+    merged = tmp_path / "merged.jsonl"
+    merge_histories(cluster.history, [deliveries], merged)
+    report = check_history(merged)
+    assert report["not_tolerated"] == {"lost:failed_delivery": 1}, report["not_tolerated"]
+    assert [(e["topic"], e["offset"]) for e in report["lost"]] == [("T", 2)]
+    assert "36" not in _summary(cluster)["requests"]
+
+
+# --- SEND_BATCH_MESSAGE ------------------------------------------------------------------------------------
+
+
+def test_batch_body_round_trip_and_refuses_truncation() -> None:
+    messages = [wire.BatchMessage(0, b"m0", {"TAGS": "a"}), wire.BatchMessage(3, b"", {})]
+    data = wire.encode_batch(messages)
+    assert wire.decode_batch(data) == messages
+    with pytest.raises(ValueError, match="batch message at byte 0"):
+        wire.decode_batch(data[:10] + data[10:21])
+
+
+def test_raw_send_batch_stores_the_messages_consecutively_on_one_queue(cluster: Cluster) -> None:
+    """SEND_BATCH_MESSAGE (320, the v2 header with ``batch`` true): three messages stored at offsets 0..2 of the
+    header's queue, the answer's msgId lists their three offset ids (comma-separated) and queueOffset is the
+    first; a second batch follows at 3; a batch with a delay level is refused MESSAGE_ILLEGAL, a truncated
+    body SYSTEM_ERROR."""
+    header = {
+        "a": "PG",
+        "b": "T",
+        "c": "TBW102",
+        "d": "4",
+        "e": "1",
+        "f": "0",
+        "g": "0",
+        "h": "0",
+        "i": "",
+        "m": "true",
+    }
+    body = wire.encode_batch([wire.BatchMessage(0, f"m{k}".encode(), {"TAGS": "a", "KEYS": str(k)}) for k in range(3)])
+    with _connect(cluster.broker) as sock:
+        first = _call(sock, 320, header, body, opaque=1)
+        second = _call(sock, 320, header, wire.encode_batch([wire.BatchMessage(0, b"m3", {})]), opaque=2)
+        delayed = _call(sock, 320, {**header, "i": "DELAY\x012\x02"}, body, opaque=3)
+        truncated = _call(sock, 320, header, body[:-3], opaque=4)
+        pull = _call(sock, 11, {**_pull_ext(1, 0), "maxMsgNums": "32"}, opaque=5)
+    assert first.code == 0, first.remark
+    ids = first.ext_fields["msgId"].split(",")
+    assert (len(ids), first.ext_fields["queueId"], first.ext_fields["queueOffset"]) == (3, "1", "0")
+    assert [int(i[16:], 16) for i in ids] == [0, 1, 2]  # consecutive in the commit log
+    assert (second.code, second.ext_fields["queueOffset"]) == (0, "3")
+    assert delayed.code == 13 and "illegal" in (delayed.remark or "")
+    assert truncated.code == 1 and "batch" in (truncated.remark or "")
+    stored = wire.decode_messages(pull.body)
+    assert [(m.queue_offset, m.body, m.properties.get("KEYS")) for m in stored] == [
+        (0, b"m0", "0"),
+        (1, b"m1", "1"),
+        (2, b"m2", "2"),
+        (3, b"m3", None),
+    ]
+    assert cluster.stop() == 143
+    produced = [(e["queue"], e["offset"]) for e in _events(cluster) if e["type"] == "produce"]
+    assert produced == [(1, 0), (1, 1), (1, 2), (1, 3)]
+
+
+def test_cpp_client_send_batch_is_stored_as_one_message(cpp_client: Path, cluster: Cluster, tmp_path: Path) -> None:
+    """The C++ client's ``send_batch`` (10 messages a batch) sends SEND_MESSAGE (10), not SEND_BATCH_MESSAGE, with
+    the v1 header's ``batch`` as "1"; a 4.9.8 broker reads the field with ``Boolean.parseBoolean``, false, and
+    stores the encoded batch as one message: 40 messages sent, 4 stored, 4 delivered (each body the whole
+    batch's encoding); the history is valid for those 4."""
+    deliveries = tmp_path / "deliveries.jsonl"
+    run = _cpp(cpp_client, cluster, 40, deliveries, "--batch", "10", "--expect", "4")
+    assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+    report = _judge(cluster, deliveries, tmp_path, 4)
+    assert report["valid"], report["not_tolerated"]
+    summary = _summary(cluster)
+    assert ("320" in summary["requests"], summary["requests"]["10"], summary["stored"]) == (False, 4, 4)
+
+
+# --- robustness: whatever a client sends, the server stays up --------------------------------------------------
+
+_GOOD_HEADER = json.dumps({"code": 105, "opaque": 1, "flag": 0, "extFields": {"topic": "T"}}).encode()
+
+
+def _frame_bytes(header: bytes, body: bytes, total: int | None = None, header_word: int | None = None) -> bytes:
+    word = len(header) if header_word is None else header_word
+    length = 4 + len(header) + len(body) if total is None else total
+    return struct.pack(">II", length & 0xFFFFFFFF, word & 0xFFFFFFFF) + header + body
+
+
+_BAD_INPUTS = st.one_of(
+    st.binary(max_size=64),  # noise
+    st.builds(lambda t: struct.pack(">I", t), st.integers(wire.MAX_FRAME_BYTES + 1, 2**32 - 1)),  # oversized prefix
+    st.builds(lambda w: _frame_bytes(_GOOD_HEADER, b"", header_word=w), st.integers(len(_GOOD_HEADER) + 1, 2**32 - 1)),
+    st.builds(lambda n: _frame_bytes(_GOOD_HEADER, b"x" * 8)[:n], st.integers(1, len(_GOOD_HEADER) + 15)),  # cut off
+    st.builds(lambda h: _frame_bytes(h, b""), st.binary(max_size=48)),  # a header that is no JSON object
+    st.builds(
+        lambda c, o: _frame_bytes(json.dumps({"code": c, "opaque": o, "flag": 0}).encode(), b"\x00\x01"),
+        st.integers(-(2**31), 2**31 - 1),
+        st.integers(0, 2**31 - 1),
+    ),  # any request code, no fields
+)
+
+
+def test_server_survives_malformed_and_vanishing_clients(tmp_path: Path) -> None:
+    """Hypothesis (derandomized, 40 examples) feeds the broker and the name server noise, length prefixes above
+    16 MiB (4.9.8's NettyDecoder FRAME_MAX_LENGTH default, refused from the prefix, before anything of that size
+    is read), header lengths beyond the frame, frames cut off where the client vanishes, headers that are no
+    JSON object and any request code without its fields; a slow reader leaves a reply unread. After each,
+    a well-formed request on a new connection is answered."""
+    cluster = Cluster(tmp_path)
+    slow = _connect(cluster.namesrv)  # a reader that never reads: its replies wait in the socket buffers
+    try:
+        for k in range(200):
+            slow.sendall(_frame_bytes(_GOOD_HEADER.replace(b'"opaque": 1', f'"opaque": {k}'.encode()), b""))
+
+        @settings(max_examples=40, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+        @given(data=_BAD_INPUTS, to_broker=st.booleans(), vanish=st.booleans())
+        def feed(data: bytes, to_broker: bool, vanish: bool) -> None:
+            with _connect(cluster.broker if to_broker else cluster.namesrv) as sock:
+                sock.sendall(data)
+                if not vanish:
+                    sock.shutdown(socket.SHUT_WR)
+                    with pytest.raises((ConnectionError, OSError, struct.error)):
+                        while True:  # answers, if any, then the server closes or the stream ends
+                            if not sock.recv(65536):
+                                raise ConnectionError("closed")
+            with _connect(cluster.namesrv) as sock:
+                assert _call(sock, 105, {"topic": "T"}, opaque=7).code == 0
+            with _connect(cluster.broker) as sock:
+                assert _call(sock, 30, {"topic": "T", "queueId": "0"}, opaque=8).code == 0  # GET_MAX_OFFSET
+
+        feed()
+        assert cluster.proc.poll() is None
+    finally:
+        slow.close()
+        assert cluster.stop() == 143
+    assert "Traceback" not in cluster.stderr()
+    assert "exceeds 16777216" in cluster.stderr()

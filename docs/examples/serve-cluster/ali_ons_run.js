@@ -1,17 +1,22 @@
 'use strict';
 // Produce N messages and consume them with npm's ali-ons against serve-cluster.
 //
-//   NODE_PATH=<dir>/node_modules node ali_ons_run.js NAMESRV N DELIVERIES LISTENER_JS [INSTANCE] [TIMEOUT_S] [WORK_MS] [EXPECT] [LINGER_S]
+//   NODE_PATH=<dir>/node_modules node ali_ons_run.js NAMESRV N DELIVERIES LISTENER_JS [INSTANCE] [TIMEOUT_S] [WORK_MS] [EXPECT] [LINGER_S] [FAIL_OFFSETS]
 //
 // LISTENER_JS is rmqspec's src/rmqspec/cluster/listener.js; INSTANCE (default c1) may list several
 // consumers of the group, c1,c2, which then write to the same DELIVERIES file. Prints `sent N SECONDS`
 // and `consumed K`; exits 0 when all N (or EXPECT) were consumed before the timeout, 1 otherwise. With
 // LINGER_S the consumers keep running that many seconds after that (a fault may come meanwhile).
+// FAIL_OFFSETS (o1,o2,...): the first delivery of those offsets of T fails (the handler throws), so the
+// consumer sends them back. A message pulled from %RETRY%G reaches the handler with the topic it was first
+// sent to (ali-ons resets it, as 4.9.8's resetRetryTopic) and the retry queue's id and offset; its
+// RETRY_TOPIC property tells it apart, and the listener records it under %RETRY%G.
 const { Producer, Consumer, Message } = require('ali-ons');
 
-const [ namesrv, nText, deliveriesPath, listenerJs, instance = 'c1', timeoutText = '60', workText = '0', expectText, lingerText = '0' ] = process.argv.slice(2);
+const [ namesrv, nText, deliveriesPath, listenerJs, instance = 'c1', timeoutText = '60', workText = '0', expectText, lingerText = '0', failText = '' ] = process.argv.slice(2);
 const { DeliveryLog } = require(listenerJs);
 const n = Number(nText);
+const failing = new Set(failText.split(',').filter(o => o !== '').map(Number));
 const expected = expectText === undefined || expectText === '' ? n : Number(expectText);
 
 async function main() {
@@ -39,8 +44,14 @@ async function main() {
     }, common));
     consumer.subscribe('T', '*', async msg => {
       await new Promise(resolve => setTimeout(resolve, Number(workText))); // the application's work
-      deliveries.record(msg.topic, msg.queueId, msg.queueOffset);
-      seen.add(msg.queueId + ':' + msg.queueOffset);
+      const retried = Boolean(msg.properties && msg.properties.RETRY_TOPIC);
+      const topic = retried ? '%RETRY%G' : msg.topic;
+      if (!retried && failing.delete(Number(msg.queueOffset))) {
+        deliveries.record(topic, msg.queueId, msg.queueOffset, 'failure');
+        throw new Error('the listener fails offset ' + msg.queueOffset);
+      }
+      deliveries.record(topic, msg.queueId, msg.queueOffset);
+      seen.add(topic + ':' + msg.queueId + ':' + msg.queueOffset);
       if (seen.size >= expected) finish(true);
     });
     await consumer.ready();

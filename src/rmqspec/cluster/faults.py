@@ -26,7 +26,8 @@ A script is a JSON object ``{"faults": [FAULT, ...]}``; each FAULT fires once, w
 
 ``{"fault": "request-error", "request": R, "count": N, "response": E, "remark": M, "consumer": C, <trigger>}``
     the next ``N`` (default 1) requests of code ``R`` (a RequestCode name; ``SEND_MESSAGE`` also covers its
-    v2 header, SEND_MESSAGE_V2) are answered ``E`` (a ResponseCode name; default SYSTEM_BUSY with 4.9.8's
+    v2 header, SEND_MESSAGE_V2; SEND_BATCH_MESSAGE is its own) are answered ``E`` (a ResponseCode name;
+    default SYSTEM_BUSY with 4.9.8's
     ``[REJECTREQUEST]system busy, start flow control for a while`` for a send, whose processor rejects
     requests while the page cache is busy, and SYSTEM_ERROR with an exception's description, as
     ``NettyRemotingAbstract`` answers a processor that threw, for any other code) without being applied:
@@ -115,6 +116,7 @@ KIND_FIELDS: dict[str, dict[str, bool]] = {
 REQUEST_CODES: dict[str, tuple[int, ...]] = {
     "SEND_MESSAGE": (10, 310),
     "SEND_MESSAGE_V2": (310,),
+    "SEND_BATCH_MESSAGE": (320,),
     "PULL_MESSAGE": (11,),
     "QUERY_CONSUMER_OFFSET": (14,),
     "UPDATE_CONSUMER_OFFSET": (15,),
@@ -173,7 +175,7 @@ ADMIN_LANGUAGES = ("JAVA", "CPP")
 
 def default_response(request: str) -> tuple[int, str]:
     """The response code and remark a request-error without ``response`` answers for ``request``."""
-    if request in ("SEND_MESSAGE", "SEND_MESSAGE_V2"):
+    if request in ("SEND_MESSAGE", "SEND_MESSAGE_V2", "SEND_BATCH_MESSAGE"):
         return RESPONSE_CODES["SYSTEM_BUSY"], REJECT_REMARK
     return RESPONSE_CODES["SYSTEM_ERROR"], ERROR_REMARK
 

@@ -17,7 +17,6 @@ Departures from a real 4.9.8 deployment, each for a documented reason:
   TBW102 detour), with ``queues`` queues; ``%RETRY%<group>`` with the group's retry queue count.
 * A compressed message body (sys flag bit 0) is inflated when stored and served uncompressed: the
   reference stores no sys flag, and a send-back copy must stay readable.
-* Batch sends (SEND_BATCH_MESSAGE) are answered REQUEST_CODE_NOT_SUPPORTED.
 
 Unknown request codes are logged once per code and answered as 4.9.8's ``NettyRemotingAbstract``
 does: REQUEST_CODE_NOT_SUPPORTED with the remark `` request type <code> not supported``.
@@ -48,7 +47,12 @@ from rmqspec.cluster.history_log import BrokerHistory, consumer_name
 from rmqspec.reference.broker import BrokerController, BrokerHost, TopicConfig
 from rmqspec.reference.compat import SpecCompat
 from rmqspec.reference.consumer_offset_manager import split_topic_at_group
-from rmqspec.reference.message import PROPERTY_TAGS, MessageExt
+from rmqspec.reference.message import (
+    PROPERTY_ORIGIN_MESSAGE_ID,
+    PROPERTY_RETRY_TOPIC,
+    PROPERTY_TAGS,
+    MessageExt,
+)
 from rmqspec.reference.message_queue import RETRY_GROUP_TOPIC_PREFIX, MessageQueue
 from rmqspec.reference.mq_version import MQVersion
 from rmqspec.reference.protocol import (
@@ -91,8 +95,15 @@ GET_MIN_OFFSET = 31
 GET_ROUTEINTO_BY_TOPIC = 105
 GET_BROKER_CLUSTER_INFO = 106
 SEND_MESSAGE_V2 = 310
+SEND_BATCH_MESSAGE = 320
 REQUEST_CODE_NOT_SUPPORTED = 3  # ResponseCode
 MESSAGE_ILLEGAL = 13  # ResponseCode
+# SendMessageProcessor#handlePutMessageResult's remark for MESSAGE_ILLEGAL (maxMessageSize's default, 4 MiB)
+BATCH_ILLEGAL_REMARK = (
+    "the message is illegal, maybe msg body or properties length not matched. "
+    "msg body length limit 4194304B, msg properties length limit 32KB."
+)
+PROPERTY_UNIQ_KEY = "UNIQ_KEY"  # MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX: the producer's message id
 
 # SendMessageRequestHeaderV2's one-letter fields (SendMessageRequestHeaderV2#createSendMessageRequestHeaderV1).
 SEND_V2_FIELDS = {
@@ -506,7 +517,7 @@ class ClusterServer:
         c = self._controller()
         ext, code = frame.ext_fields, frame.code
         conn = channel.connection
-        if code in (RequestCode.SEND_MESSAGE, SEND_MESSAGE_V2):
+        if code in (RequestCode.SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE):
             return self._send_message(frame)
         if code == RequestCode.PULL_MESSAGE:
             return self._pull(channel, frame)
@@ -669,10 +680,12 @@ class ClusterServer:
 
     def _send_message(self, frame: wire.Frame) -> bytes:
         ext = frame.ext_fields
-        if frame.code == SEND_MESSAGE_V2:
+        if frame.code in (SEND_MESSAGE_V2, SEND_BATCH_MESSAGE):  # AbstractSendMessageProcessor#parseRequestHeader
             ext = {SEND_V2_FIELDS[k]: v for k, v in ext.items() if k in SEND_V2_FIELDS}
+        # SendMessageProcessor: the header decides, not the code, read as Boolean.parseBoolean reads it (the C++
+        # client's "1" is false: its batch is stored as one message)
         if str(ext.get("batch", "false")).lower() == "true":
-            return self._not_supported(frame, "broker (batch send)")
+            return self._send_batch(frame, ext)
         topic = _str(ext, "topic")
         self._ensure_topic(topic)
         body = frame.body
@@ -697,6 +710,8 @@ class ClusterServer:
             return _encode(frame, response)
         stored = c.message_store.look_message_by_id(response.body)
         assert stored is not None
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            self._record_stored(origin=self._fallback_origin(header.properties))
         return _response(
             frame,
             ResponseCode.SUCCESS,
@@ -707,6 +722,70 @@ class ClusterServer:
                 "queueOffset": str(stored.queue_offset),
             },
         )
+
+    def _send_batch(self, frame: wire.Frame, ext: dict[str, Any]) -> bytes:
+        """SEND_BATCH_MESSAGE as 4.9.8's ``SendMessageProcessor#asyncSendBatchMessage``: the header is a send's (v1
+        or v2 layout), the body ``MessageDecoder#encodeMessages``' messages; they are stored consecutively on the
+        header's queue (``CommitLog#asyncPutMessages``, one lock), each with its own properties and the batch's,
+        and the answer carries every message's offset msgId, comma-separated, and the first queue offset. A
+        batch with a delay level is refused MESSAGE_ILLEGAL, as the commit log refuses it. As in 4.9.8 the
+        header's ``batch`` field decides, "true" in any case (``Boolean.parseBoolean``): SEND_MESSAGE with a v1 header
+        saying batch is a batch too, SEND_BATCH_MESSAGE without it one message."""
+        topic = _str(ext, "topic")
+        queue_id = _int(ext, "queueId")
+        batch_properties = wire.string_to_properties(str(ext.get("properties", "")))
+        try:
+            messages = wire.decode_batch(frame.body)
+        except ValueError as err:
+            raise BadRequest(str(err)) from None
+        if not messages:
+            raise BadRequest("the batch body holds no message")
+        if _int(batch_properties, "DELAY", 0) > 0:
+            return _response(frame, MESSAGE_ILLEGAL, BATCH_ILLEGAL_REMARK)
+        config = self._ensure_topic(topic)
+        if queue_id < 0:  # 4.9.8 picks a random write queue; the reference's runs are repeatable, so the first
+            queue_id = 0
+        c = self._controller()
+        ids, first = [], None
+        for m in messages:
+            header = SendMessageRequestHeader(
+                _str(ext, "producerGroup"),
+                topic,
+                queue_id % max(config.write_queue_nums, 1),
+                {**m.properties, **batch_properties},
+                _int(ext, "bornTimestamp", 0),
+                _int(ext, "reconsumeTimes", 0),
+            )
+            response = c.send_message_processor.send_message(RemotingCommand(SEND_BATCH_MESSAGE, header, m.body))
+            if response.code != ResponseCode.SUCCESS or not isinstance(response.body, str):
+                return _encode(frame, response)
+            stored = c.message_store.look_message_by_id(response.body)
+            assert stored is not None
+            ids.append(wire.offset_message_id(self.broker_addr, stored.commit_log_offset))
+            first = stored if first is None else first
+        assert first is not None
+        ext_out = {"msgId": ",".join(ids), "queueId": str(first.queue_id), "queueOffset": str(first.queue_offset)}
+        return _response(frame, ResponseCode.SUCCESS, None, ext_out)
+
+    def _fallback_origin(self, properties: dict[str, str]) -> MessageExt | None:
+        """The message a send to ``%RETRY%<group>`` copies, when it is a consumer's fallback for a failed
+        CONSUMER_SEND_MSG_BACK (4.9.8's ``DefaultMQPushConsumerImpl#sendMessageBack`` sends the message anew
+        with ``ORIGIN_MESSAGE_ID`` and ``RETRY_TOPIC``; ali-ons does the same): the stored message that
+        ``ORIGIN_MESSAGE_ID`` names, as an offset message id (store host, port, commit-log offset) or as the
+        ``UNIQ_KEY`` its producer gave it, in the topic ``RETRY_TOPIC`` names. None when it names none."""
+        origin_id, retry_topic = properties.get(PROPERTY_ORIGIN_MESSAGE_ID), properties.get(PROPERTY_RETRY_TOPIC)
+        if not origin_id or not retry_topic:
+            return None
+        store = self._controller().message_store
+        if len(origin_id) == 32:
+            with contextlib.suppress(ValueError):
+                found = store.look_message_by_offset(int(origin_id[16:], 16))
+                if found is not None and found.topic == retry_topic:
+                    return found
+        for stored in store.commit_log:
+            if stored.topic == retry_topic and stored.get_property(PROPERTY_UNIQ_KEY) == origin_id:
+                return stored.copy()
+        return None
 
     def _pull(self, channel: Channel, frame: wire.Frame) -> bytes | None:
         ext = frame.ext_fields
@@ -907,15 +986,18 @@ class ClusterServer:
         who = self._consumer_of(channel, self.history.group) if self.history.group else channel.peer
         if frame.code == RequestCode.QUERY_CONSUMER_OFFSET:
             self._remember_failed_query(channel, frame)
+        if frame.is_oneway:  # no answer is ever written to a oneway request; the client learns nothing
+            armed.entry["oneway_hits"] = armed.entry.get("oneway_hits", 0) + 1
         if fault.kind == "request-error":
             log.warning(
-                "fault at %d: %s: request %d (opaque %d) of %s answered %d, not run",
+                "fault at %d: %s: request %d (opaque %d) of %s answered %d, not run%s",
                 self.clock.now(),
                 fault.describe(),
                 frame.code,
                 frame.opaque,
                 who,
                 fault.response,
+                " (oneway: the answer is not sent)" if frame.is_oneway else "",
             )
             return _response(frame, fault.response, fault.remark)
         log.warning(

@@ -254,6 +254,53 @@ def encode_message(m: WireMessage) -> bytes:
     return struct.pack(">ii", size, MESSAGE_MAGIC_CODE) + rest
 
 
+@dataclass
+class BatchMessage:
+    """One message of a SEND_BATCH_MESSAGE body."""
+
+    flag: int
+    body: bytes
+    properties: dict[str, str]
+
+
+def encode_batch(messages: list[BatchMessage]) -> bytes:
+    """``MessageDecoder#encodeMessages``: per message its total size, magic code and body CRC (both 0, as the
+    client writes them), flag, body (int32 length + bytes) and properties (int16 length + pairs)."""
+    out = []
+    for m in messages:
+        props = properties_to_string(m.properties).encode("utf-8")
+        size = 4 * 5 + len(m.body) + 2 + len(props)
+        out.append(
+            struct.pack(">iiiii", size, 0, 0, m.flag, len(m.body)) + m.body + struct.pack(">h", len(props)) + props
+        )
+    return b"".join(out)
+
+
+def decode_batch(data: bytes) -> list[BatchMessage]:
+    """``MessageDecoder#decodeMessages``, the inverse of :func:`encode_batch`; raises ValueError naming the byte
+    where a message is truncated or malformed (the total size and the magic code are not read, as 4.9.8)."""
+    out: list[BatchMessage] = []
+    pos = 0
+    try:
+        while pos < len(data):
+            _size, _magic, _crc, flag, body_len = struct.unpack_from(">iiiii", data, pos)
+            p = pos + 20
+            if body_len < 0 or p + body_len > len(data):
+                raise ValueError(f"batch message at byte {pos}: body of {body_len} bytes runs past the end")
+            body = data[p : p + body_len]
+            p += body_len
+            (props_len,) = struct.unpack_from(">h", data, p)
+            p += 2
+            if props_len < 0 or p + props_len > len(data):
+                raise ValueError(f"batch message at byte {pos}: properties of {props_len} bytes run past the end")
+            props = string_to_properties(data[p : p + props_len].decode("utf-8"))
+            out.append(BatchMessage(flag, body, props))
+            pos = p + props_len
+    except (struct.error, UnicodeDecodeError) as err:
+        raise ValueError(f"batch body truncated or malformed at byte {pos}: {err}") from None
+    return out
+
+
 def decode_messages(data: bytes) -> list[WireMessage]:
     """The messages of a pull body (the inverse of :func:`encode_message`); raises ValueError."""
     out: list[WireMessage] = []
