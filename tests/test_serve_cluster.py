@@ -280,17 +280,7 @@ def test_raw_produce_pull_commit_is_judged(cluster: Cluster, tmp_path: Path) -> 
     sent = []
     with _connect(cluster.broker) as sock:
         for i in range(3):
-            header = {
-                "a": "PG",
-                "b": "T",
-                "c": "TBW102",
-                "d": "4",
-                "e": "1",
-                "f": "0",
-                "g": "0",
-                "h": "0",
-                "i": "TAGS\x01a\x02",
-            }
+            header = {**SEND_HEADER, "e": "1", "i": "TAGS\x01a\x02"}
             reply = _call(sock, 310, header, f"m{i}".encode(), opaque=10 + i)
             assert reply.code == 0 and reply.ext_fields["queueOffset"] == str(i)
             sent.append(reply.ext_fields["msgId"])
@@ -1529,14 +1519,24 @@ def test_cpp_client_request_timeout_on_pull_waits_for_its_own_timeout(cpp_client
         "--queues",
         "1",
     )
+    # nothing comes before the client's own pull timeout
+    _cpp_waits_then_consumes_once(cpp_client, cluster, tmp_path, 100, 90, 20, 2)
+
+
+def _cpp_waits_then_consumes_once(
+    cpp_client: Path, cluster: Cluster, tmp_path: Path, messages: int, timeout: int, waited: int, hits: int
+) -> None:
+    """Run the C++ example on ``messages`` messages (giving up after ``timeout`` s) under the cluster's one fault: it
+    consumes nothing for at least ``waited`` s, then every message once, the run judged valid, the fault hit
+    ``hits`` times. Stops the cluster."""
     try:
         deliveries = tmp_path / "deliveries.jsonl"
-        run = _cpp(cpp_client, cluster, 100, deliveries, "--timeout", "90")
+        run = _cpp(cpp_client, cluster, messages, deliveries, "--timeout", str(timeout))
         assert run.returncode == 0, run.stdout + run.stderr[-2000:]
-        assert _consumed_seconds(run) >= 20, run.stdout  # nothing came before the client's timeout
-        report = _judge(cluster, deliveries, tmp_path, 100)
+        assert _consumed_seconds(run) >= waited, run.stdout
+        report = _judge(cluster, deliveries, tmp_path, messages)
         assert report["valid"] and report["duplicated_count"] == 0, report["not_tolerated"]
-        assert _summary(cluster)["faults"][0]["hits"] == 2
+        assert _summary(cluster)["faults"][0]["hits"] == hits
     finally:
         cluster.stop()
 
@@ -1772,16 +1772,7 @@ def test_cpp_client_failed_consumer_list_waits_for_the_next_rebalance(cpp_client
     cluster = _fault_cluster(
         tmp_path, [{"fault": "request-error", "request": "GET_CONSUMER_LIST_BY_GROUP", "count": 2, "after_seconds": 0}]
     )
-    try:
-        deliveries = tmp_path / "deliveries.jsonl"
-        run = _cpp(cpp_client, cluster, 20, deliveries, "--timeout", "60")
-        assert run.returncode == 0, run.stdout + run.stderr[-2000:]
-        assert _consumed_seconds(run) >= 15, run.stdout  # nothing before the third rebalance
-        report = _judge(cluster, deliveries, tmp_path, 20)
-        assert report["valid"] and report["duplicated_count"] == 0, report["not_tolerated"]
-        assert _summary(cluster)["faults"][0]["hits"] == 2
-    finally:
-        cluster.stop()
+    _cpp_waits_then_consumes_once(cpp_client, cluster, tmp_path, 20, 60, 15, 2)  # nothing before the third rebalance
 
 
 def test_ali_ons_failed_consumer_list_fails_the_start(ali_ons: Path, tmp_path: Path) -> None:
@@ -1862,18 +1853,7 @@ def test_raw_send_batch_stores_the_messages_consecutively_on_one_queue(cluster: 
     header's queue, the answer's msgId lists their three offset ids (comma-separated) and queueOffset is the
     first; a second batch follows at 3; a batch with a delay level is refused MESSAGE_ILLEGAL, a truncated
     body SYSTEM_ERROR."""
-    header = {
-        "a": "PG",
-        "b": "T",
-        "c": "TBW102",
-        "d": "4",
-        "e": "1",
-        "f": "0",
-        "g": "0",
-        "h": "0",
-        "i": "",
-        "m": "true",
-    }
+    header = {**SEND_HEADER, "e": "1", "m": "true"}
     body = wire.encode_batch([wire.BatchMessage(0, f"m{k}".encode(), {"TAGS": "a", "KEYS": str(k)}) for k in range(3)])
     with _connect(cluster.broker) as sock:
         first = _call(sock, 320, header, body, opaque=1)
