@@ -1152,6 +1152,56 @@ WITNESSES: dict[str, tuple[Config, list[act.Action]]] = {
             act.BrokerReceive(client=0, overtakes=0),
         ],
     ),
+    # the fifth set (spec/variants/held_out/client_fixes.py): figures unseen
+    "local_remove_offset_noop": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            mode="BROADCASTING",
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            retention_deletes=1,
+        ),
+        [
+            act.Start(client=0),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.Produce(queue=0, tag="A"),
+            act.Produce(queue=0, tag="A"),
+            act.CoolQueueHead(queue=0),
+            act.RetentionDelete(queue=0),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.Tick(),
+            act.Heartbeat(client=0),
+            act.Tick(),
+            act.FixOffsetIllegal(client=0, queue=0),
+        ],
+    ),
+    "send_back_failure_keeps_times": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=1,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=1,
+        ),
+        [
+            act.Produce(queue=0, tag="A"),
+            act.Start(client=0),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.StartConsume(client=0, rid=2),
+            act.FinishConsume(client=0, rid=2, status="RECONSUME_LATER", ack_index=-1, send_back_fails=1),
+        ],
+    ),
 }
 
 
@@ -1317,6 +1367,15 @@ DIFFERS: dict[str, Callable[[State, State], bool]] = {
     ),
     "commit_of_new_queue_dropped": lambda ok, bug: (
         ok.broker.offsets == (0, 0, 0) and bug.broker.offsets == (0, None, 0)
+    ),
+    # the fifth set
+    # the OFFSET_ILLEGAL fix's removeOffset left the corrected offset in memory; the correct store removed it
+    "local_remove_offset_noop": lambda ok, bug: (
+        ok.clients[0].mem[0] is None and bug.clients[0].mem[0] == 1 and ok.clients[0].file[0] == bug.clients[0].file[0]
+    ),
+    # the message whose send-back failed is resubmitted with its old reconsumeTimes, not one more
+    "send_back_failure_keeps_times": lambda ok, bug: (
+        ok.clients[0].requests[-1].msgs == ((0, 1),) and bug.clients[0].requests[-1].msgs == ((0, 0),)
     ),
 }
 

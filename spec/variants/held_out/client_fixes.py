@@ -1,0 +1,81 @@
+"""The fifth held-out set (docs/held_out.md, "The fifth set"): consumer-offset bugs found through later fix commits of
+the Java client and of the C++ client, each planted by what the buggy code did as its fix describes it (the
+registry's ``citation``), overriding one helper of the model. Written apart from the search: nothing about the search
+or its properties was read to choose or plant them, and their catch figures have not been seen
+(``HeldOutBug.figures_seen`` False)."""
+
+from __future__ import annotations
+
+from rmqspec.spec.actions import FinishConsume
+from rmqspec.spec.state import Client, ConsumeRequest, State
+from rmqspec.spec.state import put_at as _put
+from rmqspec.spec.variants import Variant
+from rmqspec.spec.variants.held_out import HeldOutBug, held_out
+
+# figures_seen of every bug of this module: their catch figures have not been read (docs/held_out.md, "The fifth
+# set"); whoever first uses them to change the search or the properties sets this True in the same change
+_FIGURES_SEEN = False
+
+
+@held_out(
+    "local_remove_offset_noop",
+    HeldOutBug(
+        "LocalFileOffsetStore.removeOffset is an empty method: a BROADCASTING consumer that removes a queue's "
+        "offset (the OFFSET_ILLEGAL fix's persist-then-remove, a pull-expired pq's removal) keeps the queue's memory "
+        "entry, which later persistAll runs write again and the next positioning of the queue starts from",
+        ("R1.14", "R5.7"),
+        "apache/rocketmq commit 8d248a24d5 (2024-01-12, 'Fix LocalFileOffsetStore removeOffset': the empty "
+        "removeOffset(mq) gained offsetTable.remove(mq)), part of #7745 '[ISSUE #7740] Optimize "
+        "LocalFileOffsetStore' (apache/rocketmq#7740, a BROADCASTING consumer that cannot fix an illegal offset)",
+        (),
+        _FIGURES_SEEN,
+    ),
+)
+class LocalRemoveOffsetNoop(Variant):
+    """removeOffset(mq) of the local file store changes nothing; the remote store's is unchanged."""
+
+    def _remove_offset(self, cl: Client, q: int) -> Client:
+        if self.clustering:
+            return super()._remove_offset(cl, q)
+        return cl
+
+
+@held_out(
+    "send_back_failure_keeps_times",
+    HeldOutBug(
+        "a message whose CONSUMER_SEND_MSG_BACK failed is consumed again locally (submitConsumeRequestLater) with "
+        "the reconsumeTimes it had: the failed send-back is not counted, so the listener sees the same retry count "
+        "again and again and a message that keeps failing while the broker refuses send-backs is never counted "
+        "towards maxReconsumeTimes on the client",
+        ("R7.3", "R7.4"),
+        "apache/rocketmq-client-cpp PR #210 'fix(consumer): send back error when consuming failed.' (commit "
+        "04781a4, 2020-01-02: the local retry list of ConsumeMessageConcurrentlyService::ConsumeRequest gained "
+        "msgs[i].setReconsumeTimes(msgs[i].getReconsumeTimes() + 1), as the Java client does, and the send-back "
+        "went to the queue's broker instead of the message's store host)",
+        (),
+        _FIGURES_SEEN,
+    ),
+)
+class SendBackFailureKeepsTimes(Variant):
+    """The consume request resubmitted for the messages whose send-back failed carries their old reconsumeTimes."""
+
+    def _finish_consume(self, s: State, a: FinishConsume) -> State:
+        t = super()._finish_consume(s, a)
+        if self.orderly:
+            return t
+        before, after = s.clients[a.client], t.clients[a.client]
+        if after.seq == before.seq or not after.requests:
+            return t
+        resubmitted = after.requests[-1]
+        if resubmitted.rid != before.seq:
+            return t
+        old = _old_times(before, a.rid)
+        msgs = tuple((o, old.get(o, times)) for o, times in resubmitted.msgs)
+        requests = (*after.requests[:-1], resubmitted._replace(msgs=msgs))
+        return t._replace(clients=_put(t.clients, a.client, after._replace(requests=requests)))
+
+
+def _old_times(cl: Client, rid: int) -> dict[int, int]:
+    """offset -> reconsumeTimes of the messages of the running request ``rid`` (the listener's batch)."""
+    r: ConsumeRequest = next(r for r in cl.consuming if r.rid == rid)
+    return dict(r.msgs)
