@@ -160,7 +160,7 @@ HELD_OUT_NAMES: Final[tuple[str, ...]] = (
     "rebalance_keeps_dirty_offset",
     "send_back_limit_from_group",
     "offset_illegal_pulls_on",
-    # the fourth set (spec/variants/held_out/legacy_fixes.py): written apart from the search, catch figures unseen
+    # the fourth set (spec/variants/held_out/legacy_fixes.py): written apart from the search, catch figures seen
     "young_queue_zero_from_disk",
     "timestamp_searched_in_seconds",
     "removal_counts_absent_messages",

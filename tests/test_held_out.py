@@ -69,6 +69,37 @@ _FLOW_CONTROL_CONFIG = Config(
 )
 
 
+# a BROADCASTING consumer's OFFSET_ILLEGAL reply and its fix 10 s later (the witness of two local-store bugs)
+_BROADCAST_OFFSET_FIX: tuple[Config, list[act.Action]] = (
+    Config(
+        consumers=1,
+        queues=1,
+        messages_per_queue=2,
+        mode="BROADCASTING",
+        client_crashes=0,
+        client_shutdowns=0,
+        broker_crashes=0,
+        send_back_failures=0,
+        retention_deletes=1,
+    ),
+    [
+        act.Start(client=0),
+        act.Rebalance(client=0),
+        act.SendPull(client=0, queue=0),
+        act.BrokerReceive(client=0, overtakes=0),
+        act.Produce(queue=0, tag="A"),
+        act.Produce(queue=0, tag="A"),
+        act.CoolQueueHead(queue=0),
+        act.RetentionDelete(queue=0),
+        act.ReceivePull(client=0, pq_uid=0),
+        act.Tick(),
+        act.Heartbeat(client=0),
+        act.Tick(),
+        act.FixOffsetIllegal(client=0, queue=0),
+    ],
+)
+
+
 # name -> (configuration, witness schedule)
 WITNESSES: dict[str, tuple[Config, list[act.Action]]] = {
     "local_offset_bak_never_written": (
@@ -414,34 +445,7 @@ WITNESSES: dict[str, tuple[Config, list[act.Action]]] = {
         ],
     ),
     # the second set (spec/variants/held_out/client_reports.py): figures seen
-    "local_persist_one_noop": (
-        Config(
-            consumers=1,
-            queues=1,
-            messages_per_queue=2,
-            mode="BROADCASTING",
-            client_crashes=0,
-            client_shutdowns=0,
-            broker_crashes=0,
-            send_back_failures=0,
-            retention_deletes=1,
-        ),
-        [
-            act.Start(client=0),
-            act.Rebalance(client=0),
-            act.SendPull(client=0, queue=0),
-            act.BrokerReceive(client=0, overtakes=0),
-            act.Produce(queue=0, tag="A"),
-            act.Produce(queue=0, tag="A"),
-            act.CoolQueueHead(queue=0),
-            act.RetentionDelete(queue=0),
-            act.ReceivePull(client=0, pq_uid=0),
-            act.Tick(),
-            act.Heartbeat(client=0),
-            act.Tick(),
-            act.FixOffsetIllegal(client=0, queue=0),
-        ],
-    ),
+    "local_persist_one_noop": _BROADCAST_OFFSET_FIX,
     "local_offset_dir_per_start": (
         Config(
             consumers=1,
@@ -1153,34 +1157,7 @@ WITNESSES: dict[str, tuple[Config, list[act.Action]]] = {
         ],
     ),
     # the fifth set (spec/variants/held_out/client_fixes.py): figures unseen
-    "local_remove_offset_noop": (
-        Config(
-            consumers=1,
-            queues=1,
-            messages_per_queue=2,
-            mode="BROADCASTING",
-            client_crashes=0,
-            client_shutdowns=0,
-            broker_crashes=0,
-            send_back_failures=0,
-            retention_deletes=1,
-        ),
-        [
-            act.Start(client=0),
-            act.Rebalance(client=0),
-            act.SendPull(client=0, queue=0),
-            act.BrokerReceive(client=0, overtakes=0),
-            act.Produce(queue=0, tag="A"),
-            act.Produce(queue=0, tag="A"),
-            act.CoolQueueHead(queue=0),
-            act.RetentionDelete(queue=0),
-            act.ReceivePull(client=0, pq_uid=0),
-            act.Tick(),
-            act.Heartbeat(client=0),
-            act.Tick(),
-            act.FixOffsetIllegal(client=0, queue=0),
-        ],
-    ),
+    "local_remove_offset_noop": _BROADCAST_OFFSET_FIX,
     "send_back_failure_keeps_times": (
         Config(
             consumers=1,
