@@ -174,6 +174,8 @@ HELD_OUT_NAMES: Final[tuple[str, ...]] = (
     # the fifth set (spec/variants/held_out/client_fixes.py): written apart from the search, catch figures unseen
     "local_remove_offset_noop",
     "send_back_failure_keeps_times",
+    "client_reset_wake_throws",
+    "rebalance_every_ten_seconds",
 )
 # Every name Config.mutations accepts.
 PLANTABLE: Final[frozenset[str]] = frozenset(MUTATIONS) | frozenset(HELD_OUT_NAMES)

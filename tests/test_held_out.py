@@ -1179,6 +1179,58 @@ WITNESSES: dict[str, tuple[Config, list[act.Action]]] = {
             act.FinishConsume(client=0, rid=2, status="RECONSUME_LATER", ack_index=-1, send_back_fails=1),
         ],
     ),
+    "client_reset_wake_throws": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            admin_resets=1,
+        ),
+        [
+            act.Produce(queue=0, tag="A"),
+            act.Tick(),
+            act.Produce(queue=0, tag="A"),
+            act.BrokerFlush(),
+            act.CoolQueueHead(queue=0),
+            act.Tick(),
+            act.Start(client=0),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.SendPull(client=0, queue=1),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.SendPull(client=0, queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.AdminReset(queue=0, target=0, by_timestamp=True),
+            act.ClientResetReceive(client=0),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.ReceivePull(client=0, pq_uid=1),
+            act.BrokerFlush(),
+            act.Tick(),
+            act.Heartbeat(client=0),
+            act.Tick(),
+            act.BrokerFlush(),
+            act.Tick(),
+            act.ClientResetWake(client=0, late_reply=-1),
+        ],
+    ),
+    "rebalance_every_ten_seconds": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=1,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+        ),
+        [act.Start(client=0), act.Rebalance(client=0)],
+    ),
 }
 
 
@@ -1353,6 +1405,14 @@ DIFFERS: dict[str, Callable[[State, State], bool]] = {
     # the message whose send-back failed is resubmitted with its old reconsumeTimes, not one more
     "send_back_failure_keeps_times": lambda ok, bug: (
         ok.clients[0].requests[-1].msgs == ((0, 1),) and bug.clients[0].requests[-1].msgs == ((0, 0),)
+    ),
+    # the reset's wake threw before its loop: the dropped pq stays a key of the table, the reset's update never ran
+    "client_reset_wake_throws": lambda ok, bug: (
+        not ok.clients[0].reset_held and bug.clients[0].reset_held == ((0, 0),) and not bug.clients[0].paused
+    ),
+    # the next rebalance after the first is 10 s away, not 20 s
+    "rebalance_every_ten_seconds": lambda ok, bug: (
+        ok.clients[0].next_rebalance == 20_000 and bug.clients[0].next_rebalance == 10_000
     ),
 }
 

@@ -7,6 +7,7 @@ or its properties was read to choose or plant them, and their catch figures have
 from __future__ import annotations
 
 from rmqspec.spec.actions import FinishConsume
+from rmqspec.spec.admin_reset import ClientResetWake
 from rmqspec.spec.state import Client, ConsumeRequest, State
 from rmqspec.spec.state import put_at as _put
 from rmqspec.spec.variants import Variant
@@ -79,3 +80,51 @@ def _old_times(cl: Client, rid: int) -> dict[int, int]:
     """offset -> reconsumeTimes of the messages of the running request ``rid`` (the listener's batch)."""
     r: ConsumeRequest = next(r for r in cl.consuming if r.rid == rid)
     return dict(r.msgs)
+
+
+@held_out(
+    "client_reset_wake_throws",
+    HeldOutBug(
+        "MQClientInstance.resetOffset's second loop iterates with the exhausted iterator of its first loop (itr.next() "
+        "under iterator.hasNext()): once the 10 s sleep is over it throws NoSuchElementException whenever "
+        "processQueueTable has a key, so no queue's updateConsumeOffset, persist or removal runs; the finally's "
+        "resume() unpauses the consumer with the reset's dropped pqs still in the table and the old offsets in memory",
+        ("R3.10a",),
+        "apache/rocketmq commit 1132af05f6 (2016-06-23, 'Issue #50 消费位点重置，导致消息大量重复', "
+        "RocketMQ's internal issue #50, a consume-offset reset causing mass redelivery: "
+        "MQClientInstance.resetOffset's 'MessageQueue mq = itr.next()' in the loop over 'iterator' became "
+        "'iterator.next()')",
+        (),
+        _FIGURES_SEEN,
+    ),
+)
+class ClientResetWakeThrows(Variant):
+    """ClientResetWake with any key in processQueueTable: nothing of resetOffset's steps 4-5 but resume()."""
+
+    def _client_reset_wake(self, s: State, a: ClientResetWake) -> State:
+        t = super()._client_reset_wake(s, a)  # enabled as before
+        cl = s.clients[a.client]
+        if not cl.reset_held and all(pq is None for pq in cl.pqs):
+            return t  # an empty table: the loop never calls next()
+        cl = cl._replace(paused=False, reset_table=(), reset_wake=None, rebalance_requested=True)
+        return s._replace(clients=_put(s.clients, a.client, cl))
+
+
+@held_out(
+    "rebalance_every_ten_seconds",
+    HeldOutBug(
+        "the rebalance timer runs every 10 s where the Java client's RebalanceService waits 20 s: queues move between "
+        "consumers twice as often while a group's membership settles, each move a removal and a new positioning",
+        ("R4.2",),
+        "apache/rocketmq-client-go PR #350 'fix: pull timeout and suspend time is not consistent with java' (commit "
+        "75c75c1, 2020-01-02, closes #349: _RebalanceInterval = 10 * time.Second became 20 * time.Second)",
+        (),
+        _FIGURES_SEEN,
+    ),
+)
+class RebalanceEveryTenSeconds(Variant):
+    """RebalanceService waits 10 s after a run, not 20 s."""
+
+    def _next_rebalance_run(self, now: int) -> int | None:
+        nxt = super()._next_rebalance_run(now)
+        return None if nxt is None else now + 10_000
