@@ -176,6 +176,7 @@ HELD_OUT_NAMES: Final[tuple[str, ...]] = (
     "send_back_failure_keeps_times",
     "client_reset_wake_throws",
     "rebalance_every_ten_seconds",
+    "memory_offset_read_as_absent",
 )
 # Every name Config.mutations accepts.
 PLANTABLE: Final[frozenset[str]] = frozenset(MUTATIONS) | frozenset(HELD_OUT_NAMES)

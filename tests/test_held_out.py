@@ -23,7 +23,7 @@ from rmqspec.spec import actions as act
 from rmqspec.spec import broker_rules as br
 from rmqspec.spec.config import HELD_OUT_NAMES, MUTATIONS, Config
 from rmqspec.spec.model import Model
-from rmqspec.spec.state import PULL_DROPPED, PULL_READY, Commit, ProcessQueue, State
+from rmqspec.spec.state import PULL_DROPPED, PULL_READY, Commit, ProcessQueue, PullRequestMsg, State
 from rmqspec.spec.variants import VARIANTS
 from rmqspec.spec.variants.held_out import HELD_OUT, HELD_OUT_VARIANTS
 
@@ -1231,6 +1231,28 @@ WITNESSES: dict[str, tuple[Config, list[act.Action]]] = {
         ),
         [act.Start(client=0), act.Rebalance(client=0)],
     ),
+    "memory_offset_read_as_absent": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+        ),
+        [
+            act.Produce(queue=0, tag="A"),
+            act.CoolQueueHead(queue=0),
+            act.Produce(queue=0, tag="A"),
+            act.Start(client=0),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.SendPull(client=0, queue=0),
+        ],
+    ),
 }
 
 
@@ -1413,6 +1435,12 @@ DIFFERS: dict[str, Callable[[State, State], bool]] = {
     # the next rebalance after the first is 10 s away, not 20 s
     "rebalance_every_ten_seconds": lambda ok, bug: (
         ok.clients[0].next_rebalance == 20_000 and bug.clients[0].next_rebalance == 10_000
+    ),
+    # the second pull carries the memory offset as its commit in the correct model, no commit in the variant
+    "memory_offset_read_as_absent": lambda ok, bug: (
+        [(p.commit_flag, p.commit_offset) for p in ok.clients[0].channel if isinstance(p, PullRequestMsg)]
+        == [(True, 2)]
+        and [p.commit_flag for p in bug.clients[0].channel if isinstance(p, PullRequestMsg)] == [False]
     ),
 }
 

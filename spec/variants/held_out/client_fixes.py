@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from rmqspec.spec.actions import FinishConsume
 from rmqspec.spec.admin_reset import ClientResetWake
-from rmqspec.spec.state import Client, ConsumeRequest, State
+from rmqspec.spec.state import Client, ConsumeRequest, ProcessQueue, State
 from rmqspec.spec.state import put_at as _put
 from rmqspec.spec.variants import Variant
 from rmqspec.spec.variants.held_out import HeldOutBug, held_out
@@ -128,3 +128,25 @@ class RebalanceEveryTenSeconds(Variant):
     def _next_rebalance_run(self, now: int) -> int | None:
         nxt = super()._next_rebalance_run(now)
         return None if nxt is None else now + 10_000
+
+
+@held_out(
+    "memory_offset_read_as_absent",
+    HeldOutBug(
+        "RemoteBrokerOffsetStore.readOffset(mq, READ_FROM_MEMORY) returns its value only on the branch that fetched "
+        "it from the broker: an offset found in memory falls through to 'return -1', so every pull reads 'no offset' "
+        "and carries no piggy-backed commit; the broker's offset moves only by the 5 s persist timer and the removal's "
+        "persist",
+        ("R5.2", "R1.4"),
+        "apache/rocketmq commit 670022983b (2013-08-12, '#4 修复从内存读取Offset的逻辑问题', fixing the read of the "
+        "offset from memory: RemoteBrokerOffsetStore.readOffset's 'return offset.get()' moved out of the 'null == "
+        "offset' block, a week before commit f1af103db9 made each pull carry the memory offset)",
+        ("INV-14",),
+        _FIGURES_SEEN,
+    ),
+)
+class MemoryOffsetReadAsAbsent(Variant):
+    """readOffset(mq, READ_FROM_MEMORY) of the remote store answers -1 when memory has the offset."""
+
+    def _piggyback_offset(self, cl: Client, q: int, pq: ProcessQueue) -> int:
+        return -1
