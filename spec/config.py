@@ -177,6 +177,7 @@ HELD_OUT_NAMES: Final[tuple[str, ...]] = (
     "client_reset_wake_throws",
     "rebalance_every_ten_seconds",
     "memory_offset_read_as_absent",
+    "server_reset_table_not_written",
 )
 # Every name Config.mutations accepts.
 PLANTABLE: Final[frozenset[str]] = frozenset(MUTATIONS) | frozenset(HELD_OUT_NAMES)

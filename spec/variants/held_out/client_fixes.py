@@ -150,3 +150,27 @@ class MemoryOffsetReadAsAbsent(Variant):
 
     def _piggyback_offset(self, cl: Client, q: int, pq: ProcessQueue) -> int:
         return -1
+
+
+@held_out(
+    "server_reset_table_not_written",
+    HeldOutBug(
+        "the 5.x server-side reset (assignResetOffset) records the target only in resetOffsetTable and leaves the "
+        "committed offset table as it was: the pull that takes the pending entry moves the consumer to the target, "
+        "but every read of the table until the next commit lands (a restart's or a new owner's positioning, the "
+        "group's lag) still sees the old offset, and a queue whose pending entry is never taken keeps it for good",
+        ("R3.10b",),
+        "mxsm/rocketmq-rust issue #9607 '[Bug] Consumer offset reset loses the target position' (fix PR #9608 'Fix "
+        "consumer offset reset persistence': persist each server-side reset target in both the transient reset table "
+        "and the committed consumer offset table, as Apache RocketMQ's ConsumerOffsetManager.assignResetOffset does)",
+        (),
+        _FIGURES_SEEN,
+    ),
+)
+class ServerResetTableNotWritten(Variant):
+    """assignResetOffset of the 5.x reset writes resetOffsetTable only; the old method's write is unchanged."""
+
+    def _admin_write(self, s: State, q: int, target: int) -> State:
+        if self.config.server_side_reset:
+            return s
+        return super()._admin_write(s, q, target)
