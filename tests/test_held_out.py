@@ -1279,6 +1279,19 @@ WITNESSES: dict[str, tuple[Config, list[act.Action]]] = {
             act.AdminReset(queue=0, target=2, by_timestamp=False),
         ],
     ),
+    "new_lock_entry_not_granted": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=1,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            orderly=True,
+        ),
+        [act.Start(client=0), act.Rebalance(client=0)],
+    ),
 }
 
 
@@ -1471,6 +1484,10 @@ DIFFERS: dict[str, Callable[[State, State], bool]] = {
     # the 5.x reset to 2 is pending in both; the correct table holds 2, the variant's the 0 committed before
     "server_reset_table_not_written": lambda ok, bug: (
         ok.broker.offsets[0] == 2 and bug.broker.offsets[0] == 0 and ok.broker.reset_pending == bug.broker.reset_pending
+    ),
+    # the first lock(mq) is refused though the broker now holds the queue for the client: no pq for it
+    "new_lock_entry_not_granted": lambda ok, bug: (
+        ok.clients[0].pqs[0] is not None and bug.clients[0].pqs[0] is None and bug.broker.locks[0] is not None
     ),
 }
 

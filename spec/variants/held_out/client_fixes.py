@@ -6,6 +6,7 @@ or its properties was read to choose or plant them, and their catch figures have
 
 from __future__ import annotations
 
+from rmqspec.spec import orderly as lk
 from rmqspec.spec.actions import FinishConsume
 from rmqspec.spec.admin_reset import ClientResetWake
 from rmqspec.spec.state import Client, ConsumeRequest, ProcessQueue, State
@@ -174,3 +175,29 @@ class ServerResetTableNotWritten(Variant):
         if self.config.server_side_reset:
             return s
         return super()._admin_write(s, q, target)
+
+
+@held_out(
+    "new_lock_entry_not_granted",
+    HeldOutBug(
+        "RebalanceLockManager.tryLockBatch, on a queue of the group with no lock entry yet, creates the entry for the "
+        "requesting client and continues to the next queue without adding it to the locked set: the first lock of "
+        "each queue is refused although the broker now holds it for that client, so an orderly consumer's rebalance "
+        "adds no pq for a queue never locked before and waits for its next rebalance (or lockAll) to be granted it",
+        ("R8.1", "R8.4"),
+        "apache/rocketmq commit acdf30bf25 (2013-12-25, '#317 新生成lockEntry时继续往下执行，去掉continue.', "
+        "RocketMQ's internal issue #317: carry on when a new lockEntry is created, the 'continue' removed), undoing "
+        "the 'continue' that commit 937d2ff9e1 had put after the new entry the same morning",
+        (),
+        _FIGURES_SEEN,
+    ),
+)
+class NewLockEntryNotGranted(Variant):
+    """tryLockBatch grants no queue whose entry it had to create; the entry is created for the client."""
+
+    def _try_lock_batch(
+        self, table: lk.LockTable, queues: tuple[int, ...], client: int, now: int
+    ) -> tuple[lk.LockTable, frozenset[int]]:
+        new, granted = super()._try_lock_batch(table, queues, client, now)
+        fresh = frozenset(q for q in queues if table[q] is None)
+        return new, granted - fresh
