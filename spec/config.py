@@ -179,6 +179,7 @@ HELD_OUT_NAMES: Final[tuple[str, ...]] = (
     "memory_offset_read_as_absent",
     "server_reset_table_not_written",
     "new_lock_entry_not_granted",
+    "retry_delay_stops_growing",
 )
 # Every name Config.mutations accepts.
 PLANTABLE: Final[frozenset[str]] = frozenset(MUTATIONS) | frozenset(HELD_OUT_NAMES)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from rmqspec.spec import orderly as lk
 from rmqspec.spec.actions import FinishConsume
 from rmqspec.spec.admin_reset import ClientResetWake
-from rmqspec.spec.state import Client, ConsumeRequest, ProcessQueue, State
+from rmqspec.spec.state import Broker, Client, ConsumeRequest, Message, ProcessQueue, State
 from rmqspec.spec.state import put_at as _put
 from rmqspec.spec.variants import Variant
 from rmqspec.spec.variants.held_out import HeldOutBug, held_out
@@ -201,3 +201,27 @@ class NewLockEntryNotGranted(Variant):
         new, granted = super()._try_lock_batch(table, queues, client, now)
         fresh = frozenset(q for q in queues if table[q] is None)
         return new, granted - fresh
+
+
+@held_out(
+    "retry_delay_stops_growing",
+    HeldOutBug(
+        "the concurrent consumer picks the retry's delay level itself when the listener leaves it at 0: level 3 for a "
+        "message never consumed again and level 4 (3 + 3 / 3) for every later failure, where the broker's rule is 3 + "
+        "reconsumeTimes: from the third failure on a message is retried every 30 s instead of after a growing delay",
+        ("R7.5",),
+        "apache/rocketmq commit b964b730ce (2013-07-13, 'fixed #131 消息重试DelayLevel设定逻辑放置到服务器', "
+        "RocketMQ's internal issue #131: the retry's delay level decided by the broker, 3 + reconsumeTimes when "
+        "the request asks 0; before it ConsumeMessageConcurrentlyService sent 'delayLevel = 3; if (reconsumeTimes > 0) "
+        "delayLevel += delayLevel / 3')",
+        ("INV-10",),
+        _FIGURES_SEEN,
+    ),
+)
+class RetryDelayStopsGrowing(Variant):
+    """A send-back that leaves the delay level to the broker (0) asks level 3, or 4 once the message was retried."""
+
+    def _send_back(self, b: Broker, original: Message, now: int, delay_level: int = 0) -> Broker:
+        if delay_level == 0:
+            delay_level = 3 if original.reconsume_times <= 0 else 3 + 3 // 3
+        return super()._send_back(b, original, now, delay_level)
