@@ -180,6 +180,7 @@ HELD_OUT_NAMES: Final[tuple[str, ...]] = (
     "server_reset_table_not_written",
     "new_lock_entry_not_granted",
     "retry_delay_stops_growing",
+    "broadcast_orderly_checks_lock",
 )
 # Every name Config.mutations accepts.
 PLANTABLE: Final[frozenset[str]] = frozenset(MUTATIONS) | frozenset(HELD_OUT_NAMES)

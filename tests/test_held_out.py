@@ -1400,6 +1400,65 @@ WITNESSES: dict[str, tuple[Config, list[act.Action]]] = {
             act.FinishConsume(client=0, rid=4, status="RECONSUME_LATER", ack_index=-1, send_back_fails=0),
         ],
     ),
+    "broadcast_orderly_checks_lock": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            mode="BROADCASTING",
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            orderly=True,
+        ),
+        [
+            act.Start(client=0),
+            act.Produce(queue=0, tag="A"),
+            act.CoolQueueHead(queue=0),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.Tick(),
+            act.Heartbeat(client=0),
+            act.Tick(),
+            act.Produce(queue=0, tag="A"),
+            act.BrokerFlush(),
+            act.PersistOffsets(client=0, lagging=0),
+            act.SendPull(client=0, queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.Tick(),
+            act.PersistOffsets(client=0, lagging=0),
+            act.BrokerFlush(),
+            act.Tick(),
+            act.BrokerFlush(),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.PersistOffsets(client=0, lagging=0),
+            act.Tick(),
+            act.StartConsume(client=0, rid=1),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.BrokerFlush(),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.FinishConsume(
+                client=0, rid=1, status="SUSPEND_CURRENT_QUEUE_A_MOMENT", ack_index=-1, send_back_fails=0
+            ),
+            act.PersistOffsets(client=0, lagging=0),
+            act.Tick(),
+            act.Tick(),
+            act.BrokerFlush(),
+            act.PersistOffsets(client=0, lagging=0),
+            act.Tick(),
+            act.Heartbeat(client=0),
+            act.Tick(),
+            act.SendPull(client=0, queue=0),
+            act.PersistOffsets(client=0, lagging=0),
+            act.BrokerFlush(),
+            act.StartConsume(client=0, rid=2),
+        ],
+    ),
 }
 
 
@@ -1601,6 +1660,12 @@ DIFFERS: dict[str, Callable[[State, State], bool]] = {
     "retry_delay_stops_growing": lambda ok, bug: (
         [(e.due - ok.now, e.message.reconsume_times) for e in ok.broker.scheduled] == [(60_000, 3)]
         and [(e.due - bug.now, e.message.reconsume_times) for e in bug.broker.scheduled] == [(30_000, 3)]
+    ),
+    # 35 s after its lock, the BROADCASTING consumer's next run: the correct one consumes, the variant relocks first
+    "broadcast_orderly_checks_lock": lambda ok, bug: (
+        [r.rid for r in ok.clients[0].consuming] == [2]
+        and not bug.clients[0].consuming
+        and bug.clients[0].relocks == ((0, 0, bug.now + 100),)
     ),
 }
 

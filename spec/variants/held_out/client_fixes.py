@@ -9,6 +9,7 @@ from __future__ import annotations
 from rmqspec.spec import orderly as lk
 from rmqspec.spec.actions import FinishConsume
 from rmqspec.spec.admin_reset import ClientResetWake
+from rmqspec.spec.orderly_consume import TRY_LOCK_LATER_AT_RUN, TRY_LOCK_LATER_IN_LOOP
 from rmqspec.spec.state import Broker, Client, ConsumeRequest, Message, ProcessQueue, State
 from rmqspec.spec.state import put_at as _put
 from rmqspec.spec.variants import Variant
@@ -225,3 +226,40 @@ class RetryDelayStopsGrowing(Variant):
         if delay_level == 0:
             delay_level = 3 if original.reconsume_times <= 0 else 3 + 3 // 3
         return super()._send_back(b, original, now, delay_level)
+
+
+@held_out(
+    "broadcast_orderly_checks_lock",
+    HeldOutBug(
+        "the orderly consume service of a BROADCASTING consumer checks the broker lock as a CLUSTERING one does: "
+        "ConsumeRequest.run and its loop consume only while the pq is locked and its lock is younger than 30 s, and "
+        "otherwise lock the queue at the broker again (tryLockLaterAndReconsume); a BROADCASTING consumer has no "
+        "lockAll timer to renew the lock, so every 30 s its queue stops until a relock is granted, and a queue another "
+        "consumer of the group holds is not consumed at all",
+        ("R8.5", "R8.9"),
+        "apache/rocketmq commit 15e0f78154 (2014-01-09, '#331 如果是广播消费，则不需要进行锁判断，也无需定时去 broker "
+        "更新锁状态', RocketMQ's internal issue #331: a BROADCASTING consumer needs no lock check and no periodic lock "
+        "renewal at the broker; ConsumeMessageOrderlyService.ConsumeRequest.run gained the BROADCASTING exemption, "
+        "start() and shutdown() the CLUSTERING condition of lockMQPeriodically and unlockAllMQ)",
+        (),
+        _FIGURES_SEEN,
+    ),
+)
+class BroadcastOrderlyChecksLock(Variant):
+    """The orderly loop's lock check (locked, not isLockExpired) applies in BROADCASTING too."""
+
+    def _orderly_run(self, s: State, i: int, r: ConsumeRequest) -> State:
+        pq = s.clients[i].pqs[r.queue]
+        if self.clustering or pq is None or not self._orderly_live(pq, r.pq_uid):
+            return super()._orderly_run(s, i, r)
+        if not (pq.locked and not self._lock_expired(pq, s.now)):
+            return self._relock_later(s, i, pq.uid, r.queue, TRY_LOCK_LATER_AT_RUN)
+        return super()._orderly_run(s, i, r)
+
+    def _orderly_iterate(self, s: State, i: int, q: int, uid: int, rid: int, begin: int) -> State:
+        pq = s.clients[i].pqs[q]
+        if self.clustering or pq is None or not self._orderly_live(pq, uid):
+            return super()._orderly_iterate(s, i, q, uid, rid, begin)
+        if not pq.locked or self._lock_expired(pq, s.now):
+            return self._relock_later(s, i, uid, q, TRY_LOCK_LATER_IN_LOOP)
+        return super()._orderly_iterate(s, i, q, uid, rid, begin)
