@@ -23,7 +23,7 @@ from rmqspec.spec import actions as act
 from rmqspec.spec import broker_rules as br
 from rmqspec.spec.config import HELD_OUT_NAMES, MUTATIONS, Config
 from rmqspec.spec.model import Model
-from rmqspec.spec.state import PULL_DROPPED, PULL_READY, Commit, ProcessQueue, State
+from rmqspec.spec.state import PULL_DROPPED, PULL_READY, Commit, ProcessQueue, PullRequestMsg, State
 from rmqspec.spec.variants import VARIANTS
 from rmqspec.spec.variants.held_out import HELD_OUT, HELD_OUT_VARIANTS
 
@@ -66,6 +66,37 @@ _FLOW_CONTROL_CONFIG = Config(
     send_back_failures=0,
     pull_threshold_for_queue=1,
     consume_timeout=24 * 3_600_000,
+)
+
+
+# a BROADCASTING consumer's OFFSET_ILLEGAL reply and its fix 10 s later (the witness of two local-store bugs)
+_BROADCAST_OFFSET_FIX: tuple[Config, list[act.Action]] = (
+    Config(
+        consumers=1,
+        queues=1,
+        messages_per_queue=2,
+        mode="BROADCASTING",
+        client_crashes=0,
+        client_shutdowns=0,
+        broker_crashes=0,
+        send_back_failures=0,
+        retention_deletes=1,
+    ),
+    [
+        act.Start(client=0),
+        act.Rebalance(client=0),
+        act.SendPull(client=0, queue=0),
+        act.BrokerReceive(client=0, overtakes=0),
+        act.Produce(queue=0, tag="A"),
+        act.Produce(queue=0, tag="A"),
+        act.CoolQueueHead(queue=0),
+        act.RetentionDelete(queue=0),
+        act.ReceivePull(client=0, pq_uid=0),
+        act.Tick(),
+        act.Heartbeat(client=0),
+        act.Tick(),
+        act.FixOffsetIllegal(client=0, queue=0),
+    ],
 )
 
 
@@ -414,34 +445,7 @@ WITNESSES: dict[str, tuple[Config, list[act.Action]]] = {
         ],
     ),
     # the second set (spec/variants/held_out/client_reports.py): figures seen
-    "local_persist_one_noop": (
-        Config(
-            consumers=1,
-            queues=1,
-            messages_per_queue=2,
-            mode="BROADCASTING",
-            client_crashes=0,
-            client_shutdowns=0,
-            broker_crashes=0,
-            send_back_failures=0,
-            retention_deletes=1,
-        ),
-        [
-            act.Start(client=0),
-            act.Rebalance(client=0),
-            act.SendPull(client=0, queue=0),
-            act.BrokerReceive(client=0, overtakes=0),
-            act.Produce(queue=0, tag="A"),
-            act.Produce(queue=0, tag="A"),
-            act.CoolQueueHead(queue=0),
-            act.RetentionDelete(queue=0),
-            act.ReceivePull(client=0, pq_uid=0),
-            act.Tick(),
-            act.Heartbeat(client=0),
-            act.Tick(),
-            act.FixOffsetIllegal(client=0, queue=0),
-        ],
-    ),
+    "local_persist_one_noop": _BROADCAST_OFFSET_FIX,
     "local_offset_dir_per_start": (
         Config(
             consumers=1,
@@ -1152,6 +1156,309 @@ WITNESSES: dict[str, tuple[Config, list[act.Action]]] = {
             act.BrokerReceive(client=0, overtakes=0),
         ],
     ),
+    # the fifth set (spec/variants/held_out/client_fixes.py): figures unseen
+    "local_remove_offset_noop": _BROADCAST_OFFSET_FIX,
+    "send_back_failure_keeps_times": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=1,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=1,
+        ),
+        [
+            act.Produce(queue=0, tag="A"),
+            act.Start(client=0),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.StartConsume(client=0, rid=2),
+            act.FinishConsume(client=0, rid=2, status="RECONSUME_LATER", ack_index=-1, send_back_fails=1),
+        ],
+    ),
+    "client_reset_wake_throws": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            admin_resets=1,
+        ),
+        [
+            act.Produce(queue=0, tag="A"),
+            act.Tick(),
+            act.Produce(queue=0, tag="A"),
+            act.BrokerFlush(),
+            act.CoolQueueHead(queue=0),
+            act.Tick(),
+            act.Start(client=0),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.SendPull(client=0, queue=1),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.SendPull(client=0, queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.AdminReset(queue=0, target=0, by_timestamp=True),
+            act.ClientResetReceive(client=0),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.ReceivePull(client=0, pq_uid=1),
+            act.BrokerFlush(),
+            act.Tick(),
+            act.Heartbeat(client=0),
+            act.Tick(),
+            act.BrokerFlush(),
+            act.Tick(),
+            act.ClientResetWake(client=0, late_reply=-1),
+        ],
+    ),
+    "rebalance_every_ten_seconds": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=1,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+        ),
+        [act.Start(client=0), act.Rebalance(client=0)],
+    ),
+    "memory_offset_read_as_absent": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+        ),
+        [
+            act.Produce(queue=0, tag="A"),
+            act.CoolQueueHead(queue=0),
+            act.Produce(queue=0, tag="A"),
+            act.Start(client=0),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.SendPull(client=0, queue=0),
+        ],
+    ),
+    "server_reset_table_not_written": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            admin_resets=1,
+            version="5.x",
+        ),
+        [
+            act.Produce(queue=0, tag="A"),
+            act.Start(client=0),
+            act.Produce(queue=0, tag="A"),
+            act.Tick(),
+            act.Heartbeat(client=0),
+            act.Tick(),
+            act.Rebalance(client=0),
+            act.CoolQueueHead(queue=0),
+            act.PersistOffsets(client=0, lagging=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.AdminReset(queue=0, target=2, by_timestamp=False),
+        ],
+    ),
+    "new_lock_entry_not_granted": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=1,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            orderly=True,
+        ),
+        [act.Start(client=0), act.Rebalance(client=0)],
+    ),
+    "retry_delay_stops_growing": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=1,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            consume_timeout=24 * 3_600_000,
+        ),
+        [
+            act.Start(client=0),
+            act.Tick(),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.SendPull(client=0, queue=1),
+            act.SendPull(client=0, queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.Produce(queue=0, tag="A"),
+            act.CoolQueueHead(queue=0),
+            act.Heartbeat(client=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.SendPull(client=0, queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.StartConsume(client=0, rid=2),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.FinishConsume(client=0, rid=2, status="RECONSUME_LATER", ack_index=-1, send_back_fails=0),
+            act.ApplyConsumeOffset(client=0, rid=2),
+            act.Tick(),
+            act.BrokerFlush(),
+            act.PersistOffsets(client=0, lagging=0),
+            act.ReceivePull(client=0, pq_uid=1),
+            act.SendPull(client=0, queue=1),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.Tick(),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.DeliverScheduled(),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.SendPull(client=0, queue=0),
+            act.ReceivePull(client=0, pq_uid=1),
+            act.SendPull(client=0, queue=1),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.StartConsume(client=0, rid=3),
+            act.FinishConsume(client=0, rid=3, status="RECONSUME_LATER", ack_index=-1, send_back_fails=0),
+            act.ApplyConsumeOffset(client=0, rid=3),
+            act.SendPull(client=0, queue=0),
+            act.Tick(),
+            act.BrokerFlush(),
+            act.PersistOffsets(client=0, lagging=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.SendPull(client=0, queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.Tick(),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.BrokerFlush(),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.ReceivePull(client=0, pq_uid=1),
+            act.SendPull(client=0, queue=0),
+            act.PersistOffsets(client=0, lagging=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.Tick(),
+            act.Rebalance(client=0),
+            act.Tick(),
+            act.PersistOffsets(client=0, lagging=0),
+            act.BrokerFlush(),
+            act.Tick(),
+            act.SendPull(client=0, queue=1),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.SendPull(client=0, queue=0),
+            act.BrokerFlush(),
+            act.PersistOffsets(client=0, lagging=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.Tick(),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.BrokerReceive(client=0, overtakes=1),
+            act.ReceivePull(client=0, pq_uid=1),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.Heartbeat(client=0),
+            act.Tick(),
+            act.BrokerReceive(client=0, overtakes=1),
+            act.SendPull(client=0, queue=1),
+            act.BrokerFlush(),
+            act.PersistOffsets(client=0, lagging=0),
+            act.Tick(),
+            act.PersistOffsets(client=0, lagging=0),
+            act.BrokerFlush(),
+            act.Tick(),
+            act.Rebalance(client=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.BrokerReceive(client=0, overtakes=1),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.DeliverScheduled(),
+            act.Tick(),
+            act.ReceivePull(client=0, pq_uid=1),
+            act.StartConsume(client=0, rid=4),
+            act.SendPull(client=0, queue=1),
+            act.FinishConsume(client=0, rid=4, status="RECONSUME_LATER", ack_index=-1, send_back_fails=0),
+        ],
+    ),
+    "broadcast_orderly_checks_lock": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            mode="BROADCASTING",
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            orderly=True,
+        ),
+        [
+            act.Start(client=0),
+            act.Produce(queue=0, tag="A"),
+            act.CoolQueueHead(queue=0),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.Tick(),
+            act.Heartbeat(client=0),
+            act.Tick(),
+            act.Produce(queue=0, tag="A"),
+            act.BrokerFlush(),
+            act.PersistOffsets(client=0, lagging=0),
+            act.SendPull(client=0, queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.Tick(),
+            act.PersistOffsets(client=0, lagging=0),
+            act.BrokerFlush(),
+            act.Tick(),
+            act.BrokerFlush(),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.PersistOffsets(client=0, lagging=0),
+            act.Tick(),
+            act.StartConsume(client=0, rid=1),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.BrokerFlush(),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.FinishConsume(
+                client=0, rid=1, status="SUSPEND_CURRENT_QUEUE_A_MOMENT", ack_index=-1, send_back_fails=0
+            ),
+            act.PersistOffsets(client=0, lagging=0),
+            act.Tick(),
+            act.Tick(),
+            act.BrokerFlush(),
+            act.PersistOffsets(client=0, lagging=0),
+            act.Tick(),
+            act.Heartbeat(client=0),
+            act.Tick(),
+            act.SendPull(client=0, queue=0),
+            act.PersistOffsets(client=0, lagging=0),
+            act.BrokerFlush(),
+            act.StartConsume(client=0, rid=2),
+        ],
+    ),
 }
 
 
@@ -1317,6 +1624,48 @@ DIFFERS: dict[str, Callable[[State, State], bool]] = {
     ),
     "commit_of_new_queue_dropped": lambda ok, bug: (
         ok.broker.offsets == (0, 0, 0) and bug.broker.offsets == (0, None, 0)
+    ),
+    # the fifth set
+    # the OFFSET_ILLEGAL fix's removeOffset left the corrected offset in memory; the correct store removed it
+    "local_remove_offset_noop": lambda ok, bug: (
+        ok.clients[0].mem[0] is None and bug.clients[0].mem[0] == 1 and ok.clients[0].file[0] == bug.clients[0].file[0]
+    ),
+    # the message whose send-back failed is resubmitted with its old reconsumeTimes, not one more
+    "send_back_failure_keeps_times": lambda ok, bug: (
+        ok.clients[0].requests[-1].msgs == ((0, 1),) and bug.clients[0].requests[-1].msgs == ((0, 0),)
+    ),
+    # the reset's wake threw before its loop: the dropped pq stays a key of the table, the reset's update never ran
+    "client_reset_wake_throws": lambda ok, bug: (
+        not ok.clients[0].reset_held and bug.clients[0].reset_held == ((0, 0),) and not bug.clients[0].paused
+    ),
+    # the next rebalance after the first is 10 s away, not 20 s
+    "rebalance_every_ten_seconds": lambda ok, bug: (
+        ok.clients[0].next_rebalance == 20_000 and bug.clients[0].next_rebalance == 10_000
+    ),
+    # the second pull carries the memory offset as its commit in the correct model, no commit in the variant
+    "memory_offset_read_as_absent": lambda ok, bug: (
+        [(p.commit_flag, p.commit_offset) for p in ok.clients[0].channel if isinstance(p, PullRequestMsg)]
+        == [(True, 2)]
+        and [p.commit_flag for p in bug.clients[0].channel if isinstance(p, PullRequestMsg)] == [False]
+    ),
+    # the 5.x reset to 2 is pending in both; the correct table holds 2, the variant's the 0 committed before
+    "server_reset_table_not_written": lambda ok, bug: (
+        ok.broker.offsets[0] == 2 and bug.broker.offsets[0] == 0 and ok.broker.reset_pending == bug.broker.reset_pending
+    ),
+    # the first lock(mq) is refused though the broker now holds the queue for the client: no pq for it
+    "new_lock_entry_not_granted": lambda ok, bug: (
+        ok.clients[0].pqs[0] is not None and bug.clients[0].pqs[0] is None and bug.broker.locks[0] is not None
+    ),
+    # message 0's third failure: the correct broker schedules it 1 min away (level 5), the variant 30 s (level 4)
+    "retry_delay_stops_growing": lambda ok, bug: (
+        [(e.due - ok.now, e.message.reconsume_times) for e in ok.broker.scheduled] == [(60_000, 3)]
+        and [(e.due - bug.now, e.message.reconsume_times) for e in bug.broker.scheduled] == [(30_000, 3)]
+    ),
+    # 35 s after its lock, the BROADCASTING consumer's next run: the correct one consumes, the variant relocks first
+    "broadcast_orderly_checks_lock": lambda ok, bug: (
+        [r.rid for r in ok.clients[0].consuming] == [2]
+        and not bug.clients[0].consuming
+        and bug.clients[0].relocks == ((0, 0, bug.now + 100),)
     ),
 }
 
