@@ -2098,22 +2098,20 @@ class _ModelHistory:
                     positions[(ev.client, ev.queue)] = ev.cause
             if isinstance(a, Produce):
                 out.append(self._produce(now, a.queue, t.broker.queues[a.queue].max_offset - 1))
-            elif isinstance(a, DeliverScheduled) and m.retry_queue is None:  # BROADCASTING: no %RETRY% subscribed
-                self.scheduled_src[s.broker.scheduled[0].message].pop(0)
             elif isinstance(a, DeliverScheduled):
+                origin = self.scheduled_src[s.broker.scheduled[0].message].pop(0)
                 rq = m.retry_queue
-                key = s.broker.scheduled[0].message
-                origin = self.scheduled_src[key].pop(0)
-                out.append(
-                    {
-                        "time": now,
-                        "type": "produce",
-                        "topic": c.retry_topic,
-                        "queue": 0,
-                        "offset": t.broker.queues[rq].max_offset - 1,
-                        "origin": origin,
-                    }
-                )
+                if rq is not None:  # BROADCASTING subscribes to no %RETRY%: the copy is dropped there
+                    out.append(
+                        {
+                            "time": now,
+                            "type": "produce",
+                            "topic": c.retry_topic,
+                            "queue": 0,
+                            "offset": t.broker.queues[rq].max_offset - 1,
+                            "origin": origin,
+                        }
+                    )
             elif isinstance(a, FinishConsume):
                 out += self._finish(s, t, a, now)
             elif isinstance(a, (Crash, Shutdown)):
@@ -2129,8 +2127,8 @@ class _ModelHistory:
                 out[-1]["cause"] = "retention"
             if expired:
                 out += self._sent_back(s, t, now, [(q, o, None) for q, o in expired], CLEAN_EXPIRED_DELAY_LEVEL)
-            for key, d in delivered:
-                self.pending.setdefault(key, []).append(d)
+            for listener, d in delivered:
+                self.pending.setdefault(listener, []).append(d)
             if not m.clustering:
                 fallback = "failover" if isinstance(a, CorruptLocalOffsetFile) else None  # the file's .bak (R1.16)
                 for i, (before, after) in enumerate(zip(s.clients, t.clients, strict=True)):
