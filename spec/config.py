@@ -171,7 +171,7 @@ HELD_OUT_NAMES: Final[tuple[str, ...]] = (
     "retry_queue_from_last_max",
     "orderly_first_pull_waits_for_broker",
     "commit_of_new_queue_dropped",
-    # the fifth set (spec/variants/held_out/client_fixes.py): written apart from the search, catch figures unseen
+    # the fifth set (spec/variants/held_out/client_fixes.py): written apart from the search, catch figures seen
     "local_remove_offset_noop",
     "send_back_failure_keeps_times",
     "client_reset_wake_throws",
