@@ -911,7 +911,7 @@ WITNESSES: dict[str, tuple[Config, list[act.Action]]] = {
             act.ReceivePull(client=0, pq_uid=0),
         ],
     ),
-    # the fourth set (spec/variants/held_out/legacy_fixes.py): figures unseen
+    # the fourth set (spec/variants/held_out/legacy_fixes.py): figures seen
     "young_queue_zero_from_disk": (
         Config(
             consumers=1,
@@ -1156,7 +1156,7 @@ WITNESSES: dict[str, tuple[Config, list[act.Action]]] = {
             act.BrokerReceive(client=0, overtakes=0),
         ],
     ),
-    # the fifth set (spec/variants/held_out/client_fixes.py): figures unseen
+    # the fifth set (spec/variants/held_out/client_fixes.py): figures seen
     "local_remove_offset_noop": _BROADCAST_OFFSET_FIX,
     "send_back_failure_keeps_times": (
         Config(

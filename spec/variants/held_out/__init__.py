@@ -77,7 +77,7 @@ from rmqspec.spec.variants.held_out import real_bugs  # noqa: E402, I001  (regis
 from rmqspec.spec.variants.held_out import client_reports  # noqa: E402  (the second set, figures seen)
 from rmqspec.spec.variants.held_out import fix_commits  # noqa: E402  (the third set, figures seen)
 from rmqspec.spec.variants.held_out import legacy_fixes  # noqa: E402  (the fourth set, figures seen)
-from rmqspec.spec.variants.held_out import client_fixes  # noqa: E402  (the fifth set, figures unseen)
+from rmqspec.spec.variants.held_out import client_fixes  # noqa: E402  (the fifth set, figures seen)
 
 __all__ = [
     "HELD_OUT",
