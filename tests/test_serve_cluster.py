@@ -408,15 +408,18 @@ def _judge(cluster: Cluster, deliveries: Path, tmp_path: Path, n: int, delivered
     return report
 
 
-def _assert_only_minus_one_commits(report: dict[str, Any]) -> None:
+def _assert_only_minus_one_commits(report: dict[str, Any], shown: bool = True) -> None:
     """ali-ons 3.12.0 commits -1 for a queue whose offset is 0 (RemoteBrokerOffsetStore#persistAll reads
     ``offsetTable.get(key) || -1``, and 0 is falsy); the broker stores it (R3.4) and the check reports
-    commit_negative (INV-7). Its retry queue stays at 0, so every run shows it there when the consumer
-    closes; nothing else may be wrong."""
-    assert set(report["not_tolerated"]) == {"commit_negative"}, report["not_tolerated"]
+    commit_negative (INV-7). Its retry queue stays at 0, so a run shows it there when the consumer
+    closes (``shown``: unless a fault may have cut the request that carries it); nothing else may be wrong."""
     entries = report["commit_negative"]
+    if shown or entries:
+        assert set(report["not_tolerated"]) == {"commit_negative"}, report["not_tolerated"]
+        assert any(e["topic"] == "%RETRY%G" for e in entries), entries
+    else:
+        assert report["valid"], report["not_tolerated"]
     assert all(e["offset"] == -1 for e in entries), entries
-    assert any(e["topic"] == "%RETRY%G" for e in entries), entries
 
 
 def _run_client(cmd: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -1533,10 +1536,10 @@ def _cpp_waits_then_consumes_once(
         deliveries = tmp_path / "deliveries.jsonl"
         run = _cpp(cpp_client, cluster, messages, deliveries, "--timeout", str(timeout))
         assert run.returncode == 0, run.stdout + run.stderr[-2000:]
-        assert _consumed_seconds(run) >= waited, run.stdout
         report = _judge(cluster, deliveries, tmp_path, messages)
         assert report["valid"] and report["duplicated_count"] == 0, report["not_tolerated"]
         assert _summary(cluster)["faults"][0]["hits"] == hits
+        assert _consumed_seconds(run) >= waited, run.stdout
     finally:
         cluster.stop()
 
@@ -1609,7 +1612,9 @@ def test_ali_ons_drop_connection(ali_ons: Path, tmp_path: Path) -> None:
         run = _ons(ali_ons, cluster, 100, deliveries, "c1", "60", "20")
         assert run.returncode == 0, run.stdout + run.stderr[-2000:]
         report = _judge(cluster, deliveries, tmp_path, 100)
-        _assert_only_minus_one_commits(report)
+        # the dropped connection can take the retry queue's offset query or the persist that carries its -1 (a
+        # full-suite run here once showed no -1, the other runs all did): the -1 is not required here
+        _assert_only_minus_one_commits(report, shown=False)
         assert report["duplicated_count"] == 0
         _assert_dropped_and_back(cluster)
     finally:
@@ -1767,12 +1772,13 @@ def test_ali_ons_failed_send_back_falls_back_to_a_send(ali_ons: Path, tmp_path: 
 
 def test_cpp_client_failed_consumer_list_waits_for_the_next_rebalance(cpp_client: Path, tmp_path: Path) -> None:
     """The consumer's first two GET_CONSUMER_LIST_BY_GROUP are answered SYSTEM_ERROR: the C++ client asks once per
-    rebalance (every 10 s), takes no queue while the answer fails, and starts at its third rebalance; every
-    message once, valid."""
+    rebalance (every 10 s; its start may rebalance twice in its first second), takes no queue while the answer
+    fails, and starts one or two rebalance intervals late (run alone, at 20 s; in a run of this whole file, twice at
+    10 s); every message once, valid."""
     cluster = _fault_cluster(
         tmp_path, [{"fault": "request-error", "request": "GET_CONSUMER_LIST_BY_GROUP", "count": 2, "after_seconds": 0}]
     )
-    _cpp_waits_then_consumes_once(cpp_client, cluster, tmp_path, 20, 60, 15, 2)  # nothing before the third rebalance
+    _cpp_waits_then_consumes_once(cpp_client, cluster, tmp_path, 20, 60, 10, 2)  # nothing before a later rebalance
 
 
 def test_ali_ons_failed_consumer_list_fails_the_start(ali_ons: Path, tmp_path: Path) -> None:
