@@ -1459,6 +1459,34 @@ WITNESSES: dict[str, tuple[Config, list[act.Action]]] = {
             act.StartConsume(client=0, rid=2),
         ],
     ),
+    # the sixth set, broker half
+    "offset_scan_ignores_online_group": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            retention_deletes=1,
+        ),
+        [
+            act.Start(client=0),
+            act.Tick(),
+            act.Produce(queue=0, tag="A"),
+            act.Heartbeat(client=0),
+            act.Produce(queue=0, tag="A"),
+            act.Rebalance(client=0),
+            act.Tick(),
+            act.PersistOffsets(client=0, lagging=0),
+            act.CoolQueueHead(queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.BrokerFlush(),
+            act.SendPull(client=0, queue=0),
+            act.RetentionDelete(queue=0),
+        ],
+    ),
 }
 
 
@@ -1666,6 +1694,12 @@ DIFFERS: dict[str, Callable[[State, State], bool]] = {
         [r.rid for r in ok.clients[0].consuming] == [2]
         and not bug.clients[0].consuming
         and bug.clients[0].relocks == ((0, 0, bug.now + 100),)
+    ),
+    # the sixth set, broker half
+    # retention raised minOffset to 1 over the committed 0: the scan removed the online group's offset, the correct
+    # broker keeps it
+    "offset_scan_ignores_online_group": lambda ok, bug: (
+        ok.broker.offsets == (0, None) and bug.broker.offsets == (None, None) and 0 in bug.broker.registered
     ),
 }
 
