@@ -184,6 +184,8 @@ HELD_OUT_NAMES: Final[tuple[str, ...]] = (
     # the sixth set, broker half (spec/variants/held_out/broker_fixes.py): written apart from the search, catch figures
     # unseen
     "offset_scan_ignores_online_group",
+    "query_success_without_offset",
+    "schedule_service_not_started",
 )
 # Every name Config.mutations accepts.
 PLANTABLE: Final[frozenset[str]] = frozenset(MUTATIONS) | frozenset(HELD_OUT_NAMES)

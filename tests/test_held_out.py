@@ -1487,6 +1487,53 @@ WITNESSES: dict[str, tuple[Config, list[act.Action]]] = {
             act.RetentionDelete(queue=0),
         ],
     ),
+    "query_success_without_offset": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+        ),
+        [
+            act.Start(client=0),
+            act.Rebalance(client=0),
+        ],
+    ),
+    "schedule_service_not_started": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=1,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+        ),
+        [
+            act.Start(client=0),
+            act.Produce(queue=0, tag="A"),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.CoolQueueHead(queue=0),
+            act.SendPull(client=0, queue=1),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.StartConsume(client=0, rid=2),
+            act.FinishConsume(client=0, rid=2, status="RECONSUME_LATER", ack_index=-1, send_back_fails=0),
+            act.SendPull(client=0, queue=0),
+            act.ApplyConsumeOffset(client=0, rid=2),
+            act.Tick(),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=1),
+            act.SendPull(client=0, queue=1),
+            act.Heartbeat(client=0),
+            act.Tick(),
+            act.DeliverScheduled(),
+        ],
+    ),
 }
 
 
@@ -1700,6 +1747,21 @@ DIFFERS: dict[str, Callable[[State, State], bool]] = {
     # broker keeps it
     "offset_scan_ignores_online_group": lambda ok, bug: (
         ok.broker.offsets == (0, None) and bug.broker.offsets == (None, None) and 0 in bug.broker.registered
+    ),
+    # the young queues' QUERY_CONSUMER_OFFSET answers SUCCESS(0): the correct rebalance starts both pqs at 0, the
+    # variant's answer carries no offset, the read fails and neither queue gets a pq
+    "query_success_without_offset": lambda ok, bug: (
+        all(pq is not None and pq.next_offset == 0 for pq in ok.clients[0].pqs)
+        and bug.clients[0].pqs == (None, None)
+        and bug.clients[0].running
+    ),
+    # message 0 failed once and was sent back; its 10 s delay is due: the correct broker's schedule delivers the copy
+    # to the retry queue, the variant's schedule service never runs and the retry queue stays empty
+    "schedule_service_not_started": lambda ok, bug: (
+        len(ok.broker.queues[1].messages) == 1
+        and ok.broker.queues[1].messages[0].reconsume_times == 1
+        and bug.broker.queues[1].messages == ()
+        and ok.broker.scheduled == bug.broker.scheduled == ()
     ),
 }
 
