@@ -181,6 +181,10 @@ HELD_OUT_NAMES: Final[tuple[str, ...]] = (
     "new_lock_entry_not_granted",
     "retry_delay_stops_growing",
     "broadcast_orderly_checks_lock",
+    # the sixth set, client half (spec/variants/held_out/client_lifecycle_fixes.py): written apart from the search,
+    # catch figures unseen
+    "removal_count_triangular",
+    "sent_back_kept_in_pq",
 )
 # Every name Config.mutations accepts.
 PLANTABLE: Final[frozenset[str]] = frozenset(MUTATIONS) | frozenset(HELD_OUT_NAMES)

@@ -78,12 +78,14 @@ from rmqspec.spec.variants.held_out import client_reports  # noqa: E402  (the se
 from rmqspec.spec.variants.held_out import fix_commits  # noqa: E402  (the third set, figures seen)
 from rmqspec.spec.variants.held_out import legacy_fixes  # noqa: E402  (the fourth set, figures seen)
 from rmqspec.spec.variants.held_out import client_fixes  # noqa: E402  (the fifth set, figures seen)
+from rmqspec.spec.variants.held_out import client_lifecycle_fixes  # noqa: E402  (the sixth set's client half, figures unseen)
 
 __all__ = [
     "HELD_OUT",
     "HELD_OUT_VARIANTS",
     "HeldOutBug",
     "client_fixes",
+    "client_lifecycle_fixes",
     "client_reports",
     "fix_commits",
     "held_out",
