@@ -186,6 +186,10 @@ HELD_OUT_NAMES: Final[tuple[str, ...]] = (
     "offset_scan_ignores_online_group",
     "query_success_without_offset",
     "schedule_service_not_started",
+    # the sixth set, client half (spec/variants/held_out/client_lifecycle_fixes.py): written apart from the search,
+    # catch figures unseen
+    "removal_count_triangular",
+    "sent_back_kept_in_pq",
 )
 # Every name Config.mutations accepts.
 PLANTABLE: Final[frozenset[str]] = frozenset(MUTATIONS) | frozenset(HELD_OUT_NAMES)

@@ -1534,6 +1534,52 @@ WITNESSES: dict[str, tuple[Config, list[act.Action]]] = {
             act.DeliverScheduled(),
         ],
     ),
+    # the sixth set, client half (spec/variants/held_out/client_lifecycle_fixes.py): figures unseen
+    "removal_count_triangular": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            consume_batch_size=2,
+        ),
+        [
+            act.Produce(queue=0, tag="A"),
+            act.Produce(queue=0, tag="A"),
+            act.Start(client=0),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.StartConsume(client=0, rid=2),
+            act.FinishConsume(client=0, rid=2, status="CONSUME_SUCCESS", ack_index=1, send_back_fails=0),
+        ],
+    ),
+    "sent_back_kept_in_pq": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+        ),
+        [
+            act.Produce(queue=0, tag="A"),
+            act.Produce(queue=0, tag="A"),
+            act.Start(client=0),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.StartConsume(client=0, rid=2),
+            act.FinishConsume(client=0, rid=2, status="RECONSUME_LATER", ack_index=-1, send_back_fails=0),
+        ],
+    ),
 }
 
 
@@ -1762,6 +1808,18 @@ DIFFERS: dict[str, Callable[[State, State], bool]] = {
         and ok.broker.queues[1].messages[0].reconsume_times == 1
         and bug.broker.queues[1].messages == ()
         and ok.broker.scheduled == bug.broker.scheduled == ()
+    ),
+    # the sixth set, client half
+    # the batch of two removed from the tree uncounts 1 + 2 messages: msgCount wraps below 0 to 2**64 - 1
+    "removal_count_triangular": lambda ok, bug: (
+        _pq(ok, 0, 0).tree == _pq(bug, 0, 0).tree == 0 and _msg_count(ok) == 0 and _msg_count(bug) == (1 << 64) - 1
+    ),
+    # message 0, sent back to the retry topic, stays in the pq: removeMessage returns 0 where the correct one returns 1
+    "sent_back_kept_in_pq": lambda ok, bug: (
+        _pq(ok, 0, 0).tree == 0b10
+        and _pq(bug, 0, 0).tree == 0b11
+        and [u.offset for u in ok.clients[0].offset_updates] == [1]
+        and [u.offset for u in bug.clients[0].offset_updates] == [0]
     ),
 }
 

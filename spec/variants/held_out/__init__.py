@@ -79,6 +79,7 @@ from rmqspec.spec.variants.held_out import fix_commits  # noqa: E402  (the third
 from rmqspec.spec.variants.held_out import legacy_fixes  # noqa: E402  (the fourth set, figures seen)
 from rmqspec.spec.variants.held_out import client_fixes  # noqa: E402  (the fifth set, figures seen)
 from rmqspec.spec.variants.held_out import broker_fixes  # noqa: E402  (the sixth set's broker half, figures unseen)
+from rmqspec.spec.variants.held_out import client_lifecycle_fixes  # noqa: E402  (the sixth set's client half, unseen)
 
 __all__ = [
     "HELD_OUT",
@@ -86,6 +87,7 @@ __all__ = [
     "HeldOutBug",
     "broker_fixes",
     "client_fixes",
+    "client_lifecycle_fixes",
     "client_reports",
     "fix_commits",
     "held_out",
