@@ -101,6 +101,27 @@ _BROADCAST_OFFSET_FIX: tuple[Config, list[act.Action]] = (
 
 
 # name -> (configuration, witness schedule)
+# the sixth set's client half: one consumer, one queue of two messages, both pulled and handed to the listener
+_TWO_MESSAGES_ONE_QUEUE = Config(
+    consumers=1,
+    queues=1,
+    messages_per_queue=2,
+    client_crashes=0,
+    client_shutdowns=0,
+    broker_crashes=0,
+    send_back_failures=0,
+)
+_PULL_TWO_AND_CONSUME = [
+    act.Produce(queue=0, tag="A"),
+    act.Produce(queue=0, tag="A"),
+    act.Start(client=0),
+    act.Rebalance(client=0),
+    act.SendPull(client=0, queue=0),
+    act.BrokerReceive(client=0, overtakes=0),
+    act.ReceivePull(client=0, pq_uid=0),
+    act.StartConsume(client=0, rid=2),
+]
+
 WITNESSES: dict[str, tuple[Config, list[act.Action]]] = {
     "local_offset_bak_never_written": (
         Config(
@@ -1536,47 +1557,16 @@ WITNESSES: dict[str, tuple[Config, list[act.Action]]] = {
     ),
     # the sixth set, client half (spec/variants/held_out/client_lifecycle_fixes.py): figures unseen
     "removal_count_triangular": (
-        Config(
-            consumers=1,
-            queues=1,
-            messages_per_queue=2,
-            client_crashes=0,
-            client_shutdowns=0,
-            broker_crashes=0,
-            send_back_failures=0,
-            consume_batch_size=2,
-        ),
+        replace(_TWO_MESSAGES_ONE_QUEUE, consume_batch_size=2),
         [
-            act.Produce(queue=0, tag="A"),
-            act.Produce(queue=0, tag="A"),
-            act.Start(client=0),
-            act.Rebalance(client=0),
-            act.SendPull(client=0, queue=0),
-            act.BrokerReceive(client=0, overtakes=0),
-            act.ReceivePull(client=0, pq_uid=0),
-            act.StartConsume(client=0, rid=2),
+            *_PULL_TWO_AND_CONSUME,
             act.FinishConsume(client=0, rid=2, status="CONSUME_SUCCESS", ack_index=1, send_back_fails=0),
         ],
     ),
     "sent_back_kept_in_pq": (
-        Config(
-            consumers=1,
-            queues=1,
-            messages_per_queue=2,
-            client_crashes=0,
-            client_shutdowns=0,
-            broker_crashes=0,
-            send_back_failures=0,
-        ),
+        _TWO_MESSAGES_ONE_QUEUE,
         [
-            act.Produce(queue=0, tag="A"),
-            act.Produce(queue=0, tag="A"),
-            act.Start(client=0),
-            act.Rebalance(client=0),
-            act.SendPull(client=0, queue=0),
-            act.BrokerReceive(client=0, overtakes=0),
-            act.ReceivePull(client=0, pq_uid=0),
-            act.StartConsume(client=0, rid=2),
+            *_PULL_TWO_AND_CONSUME,
             act.FinishConsume(client=0, rid=2, status="RECONSUME_LATER", ack_index=-1, send_back_fails=0),
         ],
     ),
