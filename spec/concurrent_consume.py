@@ -13,7 +13,8 @@ Its actions, before the class: ``CleanExpiredMsg``, ``StartConsume``, ``FinishCo
 
 Its properties, after the class: INV-1 (a pq's msgCount and msgSize), INV-2 (the memory offset never passes
 an unhandled message), INV-5 (a dropped pq is inert), INV-22c (each redelivery inside its cause's extent), INV-23 (no
-message outlives its cleanExpireMsg run) and INV-10 (retry delays and the DLQ threshold).
+message outlives its cleanExpireMsg run), INV-10 (retry delays and the DLQ threshold), INV-24 (a send-back has a
+cause) and INV-28 (a new consume request counts each message's attempts).
 """
 
 from __future__ import annotations
@@ -785,4 +786,56 @@ SEND_BACK_HAS_A_CAUSE = ActionProperty(
     "A message sent back that nothing failed is consumed again and, at maxReconsumeTimes, ends in the DLQ; "
     "at-least-once allows the redelivery, so no delivery property sees it.",
     _send_back_has_a_cause,
+)
+
+
+def _requests_count_attempts(m: Model, s: State, a: Action, t: State) -> str | None:
+    """INV-28: a concurrent consumer's new ConsumeRequest hands each message with the reconsumeTimes it has had. A
+    request of a pull's messages (submitConsumeRequest, PullMixin._submit_consume_requests) carries each stored
+    message's count, the broker's own (a retry copy's counts its send-backs); a request resubmitted after a failed
+    send-back (``submitConsumeRequestLater``, R7.3 step 3) carries each of its messages at one more than the run
+    whose send-back failed, and only messages of that run. Read from the step: the requests it adds, the broker's
+    queues and the run that finished."""
+    if m.orderly:
+        return None
+    finished = None
+    if isinstance(a, FinishConsume):
+        finished = next((r for r in s.clients[a.client].consuming if r.rid == a.rid), None)
+    for i, (before, after) in enumerate(zip(s.clients, t.clients, strict=True)):
+        if after.requests == before.requests:
+            continue
+        known = {r.rid for r in before.requests} | {r.rid for r in before.consuming}
+        for r in after.requests:
+            if r.rid in known:
+                continue
+            if finished is not None and a.client == i:  # type: ignore[union-attr]
+                ran = dict(finished.msgs)
+                for o, times in r.msgs:
+                    if o not in ran or times != ran[o] + 1:
+                        told = "not of the failed run" if o not in ran else f"{times}, after a run at {ran[o]}"
+                        return (
+                            f"client {i} queue {r.queue}: the local retry of request {finished.rid} hands offset "
+                            f"{o} with reconsumeTimes {told}"
+                        )
+                continue
+            stored = t.broker.queues[r.queue].messages
+            for o, times in r.msgs:
+                if o < len(stored) and times != stored[o].reconsume_times:
+                    return (
+                        f"client {i} queue {r.queue}: request {r.rid} hands offset {o} with reconsumeTimes {times}, "
+                        f"the stored message has {stored[o].reconsume_times}"
+                    )
+    return None
+
+
+REQUESTS_COUNT_ATTEMPTS = ActionProperty(
+    "INV-28",
+    "requests_count_attempts",
+    "A concurrent consumer's new consume request hands each message with its reconsumeTimes: the stored count for a "
+    "pull's messages, one more than the failed run's for a local retry after a failed send-back.",
+    "R7.3, R7.5",
+    "The listener decides by reconsumeTimes (give up, alert, skip), and the producer fall-back of a send-back "
+    "stores that count and delays by it: a count that does not grow retries forever at the first delay and never "
+    "reaches the DLQ.",
+    _requests_count_attempts,
 )

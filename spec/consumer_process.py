@@ -14,7 +14,8 @@ Its actions, before the class: ``Start``, ``Shutdown``, ``OrphanReturns``, ``Cra
 
 Its properties, after the class: INV-6a (persistAll prunes unowned queues from memory), INV-6b (offsets.json
 never loses an entry), INV-6c (an offsets.json entry falls only with a cause the step shows:
-``file_write_race``, ``local_file_lowering``) and INV-25 (a shutdown persists every queue of its table).
+``file_write_race``, ``local_file_lowering``), INV-25 (a shutdown persists every queue of its table) and INV-27
+(the client's scheduled tasks keep their first delays and periods).
 """
 
 from __future__ import annotations
@@ -541,4 +542,79 @@ SHUTDOWN_PERSISTS_OWNED = ActionProperty(
     "What was consumed since the last 5 s persist is otherwise delivered again to the next owner, or to this "
     "consumer after its restart.",
     _shutdown_persists_owned,
+)
+
+
+def _timers_keep_their_period(m: Model, s: State, a: Action, t: State) -> str | None:
+    """INV-27: the client's fixed-rate tasks keep the cadence ``MQClientInstance#startScheduledTask`` and the consumer
+    services give them (R4.1). A start arms each task at its first delay: persistAllConsumerOffset 10 s, the
+    heartbeat 1 s, RebalanceService's 20 s wait (woken at once by the start's request; RebalanceMixin._rebalance),
+    lockMQPeriodically 1 s where the consumer locks (the lockAll timer, ClientLocksMixin._lock_all), cleanExpireMsg
+    one consumeTimeout where it cleans (cleanExpiredMsg, ConcurrentConsumeMixin._clean_expired_msg). A task's own run
+    moves its deadline one period on from the deadline it ran at (``scheduleAtFixedRate``); a run of RebalanceService,
+    on its timer or on request, waits 20 s from now (5.x: 1 s when unbalanced). No other step moves a deadline, and a
+    deadline goes away only with its process or when the task dies (TaskDies). Read from the step and the
+    constants, not from the model's own scheduling helpers, so a variant that reschedules differently is seen."""
+    from rmqspec.spec.client_locks import LockAll  # client_locks imports this module
+    from rmqspec.spec.concurrent_consume import CLEAN_EXPIRE_MSG_TASK, CleanExpiredMsg
+    from rmqspec.spec.rebalance import REBALANCE_MIN_INTERVAL
+
+    for i, (before, after) in enumerate(zip(s.clients, t.clients, strict=True)):
+        if not after.running:
+            continue
+        if not before.running:
+            lock_first = s.now + lk.LOCK_ALL_FIRST_DELAY if m.lock_renewal else None
+            armed = {
+                "persistAllConsumerOffset": (after.next_persist, s.now + PERSIST_FIRST_DELAY),
+                "sendHeartbeatToAllBroker": (after.next_heartbeat, s.now + HEARTBEAT_FIRST_DELAY),
+                "RebalanceService": (after.next_rebalance, s.now + REBALANCE_WAIT),
+                "lockMQPeriodically": (after.next_lock_all, lock_first),
+                CLEAN_EXPIRE_MSG_TASK: (after.next_clean, s.now + m.consume_timeout if m.cleans_expired else None),
+            }
+            for task, (got, expected) in armed.items():
+                if got != expected:
+                    return f"client {i}: the start armed {task} for {got}, expected {expected}"
+            continue
+        own = getattr(a, "client", None) == i
+        fixed_rate = (
+            ("persistAllConsumerOffset", before.next_persist, after.next_persist, PERSIST_INTERVAL, PersistOffsets),
+            ("sendHeartbeatToAllBroker", before.next_heartbeat, after.next_heartbeat, HEARTBEAT_INTERVAL, Heartbeat),
+            ("lockMQPeriodically", before.next_lock_all, after.next_lock_all, lk.LOCK_ALL_INTERVAL, LockAll),
+            (CLEAN_EXPIRE_MSG_TASK, before.next_clean, after.next_clean, m.consume_timeout, CleanExpiredMsg),
+        )
+        for task, old, new, period, action in fixed_rate:
+            if old == new:
+                continue
+            if new is None and task in after.dead_tasks:
+                continue
+            if own and isinstance(a, action) and old is not None and old <= s.now and new == old + period:
+                continue
+            return f"client {i}: {type(a).__name__} moved {task}'s deadline from {old} to {new}"
+        ran = before.rebalance_requested and not after.rebalance_requested
+        if before.next_rebalance == after.next_rebalance and not ran:
+            continue
+        new = after.next_rebalance
+        if new is None:
+            if "RebalanceService" in after.dead_tasks:
+                continue
+            return f"client {i}: {type(a).__name__} left RebalanceService with no next run"
+        waits = {s.now + REBALANCE_WAIT, s.now + REBALANCE_MIN_INTERVAL} if m.paced else {s.now + REBALANCE_WAIT}
+        if new not in waits:
+            return (
+                f"client {i}: {type(a).__name__} set RebalanceService's next run to {new}, expected "
+                f"{' or '.join(str(w) for w in sorted(waits))}"
+            )
+    return None
+
+
+TIMERS_KEEP_THEIR_PERIOD = ActionProperty(
+    "INV-27",
+    "timers_keep_their_period",
+    "The client's scheduled tasks keep their cadence: a start arms each at its first delay, a task's run moves it "
+    "one period on, RebalanceService waits 20 s after each run (5.x: 1 s when unbalanced), and nothing else moves "
+    "a deadline; one goes only with its process or its task.",
+    "R4.1, R4.2, R8.3, R6.8",
+    "A task that stops or slows leaves its work undone for as long: offsets not persisted, a consumer not "
+    "heard by the broker, a rebalance or a lock renewal not made, an expired message not cleaned.",
+    _timers_keep_their_period,
 )

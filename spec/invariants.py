@@ -51,12 +51,14 @@ INVARIANTS: tuple[Invariant, ...] = (
 ACTION_PROPERTIES: tuple[ActionProperty, ...] = (
     concurrent_consume.RETRY_ACCOUNTING,  # INV-10
     concurrent_consume.SEND_BACK_HAS_A_CAUSE,  # INV-24
+    concurrent_consume.REQUESTS_COUNT_ATTEMPTS,  # INV-28
     pull.INCREASE_ONLY_NEVER_LOWERS,  # INV-4
     concurrent_consume.DROPPED_PQ_IS_INERT,  # INV-5
     consumer_process.PERSIST_ALL_PRUNES_MEMORY,  # INV-6a
     consumer_process.LOCAL_OFFSET_FILE_ONLY_GROWS,  # INV-6b
     consumer_process.LOCAL_OFFSET_FILE_FALLS_WITH_A_CAUSE,  # INV-6c
     consumer_process.SHUTDOWN_PERSISTS_OWNED,  # INV-25
+    consumer_process.TIMERS_KEEP_THEIR_PERIOD,  # INV-27
     committed_offset.BROKER_DECREASE_ATTRIBUTED,  # INV-8
     pull.PIGGYBACK_RULE,  # INV-14
     rebalance.RESUME_AT_LAST_LANDED_COMMIT,  # INV-15

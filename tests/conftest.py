@@ -3,16 +3,33 @@
 With ``RMQSPEC_COVERAGE=1`` the session also measures the branch coverage of ``spec/`` in this process
 (``rmqspec.spec_coverage.SuiteMeasurement``) and writes ``rmqspec-out/test-coverage.json`` (or the path
 in ``RMQSPEC_COVERAGE_OUT``), which ``rmqspec coverage --from FILE`` prints. About 3x slower; off by default.
+
+The fixture ``inv27_unwatched`` takes INV-27 (the client timers' cadence) out of every search for one test, so a
+test can show what the liveness checks see of a timer bug on their own.
 """
 
 import os
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from rmqspec.properties.profiles import load_active_profile
 
 PROFILE = load_active_profile()
 _MEASUREMENT: Any = None
+
+
+@pytest.fixture
+def inv27_unwatched(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every search without INV-27: the walks and machines read ``invariants.ACTION_PROPERTIES`` through
+    ``check_step`` at each step, the exhaustive checkers hold their own reference to the tuple."""
+    from rmqspec.properties import exhaustive, exhaustive_spark
+    from rmqspec.spec import invariants
+
+    kept = tuple(p for p in invariants.ACTION_PROPERTIES if p.id != "INV-27")
+    for module in (invariants, exhaustive, exhaustive_spark):
+        monkeypatch.setattr(module, "ACTION_PROPERTIES", kept)
 
 
 def pytest_report_header() -> str:

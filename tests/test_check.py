@@ -363,11 +363,12 @@ def test_collecting_every_violation_keeps_one_per_property_and_action() -> None:
     assert r.exhausted
 
 
-# Liveness as fair cycles. The timer-stop bugs are invisible to every safety property (tests/test_planted_bugs.py,
-# LIVENESS_ONLY); each needs a configuration where its timer is the only way forward.
+# Liveness as fair cycles. The timer-stop bugs are invisible to every safety property but INV-27, which these tests
+# unwatch (the fixture inv27_unwatched); each needs a configuration where its timer is the only way forward.
 QUERY_ERROR_ONCE = Config(consumers=1, queues=1, messages_per_queue=0, query_errors=1, **NO_FAULTS)
 
 
+@pytest.mark.usefixtures("inv27_unwatched")
 def test_a_lasso_catches_a_persist_timer_that_stops() -> None:
     config = Config(consumers=1, queues=1, messages_per_queue=0, mode="BROADCASTING", **NO_FAULTS)
     planted = replace(config, mutations=frozenset({"persist_timer_stops"}))
@@ -377,6 +378,7 @@ def test_a_lasso_catches_a_persist_timer_that_stops() -> None:
     assert not any(type(a).__name__ == "PersistOffsets" for a in lassos[0].cycle)
 
 
+@pytest.mark.usefixtures("inv27_unwatched")
 def test_the_correct_idle_consumer_has_no_lasso_and_its_planted_twin_of_the_rebalance_timer_neither() -> None:
     # one consumer gets its queue at its first rebalance, so a rebalance timer that stops changes nothing here
     nc = named_configs()["idle-consumer"]
@@ -425,6 +427,7 @@ def test_check_command_names_a_bad_configuration(capsys: pytest.CaptureFixture[s
     assert "no-such-configuration" in capsys.readouterr().err
 
 
+@pytest.mark.usefixtures("inv27_unwatched")
 def test_check_command_reports_a_liveness_failure_at_the_horizon_and_writes_its_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -449,6 +452,7 @@ def test_the_counterexample_bench_prints_the_shortest_beside_the_shrunk(capsys: 
     assert cells[1] in named_configs() and int(cells[3]) <= int(cells[8])  # BFS is never longer than shrunk
 
 
+@pytest.mark.usefixtures("inv27_unwatched")
 def test_a_lasso_catches_a_rebalance_timer_that_stops_where_the_periodic_rebalance_is_the_only_way_on() -> None:
     nc = named_configs()["query-error-5x"]
     planted = check(replace(nc.config, mutations=frozenset({"rebalance_timer_stops"})), nc.bounds, keep_edges=True)

@@ -170,7 +170,10 @@ REFUTED: list[tuple[str, str, str, int]] = [
     ("unlock_delay_never_scheduled", "orderly-two-consumers-one-message-instant", "INV-26", 7),
     ("avg_blocks_overlap", "two-consumers-instant", "INV-13a", 4),
     ("expired_removed_without_send_back", "consume-timeout", "INV-9", 17),
-    ("clean_timer_stops", "consume-timeout", "INV-23", 11),
+    # the task's first run drops its deadline (INV-27); the liveness checks see the persist and rebalance ones too
+    ("clean_timer_stops", "consume-timeout", "INV-27", 5),
+    ("persist_timer_stops", "admin-reset", "INV-27", 5),
+    ("rebalance_timer_stops", "broadcast-restart-instant", "INV-27", 2),
     ("first_pull_one_below_position", "restart-instant", "INV-15", 12),
     ("client_reset_off_by_one", "admin-reset", "INV-8", 15),
     ("no_persist_all_pruning", "admin-reset", "INV-6a", 16),
@@ -228,6 +231,7 @@ AT_HORIZON = [
 
 
 @pytest.mark.parametrize(("mutation", "name", "liv"), AT_HORIZON, ids=[m for m, *_ in AT_HORIZON])
+@pytest.mark.usefixtures("inv27_unwatched")  # what the liveness checks see of them alone
 def test_a_timer_that_stops_is_caught_at_the_horizon_by_a_run_that_replays(mutation: str, name: str, liv: str) -> None:
     nc = named_configs()[name]
     planted = replace(nc.config, mutations=frozenset({mutation}))
@@ -243,9 +247,10 @@ def test_a_timer_that_stops_is_caught_at_the_horizon_by_a_run_that_replays(mutat
     assert s.now > (nc.bounds.horizon_ms or 0)  # the run went past the horizon: only the quiescence could see it
 
 
-# The rest of docs/check.md's table: refuted by a lasso (tests/test_check.py) and at the horizon (AT_HORIZON), or not
-# expressed by a small configuration (the docs give the smallest configuration tried for each).
+# Refuted a second time, with INV-27 unwatched, by a lasso (tests/test_check.py) and at the horizon (AT_HORIZON).
 BY_LASSO = {"persist_timer_stops", "rebalance_timer_stops"}
+# The rest of docs/check.md's table: not expressed by a small configuration (the docs give the smallest configuration
+# tried for each).
 NOT_EXPRESSED = {
     "offset_illegal_fix_deferred",  # two 5.x consumers, a retention delete and more than 10 s
     "client_reset_skips_update",  # time past the reset's 10 s sleep; admin-reset itself shows nothing
@@ -257,9 +262,9 @@ NOT_EXPRESSED = {
 }
 
 
-def test_every_planted_bug_is_refuted_in_a_named_configuration_by_a_lasso_or_named_as_not_expressed() -> None:
+def test_every_planted_bug_is_refuted_in_a_named_configuration_or_named_as_not_expressed() -> None:
     refuted = [m for m, *_ in REFUTED]
     assert len(set(refuted)) == len(refuted)
-    assert set(refuted) | BY_LASSO | NOT_EXPRESSED == set(MUTATIONS)
+    assert set(refuted) | NOT_EXPRESSED == set(MUTATIONS) and set(refuted) >= BY_LASSO
     assert {m for m, *_ in AT_HORIZON} == BY_LASSO
-    assert len(refuted) + len(BY_LASSO) + len(NOT_EXPRESSED) == len(MUTATIONS) == 38
+    assert len(refuted) + len(NOT_EXPRESSED) == len(MUTATIONS) == 38

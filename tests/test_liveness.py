@@ -1,10 +1,10 @@
 """Liveness at quiescence (docs/spec.md, "Liveness at quiescence"): once faults stop and timers run, the group catches
 up.
 
-The correct model passes every liveness check after many seeded walks, with consumers restarted and
-with them left down; each liveness-only planted bug is caught by its LIV check and by no safety
-property; a dead task's failures are its harm, with the task, client and time that explain them, and
-explain nothing else; and the Hypothesis machines quiesce at the end of each example.
+The correct model passes every liveness check after many seeded walks, with consumers restarted and with them left
+down; each planted timer bug is caught by its LIV check with INV-27 (the timers' own safety property, the only one that
+sees it) unwatched; a dead task's failures are its harm, with the task, client and time that explain them, and explain
+nothing else; and the Hypothesis machines quiesce at the end of each example.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from rmqspec.properties.liveness import (
 )
 from rmqspec.properties.machines import machine_for
 from rmqspec.spec import actions as act
+from rmqspec.spec import invariants
 from rmqspec.spec.config import BROADCASTING, CLUSTERING, V5_X, Config
 from rmqspec.spec.invariants import check_step
 from rmqspec.spec.model import Model
@@ -50,7 +51,8 @@ CLEAN: list[dict[str, object]] = [
 ]
 WALKS, STEPS = 25, 150
 
-# Liveness-only planted bugs: mutation -> (the check that refutes it, config that lets walks reach it).
+# Planted timer bugs that only INV-27 sees among the safety properties: mutation -> (the check that refutes it at
+# quiescence, config that lets walks reach it).
 LIVENESS_CASES: dict[str, tuple[str, dict[str, object]]] = {
     "persist_timer_stops": ("LIV-2", {"mode": BROADCASTING}),
     "rebalance_timer_stops": ("LIV-1", {"mode": CLUSTERING, "version": V5_X, "query_errors": 3, "consumers": 2}),
@@ -77,12 +79,13 @@ def test_correct_model_is_live_at_quiescence(overrides: dict[str, object], resta
 
 
 @pytest.mark.parametrize(("mutation", "prop", "overrides"), [(m, p, o) for m, (p, o) in LIVENESS_CASES.items()])
-def test_liveness_catches_a_planted_bug_that_safety_misses(
+def test_liveness_catches_a_planted_timer_bug_that_only_inv27_of_the_safety_properties_sees(
     mutation: str, prop: str, overrides: dict[str, object]
 ) -> None:
     base = {"consumers": 3, "queues": 4, "messages_per_queue": 4, "max_reconsume_times": 2, **overrides}
     buggy = Config(**base, mutations=frozenset({mutation}))  # type: ignore[arg-type]
-    assert explore(buggy, 100, STEPS).valid, "a safety property caught it: not a liveness-only bug"
+    safety = explore(buggy, 100, STEPS)
+    assert not safety.valid and {v.id for c in safety.counterexamples for v in c.violations} == {"INV-27"}
     found = explore(buggy, 100, STEPS, watch=frozenset({prop}), liveness=True)
     assert not found.valid, f"{prop} did not catch {mutation}"
     assert prop in {v.id for v in found.counterexamples[0].violations}
@@ -184,16 +187,17 @@ def test_a_dead_task_explains_nothing_once_its_client_restarted() -> None:
         state = model.step(state, next(a for a in model.enabled(state) if not isinstance(a, busy)))
     state = model.step(state, act.PersistOffsets(0))
     assert deaths and not state.clients[0].dead_tasks
-    outcome = check_liveness(model, state, deaths)
-    assert {v.id for v in outcome.violations} == {"LIV-2", "LIV-5"} and outcome.harms == []
+    outcome = check_liveness(model, state, deaths)  # INV-27: the quiescence's persist runs once more and stops
+    assert {v.id for v in outcome.violations} == {"INV-27", "LIV-2", "LIV-5"} and outcome.harms == []
 
 
 def test_a_dead_task_does_not_excuse_another_client_s_failure() -> None:
     model = Model(replace(TWO_BROADCASTING, mutations=frozenset({"persist_timer_stops"})))
     died = [act.Start(0), act.Rebalance(0), act.TaskDies(0, "persistAllConsumerOffset"), act.Start(1)]
-    outcome = check_liveness(model, *_scripted(model, died))
-    assert {v.id for v in outcome.violations} == {"LIV-2", "LIV-5"}
-    assert all("client 1 " in v.detail for v in outcome.violations)  # client 0's own are its task's harm
+    outcome = check_liveness(model, *_scripted(model, died))  # INV-27: client 1's persist runs once and stops
+    assert {v.id for v in outcome.violations} == {"INV-27", "LIV-2", "LIV-5"}
+    assert all("client 1" in v.detail and "client 0" not in v.detail for v in outcome.violations)  # client 0's own
+    # are its task's harm
 
 
 @pytest.mark.parametrize("cause", ["TaskDies", "clean_timer_stops"])
@@ -329,16 +333,20 @@ def _write_config(tmp_path: Path, config: dict[str, object]) -> str:
 
 
 def test_rmqspec_run_checks_liveness_by_default_and_a_planted_timer_bug_is_a_counterexample(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     config = _write_config(tmp_path, {"mode": BROADCASTING, "consumers": 2, "queues": 2})
     argv = ["run", "--config", config, "--walks", "3", "--steps", "60", "--mutation", "persist_timer_stops"]
+    assert main([*argv, "--no-liveness", "--out", str(tmp_path / "safety")]) == 1  # INV-27 sees it first
+    assert "INV-27" in capsys.readouterr().out
+    kept = tuple(p for p in invariants.ACTION_PROPERTIES if p.id != "INV-27")  # what the liveness checks see alone
+    monkeypatch.setattr(invariants, "ACTION_PROPERTIES", kept)
     assert main([*argv, "--out", str(tmp_path / "a")]) == 1
     out = capsys.readouterr().out
     assert "LIV-2 liveness at quiescence" in out and "its walk shrunk from" in out
     summary = json.loads((tmp_path / "a" / "run-summary.json").read_text())
     assert summary["liveness"] and summary["configs"][0]["liveness"]["violations"] == 1
-    assert main([*argv, "--no-liveness", "--out", str(tmp_path / "b")]) == 0  # safety alone misses it
+    assert main([*argv, "--no-liveness", "--out", str(tmp_path / "b")]) == 0  # the other safety properties miss it
     assert "liveness at quiescence: not checked (--no-liveness)" in capsys.readouterr().out
 
 
@@ -354,7 +362,8 @@ def test_rmqspec_run_counts_dead_tasks_failures_as_harm_per_cause(
     assert all(cause in harm_line for cause in figures["harm"])
 
 
-def test_the_spec_machine_quiesces_at_teardown_and_refutes_a_liveness_only_bug() -> None:
+@pytest.mark.usefixtures("inv27_unwatched")
+def test_the_spec_machine_quiesces_at_teardown_and_refutes_a_timer_bug_with_inv27_unwatched() -> None:
     buggy = Config(
         mode=BROADCASTING, consumers=2, queues=1, client_crashes=0, client_shutdowns=0, broker_crashes=0,
         mutations=frozenset({"persist_timer_stops"}),

@@ -72,7 +72,7 @@ class ExpiredRemovedWithoutSendBack(Variant):
         return b, "expired-removed"
 
 
-@planted("clean_timer_stops", breaks=("R6.8",), refuted_by=("INV-23",))
+@planted("clean_timer_stops", breaks=("R6.8",), refuted_by=("INV-27", "INV-23"))
 class CleanTimerStops(Variant):
     """The cleanExpireMsg task runs once and is never re-armed: a message whose listener outlives consumeTimeout
     afterwards is never sent back, and no dead task explains it."""

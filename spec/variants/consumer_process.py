@@ -41,9 +41,10 @@ class ShutdownSkipsQueuedCommits(Variant):
         return t._replace(clients=_put(t.clients, i, after._replace(mem=mem)))
 
 
-@planted("persist_timer_stops", breaks=("R4.1",), refuted_by=("LIV-2",))
+@planted("persist_timer_stops", breaks=("R4.1",), refuted_by=("INV-27", "LIV-2"))
 class PersistTimerStops(Variant):
-    """persistAllConsumerOffset runs once and is never rescheduled (only liveness checks see it)."""
+    """persistAllConsumerOffset runs once and is never rescheduled: INV-27 sees the deadline go, LIV-2 the offsets
+    never persisted."""
 
     def _next_persist_run(self, due: int) -> int | None:
         return None

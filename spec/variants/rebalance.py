@@ -88,10 +88,10 @@ class AddWithoutLock(Variant):
         return False
 
 
-@planted("rebalance_timer_stops", breaks=("R4.2",), refuted_by=("LIV-1",))
+@planted("rebalance_timer_stops", breaks=("R4.2",), refuted_by=("INV-27", "LIV-1"))
 class RebalanceTimerStops(Variant):
-    """RebalanceService is not re-armed after a run: only rebalanceImmediately wakes it (only liveness checks
-    see it)."""
+    """RebalanceService is not re-armed after a run: only rebalanceImmediately wakes it (INV-27 sees the wait go,
+    LIV-1 the messages left unconsumed)."""
 
     def _next_rebalance_run(self, now: int) -> int | None:
         return None

@@ -55,7 +55,7 @@ class LocalRemoveOffsetNoop(Variant):
         "04781a4, 2020-01-02: the local retry list of ConsumeMessageConcurrentlyService::ConsumeRequest gained "
         "msgs[i].setReconsumeTimes(msgs[i].getReconsumeTimes() + 1), as the Java client does, and the send-back "
         "went to the queue's broker instead of the message's store host)",
-        (),
+        ("INV-28",),
         _FIGURES_SEEN,
     ),
 )
@@ -120,7 +120,7 @@ class ClientResetWakeThrows(Variant):
         ("R4.2",),
         "apache/rocketmq-client-go PR #350 'fix: pull timeout and suspend time is not consistent with java' (commit "
         "75c75c1, 2020-01-02, closes #349: _RebalanceInterval = 10 * time.Second became 20 * time.Second)",
-        (),
+        ("INV-27",),
         _FIGURES_SEEN,
     ),
 )
