@@ -1555,7 +1555,7 @@ WITNESSES: dict[str, tuple[Config, list[act.Action]]] = {
             act.DeliverScheduled(),
         ],
     ),
-    # the sixth set, client half (spec/variants/held_out/client_lifecycle_fixes.py): figures unseen
+    # the sixth set, client half (spec/variants/held_out/client_lifecycle_fixes.py): measured once
     "removal_count_triangular": (
         replace(_TWO_MESSAGES_ONE_QUEUE, consume_batch_size=2),
         [

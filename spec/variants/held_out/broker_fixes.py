@@ -13,9 +13,9 @@ from rmqspec.spec.state import State
 from rmqspec.spec.variants import Variant
 from rmqspec.spec.variants.held_out import HeldOutBug, held_out
 
-# figures_seen of every bug of this module: no campaign, run, check or bench has been run with them planted, and
-# whoever first uses their catch figures to change the search or the properties sets this to True in that change
-_FIGURES_SEEN = False
+# figures_seen of every bug of this module: their catch figures were read when the sixth set judged INV-27 and INV-28
+# (docs/held_out.md, "The sixth set, measured"), so they judge no later change of the search or the properties
+_FIGURES_SEEN = True
 
 
 @held_out(
