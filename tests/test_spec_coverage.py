@@ -24,6 +24,7 @@ from rmqspec.spec_coverage import (
     encode_arcs,
     spec_digest,
     spec_files,
+    summary_figures,
 )
 
 
@@ -141,6 +142,9 @@ def test_a_campaign_document_counts_only_runs_measured_on_this_source(
     ]
     document = campaign_document(rows, "campaign")
     assert (document["runs"], document["measured_runs"], document["measured_on_other_source"]) == (3, 1, 1)
+    # the campaign's summary line says why a row measured on other source is left out
+    line = cli._spec_coverage_line(summary_figures(document), Path("out"))
+    assert "in 1 measured runs (1 more measured on other spec/ source, left out: spec/ changed during the run)" in line
     assert document["growth"] == [[1, document["totals"]["reached"] + len(document["excluded_but_reached"])]]
 
 

@@ -456,9 +456,14 @@ def _spec_coverage_line(figures: dict[str, Any] | None, out: Path) -> str:
         return "spec/ branch coverage: not measured (--coverage-every 0, or coverage.py missing on the executors)"
     excluded = ", ".join(f"{c} {n}" for c, n in figures["excluded_by_category"].items()) or "none"
     stale = f"; {figures['stale_exclusions']} STALE exclusions" if figures["stale_exclusions"] else ""
+    other = figures.get("measured_on_other_source", 0)
+    elsewhere = ""
+    if other:
+        elsewhere = f" ({other} more measured on other spec/ source, left out: spec/ changed during the run)"
     return (
         f"spec/ branch coverage: {figures['reached']}/{figures['reachable']} reachable branches reached "
-        f"({figures['percent']} %) in {figures['measured_runs']} measured runs; excluded by design: {excluded}; "
+        f"({figures['percent']} %) in {figures['measured_runs']} measured runs{elsewhere}; "
+        f"excluded by design: {excluded}; "
         f"{figures['unreached']} unreached{stale} (rmqspec coverage --campaign {out})"
     )
 

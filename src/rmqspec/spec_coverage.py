@@ -466,6 +466,7 @@ def summary_figures(document: Mapping[str, Any]) -> dict[str, Any]:
     return {
         **document["totals"],
         "measured_runs": document["measured_runs"],
+        "measured_on_other_source": document["measured_on_other_source"],
         "runs": document["runs"],
         "excluded_by_category": document["excluded_by_category"],
         "unreached": len(document["unreached"]),
