@@ -798,17 +798,18 @@ def _requests_count_attempts(m: Model, s: State, a: Action, t: State) -> str | N
     queues and the run that finished."""
     if m.orderly:
         return None
-    finished = None
+    finished, finisher = None, -1
     if isinstance(a, FinishConsume):
         finished = next((r for r in s.clients[a.client].consuming if r.rid == a.rid), None)
+        finisher = a.client
     for i, (before, after) in enumerate(zip(s.clients, t.clients, strict=True)):
-        if after.requests == before.requests:
+        if before is after or after.requests == before.requests:
             continue
         known = {r.rid for r in before.requests} | {r.rid for r in before.consuming}
         for r in after.requests:
             if r.rid in known:
                 continue
-            if finished is not None and a.client == i:  # type: ignore[union-attr]
+            if finished is not None and finisher == i:
                 ran = dict(finished.msgs)
                 for o, times in r.msgs:
                     if o not in ran or times != ran[o] + 1:

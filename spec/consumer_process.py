@@ -560,7 +560,7 @@ def _timers_keep_their_period(m: Model, s: State, a: Action, t: State) -> str | 
     from rmqspec.spec.rebalance import REBALANCE_MIN_INTERVAL
 
     for i, (before, after) in enumerate(zip(s.clients, t.clients, strict=True)):
-        if not after.running:
+        if before is after or not after.running:  # a client the step left alone keeps its deadlines
             continue
         if not before.running:
             lock_first = s.now + lk.LOCK_ALL_FIRST_DELAY if m.lock_renewal else None

@@ -35,7 +35,6 @@ from rmqspec.properties.liveness import (
 )
 from rmqspec.properties.machines import machine_for
 from rmqspec.spec import actions as act
-from rmqspec.spec import invariants
 from rmqspec.spec.config import BROADCASTING, CLUSTERING, V5_X, Config
 from rmqspec.spec.invariants import check_step
 from rmqspec.spec.model import Model
@@ -332,15 +331,23 @@ def _write_config(tmp_path: Path, config: dict[str, object]) -> str:
     return str(path)
 
 
-def test_rmqspec_run_checks_liveness_by_default_and_a_planted_timer_bug_is_a_counterexample(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _timer_bug_run(tmp_path: Path) -> list[str]:
     config = _write_config(tmp_path, {"mode": BROADCASTING, "consumers": 2, "queues": 2})
-    argv = ["run", "--config", config, "--walks", "3", "--steps", "60", "--mutation", "persist_timer_stops"]
-    assert main([*argv, "--no-liveness", "--out", str(tmp_path / "safety")]) == 1  # INV-27 sees it first
+    return ["run", "--config", config, "--walks", "3", "--steps", "60", "--mutation", "persist_timer_stops"]
+
+
+def test_rmqspec_run_reports_a_stopped_timer_as_an_inv27_counterexample_without_liveness(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*_timer_bug_run(tmp_path), "--no-liveness", "--out", str(tmp_path / "a")]) == 1
     assert "INV-27" in capsys.readouterr().out
-    kept = tuple(p for p in invariants.ACTION_PROPERTIES if p.id != "INV-27")  # what the liveness checks see alone
-    monkeypatch.setattr(invariants, "ACTION_PROPERTIES", kept)
+
+
+@pytest.mark.usefixtures("inv27_unwatched")  # what the liveness checks see of it alone
+def test_rmqspec_run_checks_liveness_by_default_and_a_planted_timer_bug_is_a_counterexample(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = _timer_bug_run(tmp_path)
     assert main([*argv, "--out", str(tmp_path / "a")]) == 1
     out = capsys.readouterr().out
     assert "LIV-2 liveness at quiescence" in out and "its walk shrunk from" in out
