@@ -19,7 +19,8 @@ Last writer wins (R3.2) and the broker's load (R3.7) are decided here; the prope
 consequences are ``committed_offset.py`` (INV-8, INV-8r) and, on the slave's table, ``slave.py`` (INV-8s), which
 also applies the UPDATE_CONSUMER_OFFSET handler (R3.4) and the pull handler (R5.4) to the slave's copy.
 
-Its property, after the class: INV-7 (QUERY_CONSUMER_OFFSET never answers a negative SUCCESS). What the
+Its properties, after the class: INV-7 (QUERY_CONSUMER_OFFSET never answers a negative SUCCESS) and INV-29 (a
+scheduled copy leaves the schedule only when due, into the retry queue, unchanged). What the
 committed offset must cover and why it may fall (INV-9, INV-16, INV-8, INV-8r) is ``committed_offset.py``.
 """
 
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, Final
 
 from rmqspec.spec import broker_rules as br
 from rmqspec.spec.enabling import ActionNotEnabled
-from rmqspec.spec.property_types import Invariant
+from rmqspec.spec.property_types import ActionProperty, Invariant
 from rmqspec.spec.state import (
     Broker,
     Client,
@@ -47,6 +48,7 @@ from rmqspec.spec.state import (
 from rmqspec.spec.state import put_at as _put
 
 if TYPE_CHECKING:
+    from rmqspec.spec.actions import Action
     from rmqspec.spec.model import Model
 
 # Broker timers (R4.3, R3.6; docs/rules.md, "Constants").
@@ -446,7 +448,7 @@ class BrokerMixin:
         return s.now - b.heartbeat_at[i] > CHANNEL_EXPIRED_TIMEOUT
 
 
-# Properties of the broker (INV-7)
+# Properties of the broker (INV-7, INV-29)
 def _broker_answers(m: Model, s: State) -> str | None:
     b = s.broker
     for q in range(m.q_count):
@@ -465,4 +467,58 @@ BROKER_ANSWERS = Invariant(
     "R3.3, R3.5",
     "A negative start offset sends the client to OFFSET_ILLEGAL and minOffset (RMQ-14).",
     _broker_answers,
+)
+
+
+def _scheduled_copies_reach_the_retry_queue(m: Model, s: State, a: Action, t: State) -> str | None:
+    # Read from the step and the schedule's own order, never from the model's delivery helper (which a planted bug
+    # overrides). SCHEDULE_TOPIC_XXXX is a topic of the commit log: a crash, a restart, a slave's promotion or any
+    # client action keeps what it holds. Only the master's ScheduleMessageService takes a message out, when its delay
+    # is due, and stores it in its real topic with a new store time (messageTimeup); in the model the real topic of a
+    # CLUSTERING send-back is the group's one retry queue, and nothing else writes to that queue (producers write to
+    # the topic's queues). A BROADCASTING copy (cleanExpiredMsg's) has no retry queue to reach and only leaves the
+    # schedule.
+    before, after = s.broker, t.broker
+    if before is after:
+        return None
+    rq = m.retry_queue
+    old = before.queues[rq].messages if rq is not None else ()
+    new = after.queues[rq].messages if rq is not None else ()
+    if new[: len(old)] != old:
+        return f"{type(a).__name__}: the retry queue's stored messages changed"
+    arrived = new[len(old) :]
+    if before.scheduled == after.scheduled:
+        if arrived:
+            return f"{type(a).__name__}: {arrived[0].origin} reached the retry queue without leaving the schedule"
+        return None
+    gone = list(before.scheduled)
+    for e in after.scheduled:
+        if e in gone:
+            gone.remove(e)
+    if not gone:
+        return None  # a send-back only added to the schedule
+    e = gone[0]
+    if not isinstance(a, DeliverScheduled) or len(gone) > 1 or e != before.scheduled[0]:
+        return f"{type(a).__name__}: the scheduled copy of {e.message.origin} left the schedule undelivered"
+    if not before.up or e.due > s.now:
+        return f"the scheduled copy of {e.message.origin} was delivered before its delay (due {e.due}, now {s.now})"
+    if rq is None:
+        return None if not arrived else f"{arrived[0].origin} reached a retry queue the group does not have"
+    if arrived != (e.message._replace(store_time=t.now),):
+        got = "nothing" if not arrived else ", ".join(str(x) for x in arrived)
+        return f"the scheduled copy of {e.message.origin} was due at {e.due}; the retry queue received {got}"
+    return None
+
+
+SCHEDULED_COPIES_REACH_THE_RETRY_QUEUE = ActionProperty(
+    "INV-29",
+    "scheduled_copies_reach_the_retry_queue",
+    "A message waiting in the broker's schedule leaves it only when its delay is due and the master is up, the "
+    "earliest first, and then lands, unchanged but for its store time, in the group's retry queue (a BROADCASTING "
+    "copy has none); nothing else reaches the retry queue and nothing there changes.",
+    "R7.5, R7.7",
+    "The original's offset was committed when its send-back succeeded: the scheduled copy is the message's only "
+    "way back to the listener, so a copy lost, altered or never delivered is a message lost, and at-least-once, "
+    "which follows the original, does not see it.",
+    _scheduled_copies_reach_the_retry_queue,
 )

@@ -52,6 +52,7 @@ ACTION_PROPERTIES: tuple[ActionProperty, ...] = (
     concurrent_consume.RETRY_ACCOUNTING,  # INV-10
     concurrent_consume.SEND_BACK_HAS_A_CAUSE,  # INV-24
     concurrent_consume.REQUESTS_COUNT_ATTEMPTS,  # INV-28
+    broker.SCHEDULED_COPIES_REACH_THE_RETRY_QUEUE,  # INV-29
     pull.INCREASE_ONLY_NEVER_LOWERS,  # INV-4
     concurrent_consume.DROPPED_PQ_IS_INERT,  # INV-5
     consumer_process.PERSIST_ALL_PRUNES_MEMORY,  # INV-6a

@@ -101,7 +101,7 @@ class QuerySuccessWithoutOffset(Variant):
         "e25d667cf of 2025-03-24, PR #2832: BrokerRuntime's start called change_transaction_check_service_status("
         "is_master) where it must call change_special_service_status(is_master), the only caller of "
         "change_schedule_service_status, so ScheduleMessageService::start was never reached)",
-        (),
+        ("INV-29",),
         _FIGURES_SEEN,
     ),
 )
