@@ -265,6 +265,24 @@ def test_an_arm_that_found_more_per_run_gets_a_larger_share_and_none_falls_below
     assert abs(sum(shares.values()) - 1) < 1e-9
 
 
+def test_an_arm_is_judged_by_what_it_found_lately_and_gives_way_once_its_yield_falls() -> None:
+    scheduler = Scheduler(seed=0, steps=50)
+    # the first round: fresh draws find ten features a run, cuts one
+    first = [_row(k, [f"early{k}.{j}" for j in range(10)], [act.Start(0)]) for k in range(10)]
+    first += [{**_row(10 + k, [f"cut0.{k}"], [act.Start(0)]), "origin": "cut 0"} for k in range(10)]
+    scheduler.absorb(first)
+    assert scheduler.shares()["fresh"] > 0.5
+    # five more rounds: the fresh draws find nothing new, the cuts still one a run each; over all six rounds fresh
+    # found 100 in 60 runs and cut 60 in 60, but lately only cut pays (the arms never tried keep their prior, one a
+    # run, and share the rest with it)
+    for r in range(1, 6):
+        rows = [_row(100 * r + k, ["early0.0"], [act.Start(0)]) for k in range(10)]
+        rows += [{**_row(100 * r + 10 + k, [f"cut{r}.{k}"], [act.Start(0)]), "origin": "cut 0"} for k in range(10)]
+        scheduler.absorb(rows)
+    shares = scheduler.shares()
+    assert shares["cut"] > 0.2 > 0.05 > shares["fresh"] >= ARM_FLOOR - 1e-9
+
+
 def test_a_rare_feature_gives_its_entry_more_energy() -> None:
     scheduler = Scheduler(seed=0, steps=50)
     scheduler.absorb([_row(k, ["common"], [act.Start(0)]) for k in range(10)] + [_row(10, ["rare"], [act.Tick()])])

@@ -18,11 +18,15 @@ and its walk's actions). The next round's units are planned from the corpus (``S
   its prefix). A planned prefix is replayed action by action, each skipped where it is not enabled
   (``run_unit``), then the unit walks at random; its budgets are the parent's (a planned unit's profile name says
   only whether its listener may fail);
-- how many units each of these five *arms* gets is decided by what they have yielded so far (``shares``, a bandit
-  as AFL++'s MOpt schedules its mutators): each arm's share is proportional to the new features per run its units
-  found in the rounds merged so far, with a floor of ``ARM_FLOOR`` each, so an arm that stops paying gives way
-  and none is starved. Early on fresh draws find the most (a new configuration opens whole families of
-  features); as the swarm's draws repeat themselves, the corpus's arms take over.
+- which of these five *arms* a unit takes is decided by what they have yielded (a bandit, as AFL++'s MOpt schedules
+  its mutators, here by Thompson sampling as Karamcheti et al.'s "Adaptive grey-box fuzz-testing with Thompson
+  sampling" does): each arm's yield, the new features per run of its units, is a Poisson rate with a Gamma
+  posterior, and a unit takes the arm whose drawn rate is highest. The counts behind each posterior are
+  discounted by ``YIELD_DISCOUNT`` per round, since yields fall as coverage grows: an arm is judged by what it
+  found lately, not by the first rounds' easy features. A share ``ARM_FLOOR`` of each arm's units is drawn
+  uniformly, so every arm is measured again as the corpus grows (MOpt's pilot runs). Early on fresh draws find
+  the most (a new configuration opens whole families of features) and take nearly every unit; as the swarm's
+  draws repeat themselves and their yield falls below the corpus's, the corpus's arms take over.
 
 Everything the scheduler decides comes from ``random.Random`` seeded by the campaign's seed and the round, and from
 the rows of earlier rounds merged in unit order, so a campaign is deterministic for its seed on any number of
@@ -57,9 +61,14 @@ from rmqspec.spec.config import (
 
 OPERATORS = ("cut", "perturb", "splice", "reconfigure")
 ARMS = ("fresh", *OPERATORS)
-# Each arm keeps at least this share of a round's units, so that an arm's yield is measured again as the corpus
-# grows (MOpt's pilot fuzzing): five arms at 8 % leave 60 % to the arms that pay best.
-ARM_FLOOR = 0.08
+# Each arm is drawn uniformly for this share of a round's units, so that its yield is measured again as the corpus
+# grows (MOpt's pilot fuzzing): with rounds of 32 units, five arms at 3 % are about one unit each per round, and
+# 85 % of the units go where the posterior says the features are.
+ARM_FLOOR = 0.03
+# Per merged round, the earlier rounds' runs and new features weigh this much less in each arm's posterior: a
+# round's weight halves in two rounds (0.7 ** 2 ~ 0.5), so a two-minute campaign of about ten rounds judges each
+# arm by its last three or four, where the swarm's fresh draws have stopped finding what the first rounds found.
+YIELD_DISCOUNT = 0.7
 # perturb: up to this many edits of the prefix (AFL's havoc stacks 1-16 small edits; a walk of a few hundred steps
 # whose actions are skipped where not enabled tolerates few before it is a different walk)
 MAX_EDITS = 4
@@ -100,8 +109,10 @@ class Scheduler:
     entries: list[Entry] = field(default_factory=list)
     hits: Counter[str] = field(default_factory=Counter)  # feature -> runs that reached it
     curve: list[dict[str, Any]] = field(default_factory=list)  # per round: runs, features, entries, seconds
-    arm_runs: Counter[str] = field(default_factory=Counter)  # per arm: the runs merged
-    arm_new: Counter[str] = field(default_factory=Counter)  # per arm: the features its runs were first to reach
+    # per arm: the runs merged and the features they were first to reach, each round's discounted by YIELD_DISCOUNT
+    # per later round
+    arm_runs: dict[str, float] = field(default_factory=dict)
+    arm_new: dict[str, float] = field(default_factory=dict)
 
     # --- planning ------------------------------------------------------------------------------------------------
     def plans(self, units: list[int], round_index: int) -> dict[int, Plan | None]:
@@ -111,25 +122,41 @@ class Scheduler:
         if not self.guided or not self.entries:
             return out
         rng = random.Random(f"rmqspec corpus {self.seed} round {round_index}")
-        shares = self.shares()
-        arms = list(shares)
-        weights = [shares[a] for a in arms]
         rarity = [self.rarity(e) for e in self.entries]  # once per round: the hits change only between rounds
         for unit in units:
-            arm = rng.choices(arms, weights=weights)[0]
+            arm = self._arm(rng)
             if arm == "fresh":
                 continue
             out[unit] = self._apply(rng, arm, self._pick(rng, rarity))
         return out
 
+    def _arms(self) -> list[str]:
+        return [a for a in ARMS if not (self.fixed and a == "reconfigure")]
+
+    def _arm(self, rng: random.Random) -> str:
+        """One unit's arm: uniform with probability ``ARM_FLOOR`` per arm, else the arm whose yield drawn from its
+        posterior, Gamma(new + 1, 1 / (runs + 1)) over the discounted counts, is highest (an arm never measured
+        draws from Gamma(1, 1): one new feature a run, as the first guess)."""
+        arms = self._arms()
+        if rng.random() < ARM_FLOOR * len(arms):
+            return arms[rng.randrange(len(arms))]
+        return self._best(rng, arms)
+
+    def _best(self, rng: random.Random, arms: list[str]) -> str:
+        drawn = [
+            rng.gammavariate(self.arm_new.get(a, 0.0) + 1, 1 / (self.arm_runs.get(a, 0.0) + 1)) for a in arms
+        ]
+        return arms[max(range(len(arms)), key=drawn.__getitem__)]
+
     def shares(self) -> dict[str, float]:
-        """Each arm's share of the next round's units: ``ARM_FLOOR``, plus the rest dealt in proportion to its new
-        features per run so far (one run finding one is assumed before any is measured)."""
-        arms = [a for a in ARMS if not (self.fixed and a == "reconfigure")]
-        rates = {a: (self.arm_new[a] + 1) / (self.arm_runs[a] + 1) for a in arms}
-        total = sum(rates.values())
-        spare = 1 - ARM_FLOOR * len(arms)  # what is left after each arm's floor, dealt by yield
-        return {a: ARM_FLOOR + spare * rates[a] / total for a in arms}
+        """Each arm's expected share of the next round's units under the planner (``_arm``): ``ARM_FLOOR``, plus the
+        rest times the chance that its drawn yield is the highest, estimated from 2,000 draws of a generator of its
+        own (so that asking changes no plan)."""
+        arms = self._arms()
+        rng = random.Random(f"rmqspec corpus {self.seed} shares")
+        best = Counter(self._best(rng, arms) for _ in range(2000))
+        spare = 1 - ARM_FLOOR * len(arms)
+        return {a: ARM_FLOOR + spare * best[a] / 2000 for a in arms}
 
     def snapshot(self) -> list[int]:
         """What ``plans`` changes (the entries' pick counts), for ``restore``."""
@@ -185,6 +212,9 @@ class Scheduler:
         """Merge a round's rows, in unit order: count their features and make each run that reached a new one an
         entry. Returns the units that became entries (their rows keep their actions; the others need not)."""
         kept: set[int] = set()
+        for arm in self.arm_runs:  # the rounds merged before weigh less in each arm's posterior
+            self.arm_runs[arm] *= YIELD_DISCOUNT
+            self.arm_new[arm] *= YIELD_DISCOUNT
         for row in sorted(rows, key=lambda r: r["unit"]):
             features = row.get("features") or []
             arcs = branch_features(row.get("spec_arcs"))
@@ -193,8 +223,8 @@ class Scheduler:
             self.hits.update(arcs)
             arm = str(row.get("origin", "fresh")).split(" ")[0]
             arm = arm if arm in ARMS else "fresh"  # "start <key>": a fresh unit's directed start
-            self.arm_runs[arm] += 1
-            self.arm_new[arm] += len(new)
+            self.arm_runs[arm] = self.arm_runs.get(arm, 0.0) + 1
+            self.arm_new[arm] = self.arm_new.get(arm, 0.0) + len(new)
             if not new or not self.guided or row.get("actions") is None:
                 continue
             try:
