@@ -182,14 +182,23 @@ HELD_OUT_NAMES: Final[tuple[str, ...]] = (
     "retry_delay_stops_growing",
     "broadcast_orderly_checks_lock",
     # the sixth set, broker half (spec/variants/held_out/broker_fixes.py): written apart from the search, catch figures
-    # unseen
+    # seen
     "offset_scan_ignores_online_group",
     "query_success_without_offset",
     "schedule_service_not_started",
     # the sixth set, client half (spec/variants/held_out/client_lifecycle_fixes.py): written apart from the search,
-    # catch figures unseen
+    # catch figures seen
     "removal_count_triangular",
     "sent_back_kept_in_pq",
+    # the seventh set, orderly half (spec/variants/held_out/orderly_gate_fixes.py): written apart from the search,
+    # catch figures unseen
+    "orderly_run_lock_check_or",
+    "unlocked_orderly_pull_goes_on",
+    # the seventh set, request half (spec/variants/held_out/unhandled_requests.py): written apart from the search,
+    # catch figures unseen
+    "slave_offset_sync_stub",
+    "client_reset_request_unsupported",
+    "consumer_ids_changed_ignored",
 )
 # Every name Config.mutations accepts.
 PLANTABLE: Final[frozenset[str]] = frozenset(MUTATIONS) | frozenset(HELD_OUT_NAMES)

@@ -102,6 +102,18 @@ _BROADCAST_OFFSET_FIX: tuple[Config, list[act.Action]] = (
 
 # name -> (configuration, witness schedule)
 # the sixth set's client half: one consumer, one queue of two messages, both pulled and handed to the listener
+# one orderly consumer whose broker crashes: lockAll can no longer renew the lock its pq holds
+_ORDERLY_BROKER_CRASH = Config(
+    consumers=1,
+    queues=1,
+    messages_per_queue=1,
+    orderly=True,
+    client_crashes=0,
+    client_shutdowns=0,
+    broker_crashes=1,
+    send_back_failures=0,
+)
+
 _TWO_MESSAGES_ONE_QUEUE = Config(
     consumers=1,
     queues=1,
@@ -1570,6 +1582,144 @@ WITNESSES: dict[str, tuple[Config, list[act.Action]]] = {
             act.FinishConsume(client=0, rid=2, status="RECONSUME_LATER", ack_index=-1, send_back_fails=0),
         ],
     ),
+    # the seventh set, orderly half (spec/variants/held_out/orderly_gate_fixes.py): figures unseen
+    "orderly_run_lock_check_or": (
+        _ORDERLY_BROKER_CRASH,
+        [
+            *_quiet_until(
+                _ORDERLY_BROKER_CRASH,
+                [
+                    act.Start(client=0),
+                    act.Produce(queue=0, tag="A"),
+                    act.Rebalance(client=0),
+                    act.SendPull(client=0, queue=0),
+                    act.BrokerReceive(client=0, overtakes=0),
+                    act.ReceivePull(client=0, pq_uid=0),
+                    act.BrokerCrash(),
+                ],
+                30_001,
+            ),
+            act.StartConsume(client=0, rid=2),
+        ],
+    ),
+    "unlocked_orderly_pull_goes_on": (
+        Config(
+            consumers=2,
+            queues=2,
+            messages_per_queue=1,
+            orderly=True,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=1,
+            send_back_failures=0,
+            client_stalls=1,
+        ),
+        [
+            act.Tick(),
+            act.Start(client=1),
+            act.Start(client=0),
+            act.Produce(queue=0, tag="A"),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=2),
+            act.Stall(client=0, duration=35_000),
+            act.Produce(queue=1, tag="A"),
+            act.BrokerCrash(),
+            act.Tick(),
+            act.CoolQueueHead(queue=0),
+            act.Heartbeat(client=1),
+            act.BrokerRestart(),
+            act.Rebalance(client=1),
+            act.LockAll(client=1),
+            act.CoolQueueHead(queue=1),
+            *[act.Tick(), act.PersistOffsets(client=1, lagging=0), act.Tick(), act.BrokerFlush()] * 3,
+            act.LockAll(client=1),
+            act.Rebalance(client=1),
+            *[act.Tick(), act.PersistOffsets(client=1, lagging=0), act.Tick(), act.BrokerFlush()] * 2,
+            act.Heartbeat(client=1),
+            act.Tick(),
+            act.Rebalance(client=1),
+            act.LockAll(client=0),
+            act.Heartbeat(client=0),
+            act.SendPull(client=1, queue=1),
+            act.SendPull(client=0, queue=0),
+        ],
+    ),
+    # the seventh set, request half (spec/variants/held_out/unhandled_requests.py): figures unseen
+    "slave_offset_sync_stub": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            slave=True,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+        ),
+        [
+            act.Produce(queue=0, tag="A"),
+            act.Produce(queue=0, tag="A"),
+            act.Start(client=0),
+            act.Tick(),
+            act.CoolQueueHead(queue=0),
+            act.Rebalance(client=0),
+            act.SlaveReplicate(queue=0),
+            act.SendPull(client=0, queue=0),
+            act.SendPull(client=0, queue=1),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.Heartbeat(client=0),
+            act.Tick(),
+            act.SendPull(client=0, queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.SlaveSync(),
+        ],
+    ),
+    "client_reset_request_unsupported": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=2,
+            admin_resets=1,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+        ),
+        [
+            act.Start(client=0),
+            act.Produce(queue=0, tag="A"),
+            act.Rebalance(client=0),
+            act.Tick(),
+            act.Heartbeat(client=0),
+            act.Tick(),
+            act.Produce(queue=0, tag="A"),
+            act.BrokerFlush(),
+            act.CoolQueueHead(queue=0),
+            act.PersistOffsets(client=0, lagging=0),
+            act.SendPull(client=0, queue=1),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.AdminReset(queue=0, target=1, by_timestamp=False),
+            act.ClientResetReceive(client=0),
+        ],
+    ),
+    "consumer_ids_changed_ignored": (
+        Config(
+            consumers=2,
+            queues=1,
+            messages_per_queue=1,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+        ),
+        [
+            act.Start(client=0),
+            act.Rebalance(client=0),
+            act.Start(client=1),
+        ],
+    ),
 }
 
 
@@ -1810,6 +1960,48 @@ DIFFERS: dict[str, Callable[[State, State], bool]] = {
         and _pq(bug, 0, 0).tree == 0b11
         and [u.offset for u in ok.clients[0].offset_updates] == [1]
         and [u.offset for u in bug.clients[0].offset_updates] == [0]
+    ),
+    # the seventh set, orderly half
+    # the broker is down, so lockAll cannot renew the lock: 30 s after it the request runs with the pq locked and its
+    # lock expired; the correct run asks a relock in 100 ms, the variant's enters the loop, whose check asks 10 ms
+    "orderly_run_lock_check_or": lambda ok, bug: (
+        _pq(ok, 0, 0).locked
+        and ok.clients[0].relocks == ((0, 0, ok.now + 100),)
+        and bug.clients[0].relocks == ((0, 0, bug.now + 10),)
+    ),
+    # client 1 holds queue 0's broker lock and client 0's lockAll took its pq's lock away: the correct pull waits,
+    # the variant's goes to the broker unlocked and leaves the PullRequest ready again a second later (a second loop)
+    "unlocked_orderly_pull_goes_on": lambda ok, bug: (
+        not _pq(ok, 0, 0).locked
+        and ok.broker.locks[0] is not None
+        and ok.broker.locks[0][0] == 1
+        and [p.queue for p in ok.clients[0].pulls] == [2]
+        and [p.queue for p in bug.clients[0].pulls] == [2, 0]
+        and _pq(bug, 0, 0).pull_state == PULL_READY
+    ),
+    # the seventh set, request half
+    # the first SlaveSync after the master stored offset 2: the correct slave copies it, the variant's table stays empty
+    "slave_offset_sync_stub": lambda ok, bug: (
+        ok.broker.offsets[0] == bug.broker.offsets[0] == 2
+        and ok.slave is not None
+        and bug.slave is not None
+        and ok.slave.offsets[0] == 2
+        and bug.slave.offsets[0] is None
+    ),
+    # the reset's RESET_CONSUMER_CLIENT_OFFSET arrives: the correct client pauses, drops the queue's pq and sleeps
+    # 10 s; the variant's answers 'unsupported' and goes on with the pq it had
+    "client_reset_request_unsupported": lambda ok, bug: (
+        ok.clients[0].paused
+        and ok.clients[0].reset_wake is not None
+        and ok.clients[0].pqs[0] is None
+        and not bug.clients[0].paused
+        and bug.clients[0].reset_wake is None
+        and bug.clients[0].pqs[0] is not None
+    ),
+    # consumer 1 joins: the broker's NOTIFY_CONSUMER_IDS_CHANGED wakes consumer 0's rebalance in the correct model,
+    # not in the variant
+    "consumer_ids_changed_ignored": lambda ok, bug: (
+        ok.clients[0].rebalance_requested and not bug.clients[0].rebalance_requested
     ),
 }
 

@@ -78,8 +78,10 @@ from rmqspec.spec.variants.held_out import client_reports  # noqa: E402  (the se
 from rmqspec.spec.variants.held_out import fix_commits  # noqa: E402  (the third set, figures seen)
 from rmqspec.spec.variants.held_out import legacy_fixes  # noqa: E402  (the fourth set, figures seen)
 from rmqspec.spec.variants.held_out import client_fixes  # noqa: E402  (the fifth set, figures seen)
-from rmqspec.spec.variants.held_out import broker_fixes  # noqa: E402  (the sixth set's broker half, figures unseen)
-from rmqspec.spec.variants.held_out import client_lifecycle_fixes  # noqa: E402  (the sixth set's client half, unseen)
+from rmqspec.spec.variants.held_out import broker_fixes  # noqa: E402  (the sixth set's broker half, figures seen)
+from rmqspec.spec.variants.held_out import client_lifecycle_fixes  # noqa: E402  (the sixth set's client half, seen)
+from rmqspec.spec.variants.held_out import orderly_gate_fixes  # noqa: E402  (the seventh set's orderly half, unseen)
+from rmqspec.spec.variants.held_out import unhandled_requests  # noqa: E402  (the seventh set's request half, unseen)
 
 __all__ = [
     "HELD_OUT",
@@ -92,7 +94,9 @@ __all__ = [
     "fix_commits",
     "held_out",
     "legacy_fixes",
+    "orderly_gate_fixes",
     "real_bugs",
+    "unhandled_requests",
     "unseen",
 ]
 
