@@ -143,9 +143,7 @@ class Scheduler:
         return self._best(rng, arms)
 
     def _best(self, rng: random.Random, arms: list[str]) -> str:
-        drawn = [
-            rng.gammavariate(self.arm_new.get(a, 0.0) + 1, 1 / (self.arm_runs.get(a, 0.0) + 1)) for a in arms
-        ]
+        drawn = [rng.gammavariate(self.arm_new.get(a, 0.0) + 1, 1 / (self.arm_runs.get(a, 0.0) + 1)) for a in arms]
         return arms[max(range(len(arms)), key=drawn.__getitem__)]
 
     def shares(self) -> dict[str, float]:
