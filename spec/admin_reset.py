@@ -507,7 +507,7 @@ class AdminResetMixin:
         )
 
 
-# Properties of the admin reset (INV-18)
+# Properties of the admin reset (INV-18, INV-31)
 def _reset_takes_effect(m: Model, s: State, a: Action, t: State) -> str | None:
     """INV-18: the first batch that a pq created after a completed reset receives starts at the target
     (minOffset if that is higher; the first subscribed offset from there). The model's ghost ends the
@@ -552,4 +552,47 @@ RESET_TAKES_EFFECT = ActionProperty(
     "R3.10a, R3.10b, R5.7, R9.4",
     "A reset that does not take effect silently replays or skips what the operator asked for (RMQ-26).",
     _reset_takes_effect,
+)
+
+
+def _client_reset_runs_its_course(m: Model, s: State, a: Action, t: State) -> str | None:
+    # Read from the client before and after the step. A RESET_CONSUMER_CLIENT_OFFSET leaves the client's inbox only
+    # into MQClientInstance.resetOffset (R3.10a): the consumer is paused, the reset's table is the one that sleeps,
+    # the 10 s sleep is armed, and every pq the client held of the table's queues is dropped (kept as held, for the
+    # wake-up to remove); or with the process itself (a crash, a shutdown: nothing of it is left to reset).
+    if s.clients is t.clients:
+        return None
+    for i, (cl, nxt) in enumerate(zip(s.clients, t.clients, strict=True)):
+        if cl is nxt or not cl.reset_inbox or not nxt.running:
+            continue
+        taken = len(cl.reset_inbox) - len(nxt.reset_inbox)
+        if taken <= 0:
+            continue
+        entry = cl.reset_inbox[0]
+        if taken > 1 or nxt.reset_inbox != cl.reset_inbox[1:]:
+            return f"client {i}: {taken} resets left the inbox in one step"
+        if not isinstance(a, ClientResetReceive) or a.client != i:
+            return f"client {i}: {type(a).__name__} took the reset of {entry} from the inbox without running it"
+        if not nxt.paused or nxt.reset_table != (entry,) or nxt.reset_wake != s.now + RESET_SLEEP:
+            return (
+                f"client {i}: the reset of {entry} was taken but the consumer is "
+                f"{'paused' if nxt.paused else 'not paused'} with {nxt.reset_table} sleeping until {nxt.reset_wake} "
+                f"(expected paused, {(entry,)} until {s.now + RESET_SLEEP})"
+            )
+        q = entry[0]
+        pq = cl.pqs[q]
+        if pq is not None and (nxt.pqs[q] is not None or (q, pq.uid) not in nxt.reset_held):
+            return f"client {i}: the reset of queue {q} was taken but its pq {pq.uid} was not dropped and held"
+    return None
+
+
+CLIENT_RESET_RUNS_ITS_COURSE = ActionProperty(
+    "INV-31",
+    "client_reset_runs_its_course",
+    "4.9.8: a RESET_CONSUMER_CLIENT_OFFSET leaves a running client's inbox only by its ClientResetReceive, which "
+    "pauses the consumer, drops and holds the pq of the reset's queue and sleeps 10 s with that table.",
+    "R3.10a",
+    "INV-18 judges a reset once it completes; a reset taken and never run completes nowhere, so the operator's "
+    "reset is lost without an error and the consumer goes on from where it was.",
+    _client_reset_runs_its_course,
 )

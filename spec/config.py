@@ -191,11 +191,11 @@ HELD_OUT_NAMES: Final[tuple[str, ...]] = (
     "removal_count_triangular",
     "sent_back_kept_in_pq",
     # the seventh set, orderly half (spec/variants/held_out/orderly_gate_fixes.py): written apart from the search,
-    # catch figures unseen
+    # catch figures seen
     "orderly_run_lock_check_or",
     "unlocked_orderly_pull_goes_on",
     # the seventh set, request half (spec/variants/held_out/unhandled_requests.py): written apart from the search,
-    # catch figures unseen
+    # catch figures seen
     "slave_offset_sync_stub",
     "client_reset_request_unsupported",
     "consumer_ids_changed_ignored",

@@ -71,13 +71,16 @@ ACTION_PROPERTIES: tuple[ActionProperty, ...] = (
     orderly_consume.LISTENER_HOLDS_LOCK,  # INV-12b
     orderly_consume.ORDERLY_COMMIT_POINT,  # INV-3
     admin_reset.RESET_TAKES_EFFECT,  # INV-18
+    admin_reset.CLIENT_RESET_RUNS_ITS_COURSE,  # INV-31
     committed_offset.COMMITTED_DECREASE_DECLARED,  # INV-8r
     rebalance.POSITIONING_CAUSED,  # INV-9a
+    rebalance.GROUP_CHANGES_WAKE_THE_REBALANCE,  # INV-30
     pull.NO_REPULL_OF_CONSUMED,  # INV-22
     concurrent_consume.REDELIVERY_WITHIN_CAUSE,  # INV-22c
     concurrent_consume.EXPIRED_MESSAGE_CLEANED,  # INV-23
     slave.SLAVE_DECREASE_DECLARED,  # INV-8s
     slave.CORRECTION_FROM_MASTER_BOUNDS,  # INV-21
+    slave.SLAVE_SYNC_COPIES_THE_MASTER,  # INV-32
 )
 
 

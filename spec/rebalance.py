@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Final
 from rmqspec.spec import broker_rules as br
 from rmqspec.spec.allocation import AllocationError, NullPointerError, allocate_queues, machine_room_eligible
 from rmqspec.spec.anomalies import _tolerated
+from rmqspec.spec.broker import ExpireChannel
 from rmqspec.spec.config import FROM_FIRST, FROM_TIMESTAMP
 from rmqspec.spec.enabling import ActionNotEnabled
 from rmqspec.spec.property_types import ActionProperty, Invariant
@@ -579,4 +580,44 @@ POSITIONING_CAUSED = ActionProperty(
     "consumeFromWhere is for a group with no history: applied to a group that had committed it silently "
     "skips (LAST, TIMESTAMP) or replays (FIRST) the queue, and INV-9 would count the skip as declared.",
     _positioning_caused,
+)
+
+
+def _group_changes_wake_the_rebalance(m: Model, s: State, a: Action, t: State) -> str | None:
+    # Read from the brokers' registrations before and after the step, never from the model's notify helper (which a
+    # planted bug overrides). A master that is up, or the slave, whose list of the group's channels changed told every
+    # channel it lists afterwards, joiner included: NOTIFY_CONSUMER_IDS_CHANGED on a register, an unregister or a
+    # closed channel, which each running member answers with rebalanceImmediately (R9.7). The two changes that tell
+    # nobody: the housekeeping scan's expiry of a channel whose process still runs (the idle-channel scan,
+    # BrokerMixin._expire_channel), and a broker crash.
+    if s.clients is t.clients and s.broker is t.broker and s.slave is t.slave:
+        return None
+    pairs = [("master", s.broker, t.broker)] if s.broker.up and t.broker.up else []
+    if s.slave is not None and t.slave is not None:
+        pairs.append(("slave", s.slave, t.slave))
+    for where, before, after in pairs:
+        gained, lost = after.registered - before.registered, before.registered - after.registered
+        if not gained and not lost:
+            continue
+        if not gained and isinstance(a, ExpireChannel) and s.clients[a.client].running:
+            continue  # scanNotActiveChannel closes a silent channel and notifies nobody
+        change = f"consumer {min(gained)} joined" if gained else f"consumer {min(lost)} left"
+        for i in sorted(after.registered):
+            cl = t.clients[i]
+            if cl.running and not cl.rebalance_requested:
+                step = type(a).__name__
+                return f"{step}: {change} the group on the {where}, but consumer {i}'s rebalance was not woken"
+    return None
+
+
+GROUP_CHANGES_WAKE_THE_REBALANCE = ActionProperty(
+    "INV-30",
+    "group_changes_wake_the_rebalance",
+    "When a broker's list of the group's consumers changes by a registration, an unregistration or a closed "
+    "channel, every running consumer it lists afterwards has its rebalance woken (NOTIFY_CONSUMER_IDS_CHANGED); "
+    "only the housekeeping expiry of a silent channel and a broker crash tell nobody.",
+    "R9.7, R4.3",
+    "A consumer that is not told waits for its 20 s timer: a joiner's queues stay with their old owners and a "
+    "leaver's queues with nobody for that long, and at-least-once, which allows the delay, does not see it.",
+    _group_changes_wake_the_rebalance,
 )

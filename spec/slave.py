@@ -137,7 +137,7 @@ class SlaveMixin:
         )
 
 
-# Properties of the slave (INV-8s, INV-21)
+# Properties of the slave (INV-8s, INV-21, INV-32)
 def _slave_decrease_declared(m: Model, s: State, a: Action, t: State) -> str | None:
     if s.slave is None or t.slave is None:
         return None
@@ -201,4 +201,36 @@ CORRECTION_FROM_MASTER_BOUNDS = ActionProperty(
     "backwards or forwards to a position the master never had (RMQ-17; I4 of docs/known_bugs.md); offsetCheckInSlave "
     "= false exists to stop it.",
     _correction_from_master_bounds,
+)
+
+
+def _slave_sync_copies_the_master(m: Model, s: State, a: Action, t: State) -> str | None:
+    # Read from the two tables before the step, never from the model's sync helper. A SlaveSync with the master up
+    # applies GET_ALL_CONSUMER_OFFSET with putAll (R3.8): every topic@group key the master has (the topic's queues,
+    # the retry queue) is the master's, whole, on the slave afterwards; a key only the slave has stays. With the
+    # master down the call fails and the slave's table stays as it was.
+    if not isinstance(a, SlaveSync) or s.slave is None or t.slave is None:
+        return None
+    master, before, after = s.broker, s.slave.offsets, t.slave.offsets
+    if not master.up:
+        return None if after == before else "SlaveSync with the master down changed the slave's table"
+    keys = [m.topic_queues] + ([(m.retry_queue,)] if m.retry_queue is not None else [])
+    for queues in keys:
+        held = any(master.offsets[q] is not None for q in queues)
+        for q in queues:
+            expected = master.offsets[q] if held else before[q]
+            if after[q] != expected:
+                return f"SlaveSync: queue {q} on the slave is {after[q]}, the master's table has {master.offsets[q]}"
+    return None
+
+
+SLAVE_SYNC_COPIES_THE_MASTER = ActionProperty(
+    "INV-32",
+    "slave_sync_copies_the_master",
+    "A slave sync with the master up leaves on the slave, for every topic@group key the master has, the master's "
+    "offsets of that key; keys only the slave has stay; with the master down nothing changes.",
+    "R3.8",
+    "The slave answers the offset queries while the master is down: a table it never copied positions queues by "
+    "consumeFromWhere or by stale offsets, which skips (LAST) or replays (FIRST) what the group had committed.",
+    _slave_sync_copies_the_master,
 )

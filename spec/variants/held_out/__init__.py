@@ -80,8 +80,8 @@ from rmqspec.spec.variants.held_out import legacy_fixes  # noqa: E402  (the four
 from rmqspec.spec.variants.held_out import client_fixes  # noqa: E402  (the fifth set, figures seen)
 from rmqspec.spec.variants.held_out import broker_fixes  # noqa: E402  (the sixth set's broker half, figures seen)
 from rmqspec.spec.variants.held_out import client_lifecycle_fixes  # noqa: E402  (the sixth set's client half, seen)
-from rmqspec.spec.variants.held_out import orderly_gate_fixes  # noqa: E402  (the seventh set's orderly half, unseen)
-from rmqspec.spec.variants.held_out import unhandled_requests  # noqa: E402  (the seventh set's request half, unseen)
+from rmqspec.spec.variants.held_out import orderly_gate_fixes  # noqa: E402  (the seventh set's orderly half, seen)
+from rmqspec.spec.variants.held_out import unhandled_requests  # noqa: E402  (the seventh set's request half, seen)
 
 __all__ = [
     "HELD_OUT",

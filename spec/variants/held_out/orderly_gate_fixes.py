@@ -2,8 +2,7 @@
 bugs of the Java client's orderly consumer from RocketMQ's pre-Apache history (2014, 2015), each in a gate that asks
 whether a queue is locked, each planted by what the buggy code did as its fix commit shows it (the registry's
 ``citation``). Written apart from the search: nothing about the search or its properties was read to choose or plant
-them, and their catch figures have not been seen (``HeldOutBug.figures_seen`` False): a change of the search may be
-judged on them."""
+them, and their catch figures were read once, when the set was measured (``HeldOutBug.figures_seen`` True)."""
 
 from __future__ import annotations
 
@@ -13,8 +12,10 @@ from rmqspec.spec.state import put_at as _put
 from rmqspec.spec.variants import Variant
 from rmqspec.spec.variants.held_out import HeldOutBug, held_out
 
-# figures_seen of every bug of this module: no search work has seen their catch figures
-_FIGURES_SEEN = False
+# figures_seen of every bug of this module: their catch figures were read when the seventh set judged INV-29 and the
+# guided search's Thompson-sampling bandit (docs/held_out.md, "The seventh set, measured"), so they judge no later
+# change of the search or the properties
+_FIGURES_SEEN = True
 
 
 @held_out(
