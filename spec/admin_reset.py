@@ -559,8 +559,9 @@ def _client_reset_runs_its_course(m: Model, s: State, a: Action, t: State) -> st
     # Read from the client before and after the step. A RESET_CONSUMER_CLIENT_OFFSET leaves the client's inbox only
     # into MQClientInstance.resetOffset (R3.10a): the consumer is paused, the reset's table is the one that sleeps,
     # the 10 s sleep is armed, and every pq the client held of the table's queues is dropped (kept as held, for the
-    # wake-up to remove); or with the process itself (a crash, a shutdown: nothing of it is left to reset).
-    if s.clients is t.clients:
+    # wake-up to remove); or with the process itself (a crash, a shutdown: nothing of it is left to reset); or with
+    # the connection, when the broker crashes with the oneway push still on the wire (_reset_broker_crash).
+    if s.clients is t.clients or isinstance(a, BrokerCrash):
         return None
     for i, (cl, nxt) in enumerate(zip(s.clients, t.clients, strict=True)):
         if cl is nxt or not cl.reset_inbox or not nxt.running:
@@ -589,8 +590,9 @@ def _client_reset_runs_its_course(m: Model, s: State, a: Action, t: State) -> st
 CLIENT_RESET_RUNS_ITS_COURSE = ActionProperty(
     "INV-31",
     "client_reset_runs_its_course",
-    "4.9.8: a RESET_CONSUMER_CLIENT_OFFSET leaves a running client's inbox only by its ClientResetReceive, which "
-    "pauses the consumer, drops and holds the pq of the reset's queue and sleeps 10 s with that table.",
+    "4.9.8: a RESET_CONSUMER_CLIENT_OFFSET leaves a running client's inbox only by its ClientResetReceive (or lost "
+    "on the wire with a broker crash), which pauses the consumer, drops and holds the pq of the reset's queue and "
+    "sleeps 10 s with that table.",
     "R3.10a",
     "INV-18 judges a reset once it completes; a reset taken and never run completes nowhere, so the operator's "
     "reset is lost without an error and the consumer goes on from where it was.",

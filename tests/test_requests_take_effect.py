@@ -1,0 +1,109 @@
+"""INV-30, INV-31 and INV-32: a notice, a request or a timer the model's processes receive does its work.
+
+- INV-30 (``group_changes_wake_the_rebalance``, R9.7): a consumer joining the group wakes every listed consumer's
+  rebalance (NOTIFY_CONSUMER_IDS_CHANGED).
+- INV-31 (``client_reset_runs_its_course``, R3.10a): a RESET_CONSUMER_CLIENT_OFFSET leaves the client's inbox only into
+  resetOffset (paused, the pq dropped and held, the 10 s sleep armed), or on the wire with a broker crash.
+- INV-32 (``slave_sync_copies_the_master``, R3.8): a slave sync with the master up copies the master's table.
+
+Each is shown on scripted steps of the correct model: the step passes, and the same step with its effect removed, the
+way a missing handler would leave it, is reported.
+"""
+
+from __future__ import annotations
+
+from rmqspec.spec import actions as act
+from rmqspec.spec.admin_reset import CLIENT_RESET_RUNS_ITS_COURSE as INV31
+from rmqspec.spec.config import Config
+from rmqspec.spec.model import Model
+from rmqspec.spec.rebalance import GROUP_CHANGES_WAKE_THE_REBALANCE as INV30
+from rmqspec.spec.slave import SLAVE_SYNC_COPIES_THE_MASTER as INV32
+from rmqspec.spec.state import State
+from rmqspec.spec.state import put_at as _put
+
+QUIET = {"client_crashes": 0, "client_shutdowns": 0, "send_back_failures": 0}
+
+
+def _run(model: Model, actions: list[act.Action]) -> State:
+    state = model.initial()
+    for action in actions:
+        state = model.step(state, action)
+    return state
+
+
+def _client(state: State, i: int, **fields: object) -> State:
+    return state._replace(clients=_put(state.clients, i, state.clients[i]._replace(**fields)))
+
+
+def test_a_consumer_joining_wakes_the_others_rebalance_and_a_join_that_wakes_nobody_is_reported() -> None:
+    model = Model(Config(consumers=2, queues=1, messages_per_queue=1, broker_crashes=0, **QUIET))
+    before = _run(model, [act.Start(0), act.Rebalance(0)])
+    assert not before.clients[0].rebalance_requested
+    join = act.Start(1)
+    after = model.step(before, join)
+    assert after.broker.registered == {0, 1} and after.clients[0].rebalance_requested
+    assert INV30.check(model, before, join, after) is None
+    detail = INV30.check(model, before, join, _client(after, 0, rebalance_requested=False))
+    assert detail == "Start: consumer 1 joined the group on the master, but consumer 0's rebalance was not woken"
+
+
+def _reset_sent(broker_crashes: int) -> tuple[Model, State]:
+    """One consumer whose offset 1 the broker stores; an admin reset of queue 0 to 1 is on the wire to it."""
+    model = Model(Config(consumers=1, queues=1, messages_per_queue=2, admin_resets=1, broker_crashes=broker_crashes,
+                         **QUIET))  # fmt: skip
+    state = _run(
+        model,
+        [
+            act.Start(0), act.Produce(0, "A"), act.Rebalance(0), act.Tick(), act.Heartbeat(0), act.Tick(),
+            act.Produce(0, "A"), act.BrokerFlush(), act.CoolQueueHead(0), act.PersistOffsets(0, 0), act.SendPull(0, 1),
+            act.BrokerReceive(0, 0), act.AdminReset(0, 1, False),
+        ],
+    )  # fmt: skip
+    assert state.clients[0].reset_inbox == ((0, 1),)
+    return model, state
+
+
+def test_a_reset_taken_pauses_the_consumer_drops_its_pq_and_sleeps_and_one_taken_and_dropped_is_reported() -> None:
+    model, before = _reset_sent(broker_crashes=0)
+    receive = act.ClientResetReceive(0)
+    after = model.step(before, receive)
+    cl = after.clients[0]
+    assert cl.paused and cl.reset_table == ((0, 1),) and cl.reset_wake == before.now + 10_000 and cl.pqs[0] is None
+    assert INV31.check(model, before, receive, after) is None
+    # the request answered and dropped: nothing paused, nothing dropped, nothing sleeps
+    swallowed = _client(before, 0, reset_inbox=())
+    detail = INV31.check(model, before, receive, swallowed)
+    assert detail is not None and "the reset of (0, 1) was taken but the consumer is not paused" in detail
+    # taken off the inbox by a step that is not the client's resetOffset
+    heartbeat = act.Heartbeat(0)
+    detail = INV31.check(model, before, heartbeat, swallowed)
+    assert detail == "client 0: Heartbeat took the reset of (0, 1) from the inbox without running it"
+
+
+def test_a_broker_crash_loses_the_reset_on_the_wire_and_is_no_violation() -> None:
+    model, before = _reset_sent(broker_crashes=1)
+    crash = act.BrokerCrash()
+    after = model.step(before, crash)
+    assert after.clients[0].reset_inbox == () and not after.clients[0].paused
+    assert INV31.check(model, before, crash, after) is None
+
+
+def test_a_slave_sync_copies_the_masters_table_and_a_sync_that_copies_nothing_is_reported() -> None:
+    model = Model(Config(consumers=1, queues=1, messages_per_queue=2, slave=True, broker_crashes=0, **QUIET))
+    before = _run(
+        model,
+        [
+            act.Produce(0, "A"), act.Produce(0, "A"), act.Start(0), act.Tick(), act.CoolQueueHead(0),
+            act.Rebalance(0), act.SlaveReplicate(0), act.SendPull(0, 0), act.SendPull(0, 1), act.BrokerReceive(0, 0),
+            act.ReceivePull(0, 0), act.BrokerReceive(0, 0), act.Heartbeat(0), act.Tick(), act.SendPull(0, 0),
+            act.BrokerReceive(0, 0),
+        ],
+    )  # fmt: skip
+    assert before.slave is not None and before.broker.offsets[0] == 2 and before.slave.offsets[0] is None
+    sync = act.SlaveSync()
+    after = model.step(before, sync)
+    assert after.slave is not None and after.slave.offsets[0] == 2
+    assert INV32.check(model, before, sync, after) is None
+    stub = after._replace(slave=after.slave._replace(offsets=before.slave.offsets))
+    detail = INV32.check(model, before, sync, stub)
+    assert detail == "SlaveSync: queue 0 on the slave is None, the master's table has 2"
