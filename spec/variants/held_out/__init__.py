@@ -82,6 +82,8 @@ from rmqspec.spec.variants.held_out import broker_fixes  # noqa: E402  (the sixt
 from rmqspec.spec.variants.held_out import client_lifecycle_fixes  # noqa: E402  (the sixth set's client half, seen)
 from rmqspec.spec.variants.held_out import orderly_gate_fixes  # noqa: E402  (the seventh set's orderly half, seen)
 from rmqspec.spec.variants.held_out import unhandled_requests  # noqa: E402  (the seventh set's request half, seen)
+from rmqspec.spec.variants.held_out import rust_client_fixes  # noqa: E402  (the eighth set's Rust half, unseen)
+from rmqspec.spec.variants.held_out import process_queue_fixes  # noqa: E402  (the eighth set's ProcessQueue half, unseen)
 
 __all__ = [
     "HELD_OUT",
@@ -95,7 +97,9 @@ __all__ = [
     "held_out",
     "legacy_fixes",
     "orderly_gate_fixes",
+    "process_queue_fixes",
     "real_bugs",
+    "rust_client_fixes",
     "unhandled_requests",
     "unseen",
 ]
