@@ -200,11 +200,11 @@ HELD_OUT_NAMES: Final[tuple[str, ...]] = (
     "client_reset_request_unsupported",
     "consumer_ids_changed_ignored",
     # the eighth set, Rust half (spec/variants/held_out/rust_client_fixes.py): written apart from the search, catch
-    # figures unseen
+    # figures seen
     "avg_overflow_past_last_queue",
     "local_read_leaves_memory_empty",
     # the eighth set, ProcessQueue half (spec/variants/held_out/process_queue_fixes.py): written apart from the search,
-    # catch figures unseen
+    # catch figures seen
     "emptied_tree_commits_last_key",
 )
 # Every name Config.mutations accepts.

@@ -159,7 +159,7 @@ def test_the_seventh_set_is_registered_after_the_six_and_its_figures_are_seen_on
     assert all(HELD_OUT[n].figures_seen for n in seventh) and not set(seventh) & set(unseen())
 
 
-def test_the_eighth_set_is_registered_after_the_seventh_and_is_all_that_unseen_returns() -> None:
+def test_the_eighth_set_is_registered_after_the_seventh_and_its_figures_are_seen_once_it_judged_inv30_to_32() -> None:
     from rmqspec.spec.variants.held_out import (
         HELD_OUT,
         HELD_OUT_VARIANTS,
@@ -169,15 +169,15 @@ def test_the_eighth_set_is_registered_after_the_seventh_and_is_all_that_unseen_r
     )
 
     # the eighth set (docs/held_out.md, "The eighth set: written apart from the search"): its two modules, registered
-    # after the seven sets, their figures not seen by any search work
+    # after the seven sets, measured once ("The eighth set, measured"); the next change of the search or the
+    # properties needs a ninth set
     eighth = tuple(
         n
         for n, cls in HELD_OUT_VARIANTS.items()
         if cls.__module__ in (rust_client_fixes.__name__, process_queue_fixes.__name__)
     )
     assert eighth == HELD_OUT_NAMES[61:] and len(eighth) == 3
-    assert not any(HELD_OUT[n].figures_seen for n in eighth)
-    assert unseen() == eighth
+    assert all(HELD_OUT[n].figures_seen for n in eighth) and unseen() == ()
 
 
 def test_unseen_with_no_unseen_bug_left_says_a_new_set_is_needed(

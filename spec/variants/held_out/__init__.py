@@ -82,8 +82,8 @@ from rmqspec.spec.variants.held_out import broker_fixes  # noqa: E402  (the sixt
 from rmqspec.spec.variants.held_out import client_lifecycle_fixes  # noqa: E402  (the sixth set's client half, seen)
 from rmqspec.spec.variants.held_out import orderly_gate_fixes  # noqa: E402  (the seventh set's orderly half, seen)
 from rmqspec.spec.variants.held_out import unhandled_requests  # noqa: E402  (the seventh set's request half, seen)
-from rmqspec.spec.variants.held_out import rust_client_fixes  # noqa: E402  (the eighth set's Rust half, unseen)
-from rmqspec.spec.variants.held_out import process_queue_fixes  # noqa: E402  (the eighth set's ProcessQueue half, unseen)
+from rmqspec.spec.variants.held_out import rust_client_fixes  # noqa: E402  (the eighth set's Rust half, seen)
+from rmqspec.spec.variants.held_out import process_queue_fixes  # noqa: E402  (the eighth set's ProcessQueue half, seen)
 
 __all__ = [
     "HELD_OUT",
