@@ -1798,6 +1798,34 @@ WITNESSES: dict[str, tuple[Config, list[act.Action]]] = {
             act.FinishConsume(client=0, rid=2, status="CONSUME_SUCCESS", ack_index=-1, send_back_fails=0),
         ],
     ),
+    # two consumers, each with a queue; consumer 1 pauses for 150 s, and 120 s after its last heartbeat its channel
+    # expires (the correct scan, or, in the variant, Netty's idle handler on a channel with no traffic)
+    "consumer_channels_never_scanned": (
+        _STALL_CONFIG := Config(
+            consumers=2,
+            queues=2,
+            messages_per_queue=1,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            client_stalls=1,
+        ),
+        [
+            *_quiet_until(
+                _STALL_CONFIG,
+                [
+                    act.Start(client=0),
+                    act.Start(client=1),
+                    act.Rebalance(client=0),
+                    act.Rebalance(client=1),
+                    act.Stall(client=1, duration=150_000),
+                ],
+                121_000,
+            ),
+            act.ExpireChannel(client=1),
+        ],
+    ),
 }
 
 
@@ -2099,6 +2127,13 @@ DIFFERS: dict[str, Callable[[State, State], bool]] = {
         _pq_tree(ok, 0, 0) == _pq_tree(bug, 0, 0) == 0
         and [u.offset for u in ok.clients[0].offset_updates] == [0, 2]
         and [u.offset for u in bug.clients[0].offset_updates] == [0, 1]
+    ),
+    # the paused consumer's channel goes in both: the correct idle-channel scan removes it and tells nobody, the
+    # variant's close event (the only way a consumer channel expires there) tells consumer 0 to rebalance
+    "consumer_channels_never_scanned": lambda ok, bug: (
+        ok.broker.registered == bug.broker.registered == frozenset({0})
+        and not ok.clients[0].rebalance_requested
+        and bug.clients[0].rebalance_requested
     ),
 }
 

@@ -84,6 +84,7 @@ from rmqspec.spec.variants.held_out import orderly_gate_fixes  # noqa: E402  (th
 from rmqspec.spec.variants.held_out import unhandled_requests  # noqa: E402  (the seventh set's request half, seen)
 from rmqspec.spec.variants.held_out import rust_client_fixes  # noqa: E402  (the eighth set's Rust half, seen)
 from rmqspec.spec.variants.held_out import process_queue_fixes  # noqa: E402  (the eighth set's ProcessQueue half, seen)
+from rmqspec.spec.variants.held_out import housekeeping_fixes  # noqa: E402  (the ninth set, unseen)
 
 __all__ = [
     "HELD_OUT",
@@ -95,6 +96,7 @@ __all__ = [
     "client_reports",
     "fix_commits",
     "held_out",
+    "housekeeping_fixes",
     "legacy_fixes",
     "orderly_gate_fixes",
     "process_queue_fixes",
