@@ -10,6 +10,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -115,77 +116,52 @@ def test_unseen_refuses_a_bug_whose_figures_were_seen(capsys: pytest.CaptureFixt
     assert "--unseen" in err and seen in err and all(n in err for n in unseen())
 
 
+def _registered_from(*modules: ModuleType) -> tuple[str, ...]:
+    """The held-out names whose variants the given modules plant, in registry order: one set's bugs."""
+    from rmqspec.spec.variants.held_out import HELD_OUT_VARIANTS
+
+    return tuple(n for n, cls in HELD_OUT_VARIANTS.items() if cls.__module__ in {m.__name__ for m in modules})
+
+
 def test_the_first_six_sets_figures_are_seen_once_the_sixth_set_judged_inv27_and_inv28() -> None:
-    from rmqspec.spec.variants.held_out import (
-        HELD_OUT,
-        HELD_OUT_VARIANTS,
-        broker_fixes,
-        client_fixes,
-        client_lifecycle_fixes,
-    )
+    from rmqspec.spec.variants.held_out import HELD_OUT, broker_fixes, client_fixes, client_lifecycle_fixes
 
     # the first five sets' figures were read before (docs/held_out.md, "The fifth set, measured")
-    fifth = tuple(n for n, cls in HELD_OUT_VARIANTS.items() if cls.__module__ == client_fixes.__name__)
-    assert len(fifth) == 9 and all(HELD_OUT[n].figures_seen for n in HELD_OUT_NAMES[:51])
+    assert len(_registered_from(client_fixes)) == 9 and all(HELD_OUT[n].figures_seen for n in HELD_OUT_NAMES[:51])
     # the sixth set (docs/held_out.md, "The sixth set"): its two halves, registered after the five, measured once
     # ("The sixth set, measured")
-    sixth = tuple(
-        n
-        for n, cls in HELD_OUT_VARIANTS.items()
-        if cls.__module__ in (broker_fixes.__name__, client_lifecycle_fixes.__name__)
-    )
+    sixth = _registered_from(broker_fixes, client_lifecycle_fixes)
     assert sixth == HELD_OUT_NAMES[51:56] and len(sixth) == 5
     assert all(HELD_OUT[n].figures_seen for n in sixth)
 
 
 def test_the_seventh_set_is_registered_after_the_six_and_its_figures_are_seen_once_it_judged_inv29() -> None:
-    from rmqspec.spec.variants.held_out import (
-        HELD_OUT,
-        HELD_OUT_VARIANTS,
-        orderly_gate_fixes,
-        unhandled_requests,
-        unseen,
-    )
+    from rmqspec.spec.variants.held_out import HELD_OUT, orderly_gate_fixes, unhandled_requests, unseen
 
     # the seventh set (docs/held_out.md, "The seventh set: written apart from the search"): its two modules,
-    # registered after the six sets, measured once ("The seventh set, measured"); the next change of the search or
-    # the properties is judged on the eighth set
-    seventh = tuple(
-        n
-        for n, cls in HELD_OUT_VARIANTS.items()
-        if cls.__module__ in (orderly_gate_fixes.__name__, unhandled_requests.__name__)
-    )
+    # registered after the six sets, measured once ("The seventh set, measured")
+    seventh = _registered_from(orderly_gate_fixes, unhandled_requests)
     assert seventh == HELD_OUT_NAMES[56:61] and len(seventh) == 5
     assert all(HELD_OUT[n].figures_seen for n in seventh) and not set(seventh) & set(unseen())
 
 
 def test_the_eighth_set_is_registered_after_the_seventh_and_its_figures_are_seen_once_it_judged_inv30_to_32() -> None:
-    from rmqspec.spec.variants.held_out import (
-        HELD_OUT,
-        HELD_OUT_VARIANTS,
-        process_queue_fixes,
-        rust_client_fixes,
-        unseen,
-    )
+    from rmqspec.spec.variants.held_out import HELD_OUT, process_queue_fixes, rust_client_fixes, unseen
 
     # the eighth set (docs/held_out.md, "The eighth set: written apart from the search"): its two modules, registered
-    # after the seven sets, measured once ("The eighth set, measured"); the next change of the search or the
-    # properties is judged on the ninth set
-    eighth = tuple(
-        n
-        for n, cls in HELD_OUT_VARIANTS.items()
-        if cls.__module__ in (rust_client_fixes.__name__, process_queue_fixes.__name__)
-    )
+    # after the seven sets, measured once ("The eighth set, measured")
+    eighth = _registered_from(rust_client_fixes, process_queue_fixes)
     assert eighth == HELD_OUT_NAMES[61:64] and len(eighth) == 3
     assert all(HELD_OUT[n].figures_seen for n in eighth) and not set(eighth) & set(unseen())
 
 
 def test_the_ninth_set_is_registered_after_the_eighth_and_is_all_that_unseen_returns() -> None:
-    from rmqspec.spec.variants.held_out import HELD_OUT, HELD_OUT_VARIANTS, housekeeping_fixes, unseen
+    from rmqspec.spec.variants.held_out import HELD_OUT, housekeeping_fixes, unseen
 
     # the ninth set (docs/held_out.md, "The ninth set: written apart from the search"): its module, registered after
-    # the eight sets, its figures not seen by any search work
-    ninth = tuple(n for n, cls in HELD_OUT_VARIANTS.items() if cls.__module__ == housekeeping_fixes.__name__)
+    # the eight sets, its figures not seen by any search work; the next change of the search or the properties is
+    # judged on it
+    ninth = _registered_from(housekeeping_fixes)
     assert ninth == HELD_OUT_NAMES[64:] and len(ninth) == 1
     assert not any(HELD_OUT[n].figures_seen for n in ninth)
     assert unseen() == ninth
