@@ -596,6 +596,8 @@ def _group_changes_wake_the_rebalance(m: Model, s: State, a: Action, t: State) -
     if s.slave is not None and t.slave is not None:
         pairs.append(("slave", s.slave, t.slave))
     for where, before, after in pairs:
+        if before.registered is after.registered:
+            continue  # most steps leave the list as it was
         gained, lost = after.registered - before.registered, before.registered - after.registered
         if not gained and not lost:
             continue

@@ -17,10 +17,12 @@ variants that override the same method cannot be composed: :class:`~rmqspec.spec
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from functools import cache
 from typing import ClassVar, TypeVar
 
-from rmqspec.spec.config import MUTATIONS, ConfigError
+from rmqspec.spec.allocation import Strategy
+from rmqspec.spec.config import AVG, MACHINE_ROOM_NEARBY, MUTATIONS, ConfigError
 from rmqspec.spec.model import Model
 
 
@@ -58,6 +60,16 @@ def planted(mutation: str, breaks: tuple[str, ...], refuted_by: tuple[str, ...])
         return cls
 
     return register
+
+
+def with_avg_replaced(strategy: Strategy, avg: Strategy) -> Strategy:
+    """``strategy`` with its AVG, alone or as MACHINE_ROOM_NEARBY's inner strategy, replaced by ``avg`` (a planted
+    averaging strategy); any other strategy as it is."""
+    if strategy.name == AVG:
+        return avg
+    if strategy.name == MACHINE_ROOM_NEARBY and strategy.inner is not None and strategy.inner.name == AVG:
+        return replace(strategy, inner=avg)
+    return strategy
 
 
 def overrides(cls: type[Variant]) -> frozenset[str]:

@@ -3,11 +3,11 @@ the RebalanceService timer."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from rmqspec.spec.allocation import Strategy, allocate, avg_block
-from rmqspec.spec.config import AVG, MACHINE_ROOM_NEARBY
-from rmqspec.spec.variants import Variant, planted
+from rmqspec.spec.config import AVG
+from rmqspec.spec.variants import Variant, planted, with_avg_replaced
 
 
 @planted("resume_ignores_stored_offset", breaks=("R10.1",), refuted_by=("INV-15",))
@@ -72,12 +72,7 @@ class AvgBlocksOverlap(Variant):
     """AVG (alone or as MACHINE_ROOM_NEARBY's inner strategy) gives neighbouring consumers overlapping blocks."""
 
     def _allocation_strategy(self, client: int) -> Strategy:
-        strategy = super()._allocation_strategy(client)
-        if strategy.name == AVG:
-            return _OverlappingAvg(AVG)
-        if strategy.name == MACHINE_ROOM_NEARBY and strategy.inner is not None and strategy.inner.name == AVG:
-            return replace(strategy, inner=_OverlappingAvg(AVG))
-        return strategy
+        return with_avg_replaced(super()._allocation_strategy(client), _OverlappingAvg(AVG))
 
 
 @planted("add_without_lock", breaks=("R8.4",), refuted_by=("INV-12a",))

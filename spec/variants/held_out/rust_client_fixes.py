@@ -8,13 +8,13 @@ the set was measured (``HeldOutBug.figures_seen`` True)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from rmqspec.spec.allocation import AllocationError, Strategy, avg_block
-from rmqspec.spec.config import AVG, MACHINE_ROOM_NEARBY
+from rmqspec.spec.config import AVG
 from rmqspec.spec.state import State
 from rmqspec.spec.state import put_at as _put
-from rmqspec.spec.variants import Variant
+from rmqspec.spec.variants import Variant, with_avg_replaced
 from rmqspec.spec.variants.held_out import HeldOutBug, held_out
 
 # figures_seen of every bug of this module: their catch figures were read when the eighth set judged INV-30, INV-31
@@ -64,12 +64,7 @@ class AvgOverflowPastLastQueue(Variant):
     round)."""
 
     def _allocation_strategy(self, client: int) -> Strategy:
-        strategy = super()._allocation_strategy(client)
-        if strategy.name == AVG:
-            return _UnderflowingAvg(AVG)
-        if strategy.name == MACHINE_ROOM_NEARBY and strategy.inner is not None and strategy.inner.name == AVG:
-            return replace(strategy, inner=_UnderflowingAvg(AVG))
-        return strategy
+        return with_avg_replaced(super()._allocation_strategy(client), _UnderflowingAvg(AVG))
 
 
 @held_out(
