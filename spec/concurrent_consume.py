@@ -12,7 +12,8 @@ Its actions, before the class: ``CleanExpiredMsg``, ``StartConsume``, ``FinishCo
 ``ApplyConsumeOffset``.
 
 Its properties, after the class: INV-1 (a pq's msgCount and msgSize), INV-2 (the memory offset never passes
-an unhandled message), INV-5 (a dropped pq is inert), INV-22c (each redelivery inside its cause's extent), INV-23 (no
+an unhandled message), INV-2b (a consume result commits what removeMessage owes), INV-5 (a dropped pq is inert),
+INV-22c (each redelivery inside its cause's extent), INV-23 (no
 message outlives its cleanExpireMsg run), INV-10 (retry delays and the DLQ threshold), INV-24 (a send-back has a
 cause) and INV-28 (a new consume request counts each message's attempts).
 """
@@ -505,7 +506,7 @@ class ConcurrentConsumeMixin:
         return sum(1 << o for o, m in enumerate(queue.messages) if m.tag not in sub)
 
 
-# Properties of consumption, send-back and the DLQ (INV-1, INV-2, INV-5, INV-10)
+# Properties of consumption, send-back and the DLQ (INV-1, INV-2, INV-2b, INV-5, INV-10)
 def _pq_accounting(m: Model, s: State) -> str | None:
     for i, cl in enumerate(s.clients):
         for q, pq in enumerate(cl.pqs):
@@ -551,6 +552,57 @@ COMMIT_BELOW_UNPROCESSED = Invariant(
     "R6.3, R7.3",
     "The memory offset is what the next persist commits; passing unprocessed work loses it on a crash.",
     _commit_below_unprocessed,
+)
+
+
+def _live_pq(pq: ProcessQueue | None, uid: int) -> bool:
+    """Is ``pq`` the table's pq ``uid`` and not dropped (processConsumeResult's ``isDropped`` check, R7.3)?"""
+    return pq is not None and pq.uid == uid and pq.pull_state != PULL_DROPPED
+
+
+def _commit_keeps_up_with_removal(m: Model, s: State, a: Action, t: State) -> str | None:
+    # Read from the pq before and after the step, never from the model's removeMessage helpers (which a planted bug
+    # overrides). The orderly service commits by its own rule (INV-3); a dropped pq's result is INV-5's.
+    if m.orderly or not isinstance(a, (FinishConsume, ApplyConsumeOffset)):
+        return None
+    i = a.client
+    before, after = s.clients[i], t.clients[i]
+    if isinstance(a, ApplyConsumeOffset):
+        u = next((u for u in before.offset_updates if u.rid == a.rid), None)
+        if u is None or not _live_pq(before.pqs[u.queue], u.pq_uid):
+            return None
+        mem = after.mem[u.queue]
+        # updateOffset(mq, offset, increaseOnly=true) leaves at least the offset (PullMixin._updated)
+        if mem is None or mem < u.offset:
+            return f"client {i} queue {u.queue}: updateOffset of {u.offset} left the memory offset at {mem}"
+        return None
+    r = next((r for r in before.consuming if r.rid == a.rid), None)
+    if r is None or not _live_pq(before.pqs[r.queue], r.pq_uid):
+        return None
+    pq, left = before.pqs[r.queue], after.pqs[r.queue]
+    if pq is None or left is None or not pq.tree:  # an empty tree answers -1: nothing to commit (R6.3)
+        return None
+    owed = _low(left.tree) if left.tree else pq.queue_offset_max + 1
+    queued = next((u.offset for u in after.offset_updates if u.rid == a.rid), None)
+    if queued is None:
+        return f"client {i} queue {r.queue}: the result of request {a.rid} queued no offset; removeMessage owes {owed}"
+    if queued < owed:
+        held = f"the tree emptied at queueOffsetMax {owed - 1}"
+        if left.tree:
+            held = f"the lowest offset still held is {owed}"
+        return f"client {i} queue {r.queue}: the result of request {a.rid} commits {queued}, but {held}"
+    return None
+
+
+COMMIT_KEEPS_UP_WITH_REMOVAL = ActionProperty(
+    "INV-2b",
+    "commit_keeps_up_with_removal",
+    "A live pq's consume result commits at least what removeMessage owes, the lowest offset the pq still holds or, "
+    "once its tree empties, queueOffsetMax + 1, and its updateOffset leaves the memory offset at least there.",
+    "R6.3, R7.3, R1.5",
+    "INV-2 bounds the memory offset from above; a commit that falls short of what the pq no longer holds delivers "
+    "consumed messages again after the next restart or handover, which at-least-once allows and so never reports.",
+    _commit_keeps_up_with_removal,
 )
 
 

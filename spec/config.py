@@ -65,6 +65,8 @@ MUTATIONS: Final[dict[str, str]] = {
     "count_not_decremented": "ProcessQueue.removeMessage forgets to decrement msgCount (R6.3)",
     "send_back_from_ack_index": "processConsumeResult sends back from ackIndex, not ackIndex + 1 (R7.3)",
     "commit_past_cached": "removeMessage returns queueOffsetMax + 2 when the tree empties (R6.3)",
+    "removal_result_read_before_removal": "removeMessage reads the lowest held offset before removing the batch, so "
+    "a removal of the tree's head answers the head itself (R6.3)",
     "resume_ignores_stored_offset": "computePullFromWhere ignores the broker offset and uses consumeFromWhere",
     "avg_blocks_overlap": "AVG gives every consumer a block starting one queue early (R11.1)",
     # orderly consumption (R8): planted bugs of the broker lock table

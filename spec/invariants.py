@@ -55,6 +55,7 @@ ACTION_PROPERTIES: tuple[ActionProperty, ...] = (
     broker.SCHEDULED_COPIES_REACH_THE_RETRY_QUEUE,  # INV-29
     pull.INCREASE_ONLY_NEVER_LOWERS,  # INV-4
     concurrent_consume.DROPPED_PQ_IS_INERT,  # INV-5
+    concurrent_consume.COMMIT_KEEPS_UP_WITH_REMOVAL,  # INV-2b
     consumer_process.PERSIST_ALL_PRUNES_MEMORY,  # INV-6a
     consumer_process.LOCAL_OFFSET_FILE_ONLY_GROWS,  # INV-6b
     consumer_process.LOCAL_OFFSET_FILE_FALLS_WITH_A_CAUSE,  # INV-6c
@@ -74,6 +75,7 @@ ACTION_PROPERTIES: tuple[ActionProperty, ...] = (
     admin_reset.CLIENT_RESET_RUNS_ITS_COURSE,  # INV-31
     committed_offset.COMMITTED_DECREASE_DECLARED,  # INV-8r
     rebalance.POSITIONING_CAUSED,  # INV-9a
+    rebalance.POSITIONING_SEEDS_MEMORY,  # INV-33
     rebalance.GROUP_CHANGES_WAKE_THE_REBALANCE,  # INV-30
     pull.NO_REPULL_OF_CONSUMED,  # INV-22
     concurrent_consume.REDELIVERY_WITHIN_CAUSE,  # INV-22c

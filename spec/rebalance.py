@@ -17,8 +17,9 @@ Its actions, before the class: ``Rebalance``, ``RebalanceQueryError``.
 
 Its properties, after the class: INV-13a and INV-13b (once every view agrees, each queue has exactly one
 owner, up to the strategy's own gaps and overlaps in ``anomalies.py``), INV-15 (a queue taken over resumes
-at the last landed commit) and INV-9a (a pq positioned without a stored offset on a queue the group had
-committed on shows why the offset was missing).
+at the last landed commit), INV-9a (a pq positioned without a stored offset on a queue the group had
+committed on shows why the offset was missing), INV-30 (a change of the group's consumer list wakes the rebalance of
+every listed consumer) and INV-33 (a pq positioned at the offset it read leaves that offset in memory).
 """
 
 from __future__ import annotations
@@ -622,4 +623,40 @@ GROUP_CHANGES_WAKE_THE_REBALANCE = ActionProperty(
     "A consumer that is not told waits for its 20 s timer: a joiner's queues stay with their old owners and a "
     "leaver's queues with nobody for that long, and at-least-once, which allows the delay, does not see it.",
     _group_changes_wake_the_rebalance,
+)
+
+
+# How a pq's position was found when readOffset(READ_FROM_STORE) returned an offset (Ghost.starts): the broker's
+# stored offset (the master's or, while it is down, the slave's), the broker's 0 for a young queue, or the local file's
+# entry (BROADCASTING, "stored-offset")
+POSITIONED_BY_READ: Final = frozenset({"stored-offset", "stored-offset-on-slave", "young-queue-zero"})
+
+
+def _positioning_seeds_memory(m: Model, s: State, a: Action, t: State) -> str | None:
+    # Read from the positions the step recorded and the memory table after it, never from the model's seeding helper
+    # (which a planted bug overrides).
+    for client, uid, start, how in new_positions(s, t):
+        if how not in POSITIONED_BY_READ:
+            continue
+        cl = t.clients[client]
+        q = next((q for q, pq in enumerate(cl.pqs) if pq is not None and pq.uid == uid), None)
+        if q is not None and cl.mem[q] != start:
+            return (
+                f"client {client} queue {q}: positioned at {start} by the offset it read ({how}), but the memory "
+                f"offset is {cl.mem[q]}"
+            )
+    return None
+
+
+POSITIONING_SEEDS_MEMORY = ActionProperty(
+    "INV-33",
+    "positioning_seeds_memory",
+    "A pq positioned at the offset readOffset(READ_FROM_STORE) returned (the broker's, the slave's, a young queue's "
+    "0, the local file's) leaves that offset in the client's memory table: readOffset's updateOffset(mq, offset, "
+    "false).",
+    "R1.11, R2.3, R10.1",
+    "The memory table is what persistAll writes and what the next commit rises from: a queue positioned but missing "
+    "from it is left out of offsets.json or its broker commit until the pq consumes, so a persist, a handover or a "
+    "restart in between loses the offset the position came from.",
+    _positioning_seeds_memory,
 )

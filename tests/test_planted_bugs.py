@@ -26,6 +26,7 @@ BASE = {"consumers": 3, "queues": 4, "messages_per_queue": 4, "max_reconsume_tim
 CASES: dict[str, tuple[str, dict[str, object]]] = {
     "count_not_decremented": ("INV-1", {"mode": CLUSTERING}),
     "watermark_highest_consumed": ("INV-2", {"mode": CLUSTERING}),
+    "removal_result_read_before_removal": ("INV-2b", {"mode": CLUSTERING}),
     "ignore_increase_only": ("INV-4", {"mode": CLUSTERING}),
     "dropped_pq_commits": ("INV-5", {"mode": CLUSTERING}),
     "no_persist_all_pruning": ("INV-6a", {"mode": CLUSTERING}),
@@ -75,6 +76,8 @@ CASES: dict[str, tuple[str, dict[str, object]]] = {
 SECOND_WITNESSES = [
     ("ignore_increase_only", "INV-8", {"mode": CLUSTERING}),
     ("avg_blocks_overlap", "INV-13b", {"mode": CLUSTERING}),
+    # memory seeded one below the offset read: INV-33 at the positioning itself, before any commit lands
+    ("resume_memory_one_behind", "INV-33", {"mode": CLUSTERING}),
     ("commit_past_cached", "INV-9", {"mode": CLUSTERING}),
     # the end-of-run fates alone (properties/fates.py): the messages INV-9 would report are "lost"
     ("commit_past_cached", "FATES", {"mode": CLUSTERING}),

@@ -3,7 +3,7 @@ processConsumeResult, the send-back and cleanExpiredMsg."""
 
 from __future__ import annotations
 
-from rmqspec.spec.state import Broker, Message, ProcessQueue, lowest_offset
+from rmqspec.spec.state import Broker, BrokerQueue, Message, ProcessQueue, lowest_offset
 from rmqspec.spec.variants import Variant, planted
 
 
@@ -13,6 +13,19 @@ class WatermarkHighestConsumed(Variant):
 
     def _offset_still_held(self, tree: int, offsets: list[int]) -> int:
         return max(offsets) + 1 if offsets else lowest_offset(tree)
+
+
+@planted("removal_result_read_before_removal", breaks=("R6.3",), refuted_by=("INV-2b",))
+class RemovalResultReadBeforeRemoval(Variant):
+    """removeMessage reads the lowest held offset before it removes the batch: while the tree still holds messages,
+    a removal of its head answers the head itself, so the commit stays at a message already consumed (one behind)
+    until the tree empties."""
+
+    def _remove_message(self, pq: ProcessQueue, offsets: list[int], queue: BrokerQueue) -> tuple[ProcessQueue, int]:
+        after, result = super()._remove_message(pq, offsets, queue)
+        if result >= 0 and after.tree:
+            return after, min(result, lowest_offset(pq.tree))
+        return after, result
 
 
 @planted("commit_before_send_back", breaks=("R7.3",), refuted_by=("INV-9",))

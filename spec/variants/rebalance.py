@@ -18,7 +18,7 @@ class ResumeIgnoresStoredOffset(Variant):
         return False
 
 
-@planted("resume_memory_one_behind", breaks=("R10.1", "R1.5"), refuted_by=("INV-8r",))
+@planted("resume_memory_one_behind", breaks=("R10.1", "R1.5"), refuted_by=("INV-8r", "INV-33"))
 class ResumeMemoryOneBehind(Variant):
     """computePullFromWhere seeds memory one below the (positive) stored offset it resumes at."""
 

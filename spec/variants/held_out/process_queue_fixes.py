@@ -30,7 +30,7 @@ _FIGURES_SEEN = True
         "internal issue #84, a potential concurrency problem in storing the consume progress: ProcessQueue gained "
         "`queueOffsetMax`, set by putMessage, and removeMessage's initial `result = msgTreeMap.lastKey() + 1` became "
         "`result = this.queueOffsetMax + 1`)",
-        (),
+        ("INV-2b",),
         _FIGURES_SEEN,
     ),
 )

@@ -81,7 +81,7 @@ class AvgOverflowPastLastQueue(Variant):
         "#1009, commit 1f04940cf, 2024-09-30) until issue #7431, PR #7432 'Comprehensively improve rocketmq-client' "
         "(commit 9ee17fe15, 2026-06-13), which calls `self.update_offset(mq, offset, false)` on the offset read, as "
         "Java's LocalFileOffsetStore.readOffset does",
-        (),
+        ("INV-33",),
         _FIGURES_SEEN,
     ),
 )
