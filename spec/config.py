@@ -208,7 +208,7 @@ HELD_OUT_NAMES: Final[tuple[str, ...]] = (
     # the eighth set, ProcessQueue half (spec/variants/held_out/process_queue_fixes.py): written apart from the search,
     # catch figures seen
     "emptied_tree_commits_last_key",
-    # the ninth set (spec/variants/held_out/housekeeping_fixes.py): written apart from the search, catch figures unseen
+    # the ninth set (spec/variants/held_out/housekeeping_fixes.py): written apart from the search, catch figures seen
     "consumer_channels_never_scanned",
 )
 # Every name Config.mutations accepts.

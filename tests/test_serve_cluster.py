@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 import rmqspec
 from rmqspec.cluster import wire
-from rmqspec.cluster.faults import FaultScriptError, parse_faults
+from rmqspec.cluster.faults import PROFILES, FaultScriptError, draw_faults, load_faults, parse_faults
 from rmqspec.cluster.history_log import consumer_name, merge_histories
 from rmqspec.properties.history import check_history
 
@@ -1960,3 +1960,64 @@ def test_server_survives_malformed_and_vanishing_clients(tmp_path: Path) -> None
         assert cluster.stop() == 143
     assert "Traceback" not in cluster.stderr()
     assert "exceeds 16777216" in cluster.stderr()
+
+
+# --- seeded fault profiles -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILES))
+def test_a_profile_draws_the_same_valid_script_for_a_seed_in_time_order(profile: str) -> None:
+    script = draw_faults(profile, 7, 300.0, 4)
+    assert script == draw_faults(profile, 7, 300.0, 4)
+    faults = parse_faults(json.dumps(script), profile)  # a drawn script is a script: the one validation
+    assert {f.kind for f in faults} <= set(PROFILES[profile])
+    times = [f.threshold for f in faults]
+    assert times == sorted(times) and all(30 <= t <= 270 for t in times)  # the middle 80 % of the horizon
+    assert len(faults) == (0 if profile == "calm" else 10)  # one per 30 s of 300 s
+    if profile != "calm":
+        assert draw_faults(profile, 8, 300.0, 4) != script
+
+
+def test_faults_names_a_file_before_a_profile_and_refuses_neither(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.chdir(tmp_path)
+    drawn, script = load_faults("restarts", 1, 60.0, 4)
+    assert script is not None and [f.kind for f in drawn] == ["broker-restart"] * 2
+    (tmp_path / "restarts").write_text(json.dumps({"faults": []}))  # a file of that name is read, not drawn
+    assert load_faults("restarts", 1, 60.0, 4) == ([], None)
+    with pytest.raises(FaultScriptError) as refused:
+        load_faults("nope", 1, 60.0, 4)
+    assert str(refused.value).startswith("--faults nope: no such file, and not a profile (profiles: calm, restarts")
+
+
+def test_a_profile_run_writes_its_drawn_script_beside_the_history(tmp_path: Path) -> None:
+    history = tmp_path / "broker.jsonl"
+    cmd = [sys.executable, "-m", "rmqspec.cli", "serve-cluster", "--port", "0", "--broker-port", "0",
+           "--history", str(history), "--duration", "1", "--faults", "mixed", "--seed", "5"]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=WAIT, env=_env())
+    assert proc.returncode == 0, proc.stderr
+    written = json.loads((tmp_path / "broker.faults.json").read_text())
+    assert written == draw_faults("mixed", 5, 1.0, 4) and len(written["faults"]) == 1
+    assert "serve-cluster: profile mixed, seed 5: " in proc.stderr
+    assert f"the script: {tmp_path / 'broker.faults.json'}" in proc.stderr
+
+
+def test_raw_drawn_names_wait_for_the_groups_topic_and_first_consumer(tmp_path: Path) -> None:
+    """ "*" names the history group's subscribed topic and its first-registered consumer: the faults wait (in order)
+    until a heartbeat names them, then hit T and c1."""
+    faults = [
+        {"fault": "consumer-list-missing", "consumer": "*", "for_seconds": 60, "after_seconds": 0},
+        {"fault": "retention", "topic": "*", "queue": 0, "messages": 1, "after_messages_stored": 1},
+    ]
+    c = _fault_cluster(tmp_path, faults, "--group", "G")
+    try:
+        with _connect(c.broker) as sock:
+            assert _call(sock, 310, SEND_HEADER, b"x", opaque=1).code == 0  # stored, but no group known yet
+            assert _call(sock, 31, {"topic": "T", "queueId": "0"}, opaque=2).ext_fields["offset"] == "0"
+            assert _call(sock, 34, {}, _beat("127.0.0.1@c1"), opaque=3).code == 0
+            assert _call(sock, 34, {}, _beat("127.0.0.1@c2"), opaque=4).code == 0
+            assert _call(sock, 31, {"topic": "T", "queueId": "0"}, opaque=5).ext_fields["offset"] == "1"
+            listed = json.loads(_call(sock, 38, {"consumerGroup": "G"}, opaque=6).body)["consumerIdList"]
+    finally:
+        assert c.stop() == 143
+    assert listed == ["127.0.0.1@c2"]
+    assert "consumer lists leave out c1" in c.stderr() and "T queue 0 offsets [0, 1) deleted" in c.stderr()

@@ -840,15 +840,19 @@ however stopped: 0 valid, 1 an anomaly not tolerated, 2 an unreadable file."""
 
 
 def _cmd_serve_cluster(args: argparse.Namespace) -> int:
-    from rmqspec.cluster.faults import FaultScriptError, read_faults
+    from rmqspec.cluster.faults import FaultScriptError, load_faults
     from rmqspec.cluster.run import serve_cluster
 
     if args.judge and args.history is None:
         raise CliError("serve-cluster: --judge needs --history (the broker's side of the history to judge)")
-    try:
-        faults = None if args.faults is None else read_faults(args.faults)
-    except FaultScriptError as err:
-        raise CliError(str(err)) from None
+    faults = None
+    if args.faults is not None:
+        try:
+            faults, drawn = load_faults(args.faults, args.seed, args.duration, args.queues)
+        except FaultScriptError as err:
+            raise CliError(str(err)) from None
+        if drawn is not None:
+            _write_drawn_faults(args, drawn)
     try:
         code = serve_cluster(
             args.port,
@@ -866,6 +870,25 @@ def _cmd_serve_cluster(args: argparse.Namespace) -> int:
     if not args.judge:
         return code
     return _judge_cluster_run(args.history, [Path(f) for f in args.judge])
+
+
+def _write_drawn_faults(args: argparse.Namespace, drawn: dict[str, Any]) -> None:
+    """A profile's drawn script, written beside the history (``--faults FILE`` replays it) or, without a history, on
+    stderr, with one line saying what was drawn."""
+    text = json.dumps(drawn, indent=1)
+    where = "below"
+    if args.history is not None:
+        path = args.history.with_name(args.history.stem + ".faults.json")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text + "\n", encoding="utf-8")
+        except OSError as err:
+            raise CliError(f"serve-cluster: cannot write the drawn fault script {path}: {err}") from None
+        where = str(path)
+    kinds = ", ".join(f"{e['fault']} at {e['after_seconds']:g} s" for e in drawn["faults"]) or "no faults"
+    print(f"serve-cluster: profile {args.faults}, seed {args.seed}: {kinds}; the script: {where}", file=sys.stderr)
+    if args.history is None:
+        print(text, file=sys.stderr)
 
 
 def _judge_cluster_run(history: Path, listeners: list[Path]) -> int:
@@ -924,7 +947,15 @@ def _add_cluster_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
     serve.add_argument("--duration", type=_positive_float, metavar="S", help="stop after S seconds (exit 0)")
     serve.add_argument("--queues", type=positive_int, default=4, help="queues of a topic created on lookup (default 4)")
     serve.add_argument("--store", type=Path, metavar="DIR", help="the broker's store root (default: a temporary one)")
-    serve.add_argument("--faults", type=Path, metavar="FILE", help='a fault script: {"faults": [...]} (docs/oracle.md)')
+    serve.add_argument(
+        "--faults",
+        metavar="FILE|PROFILE",
+        help='a fault script ({"faults": [...]}) or a profile to draw one from with --seed: '
+        "calm, restarts, requests, membership, offsets, mixed (docs/oracle.md)",
+    )
+    serve.add_argument(
+        "--seed", type=_non_negative, default=0, help="the seed a --faults PROFILE draws its script with (default 0)"
+    )
     serve.add_argument(
         "--judge",
         action="append",

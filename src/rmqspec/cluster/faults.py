@@ -1,4 +1,5 @@
-"""Fault scripts for ``rmqspec serve-cluster --faults FILE``.
+"""Fault scripts for ``rmqspec serve-cluster --faults FILE``, and the seeded profiles that draw one
+(``--faults PROFILE --seed S``, ``draw_faults``, at the end of the module).
 
 A script is a JSON object ``{"faults": [FAULT, ...]}``; each FAULT fires once, when its trigger holds
 (checked every ``TICK_SECONDS`` of the server), in the order given:
@@ -66,6 +67,10 @@ A script is a JSON object ``{"faults": [FAULT, ...]}``; each FAULT fires once, w
     a list, when ``admin_language`` is CPP, as 4.9.8 chooses it by the admin request's language). A
     consumer that applies it commits the target: that commit is written with ``cause: "reset"``
     (check-history then accepts the decrease and what it redelivers or, forward, skips).
+
+A ``topic`` or ``consumer`` of ``"*"`` (``ANY``; what a drawn script says) is named when the fault is due: the
+history group's first subscribed topic that is not a retry topic, its consumer that registered first; the fault waits
+until the group has registered.
 
 Every fault is logged on stderr with its time and trigger, listed in the closing JSON line, and shows in
 the history where it changes what the broker holds: a restart as the commits it undid (``consumer:
@@ -343,3 +348,82 @@ def read_faults(path: Path) -> list[Fault]:
     except (OSError, UnicodeDecodeError) as err:
         raise FaultScriptError(f"{path}: cannot read: {err}") from None
     return parse_faults(text, str(path))
+
+
+# --- seeded profiles -----------------------------------------------------------------------------
+# ``--faults PROFILE --seed S`` draws a script instead of reading one: the same profile, seed and horizon give the
+# same script, which the run writes beside its history (``<history>.faults.json``) so that ``--faults FILE``
+# replays it. A drawn fault names no topic or consumer of the client's (the profile cannot know them): "*" there
+# means the history group's subscribed topic (the first its consumers' heartbeats name that is not a retry topic)
+# or its consumer that registered first, resolved when the fault is due; until one is known the fault waits.
+ANY = "*"
+PROFILES: dict[str, tuple[str, ...]] = {
+    "calm": (),
+    "restarts": ("broker-restart",),
+    "requests": ("request-error", "request-timeout", "slow-replies"),
+    "membership": ("consumer-list-missing", "drop-connection"),
+    "offsets": ("retention", "admin-reset", "broker-restart"),
+    "mixed": KINDS,
+}
+PROFILE_HORIZON = 120.0  # seconds a drawn script spreads its faults over when the run has no --duration
+FAULT_SPACING = 30.0  # one fault per 30 s of the horizon on average: a client's 20 s rebalance and 5 s persist
+# cycles run at least once between two faults, so each fault's effect is seen before the next
+PROFILE_MAX_FAULTS = 12
+# the requests the request faults draw from, the ones a consumer's offset handling depends on
+PROFILE_REQUESTS = (
+    "PULL_MESSAGE",
+    "QUERY_CONSUMER_OFFSET",
+    "UPDATE_CONSUMER_OFFSET",
+    "GET_CONSUMER_LIST_BY_GROUP",
+    "CONSUMER_SEND_MSG_BACK",
+    "HEART_BEAT",
+    "SEND_MESSAGE",
+)
+
+
+def draw_faults(profile: str, seed: int, horizon: float | None, queues: int) -> dict[str, Any]:
+    """A fault script ``{"faults": [...]}`` drawn from ``profile`` with ``random.Random(seed)``: about one fault
+    per ``FAULT_SPACING`` seconds of ``horizon`` (``PROFILE_HORIZON`` when None), each at ``after_seconds`` in the
+    middle 80 % of it, in time order (a script fires its faults in order)."""
+    import random
+
+    kinds = PROFILES[profile]
+    span = PROFILE_HORIZON if horizon is None else horizon
+    rng = random.Random(seed)
+    if not kinds:
+        return {"faults": []}
+    count = max(1, min(PROFILE_MAX_FAULTS, round(span / FAULT_SPACING)))
+    times = sorted(round(rng.uniform(0.1 * span, 0.9 * span), 1) for _ in range(count))
+    return {"faults": [_drawn(rng.choice(kinds), at, rng, queues) for at in times]}
+
+
+def _drawn(kind: str, at: float, rng: Any, queues: int) -> dict[str, Any]:
+    entry: dict[str, Any] = {"fault": kind, "after_seconds": at}
+    if kind == "broker-restart":
+        entry["down_seconds"] = rng.choice((0, 0, 2, 5))
+    elif kind == "retention":
+        entry.update(topic=ANY, queue=rng.randrange(queues), messages=rng.randint(1, 8))
+    elif kind == "consumer-list-missing":
+        entry.update(consumer=ANY, for_seconds=rng.choice((5, 15, 30)))
+    elif kind == "request-error":
+        entry.update(request=rng.choice(PROFILE_REQUESTS), count=rng.randint(1, 3))
+    elif kind == "request-timeout":
+        entry.update(request=rng.choice(PROFILE_REQUESTS), count=1, applied=rng.random() < 0.5)
+    elif kind == "slow-replies":
+        entry.update(request=rng.choice(PROFILE_REQUESTS), delay_ms=rng.choice((200, 1000, 3000)), for_seconds=10)
+    elif kind == "admin-reset":
+        entry.update(topic=ANY, timestamp=rng.choice((0, -1)))  # to the queues' starts (a replay) or ends (a skip)
+    return entry
+
+
+def load_faults(spec: str, seed: int, horizon: float | None, queues: int) -> tuple[list[Fault], dict[str, Any] | None]:
+    """``--faults``'s value: an existing file is a script; otherwise a profile name is drawn (the drawn script is
+    returned too, to be written beside the history). Raises :class:`FaultScriptError` naming what is wrong."""
+    path = Path(spec)
+    if path.exists() or spec not in PROFILES:
+        if not path.exists():
+            names = ", ".join(PROFILES)
+            raise FaultScriptError(f"--faults {spec}: no such file, and not a profile (profiles: {names})")
+        return read_faults(path), None
+    script = draw_faults(spec, seed, horizon, queues)
+    return parse_faults(json.dumps(script), f"profile {spec} (seed {seed})"), script

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from rmqspec.cluster import wire
-from rmqspec.cluster.faults import Fault
+from rmqspec.cluster.faults import ANY, Fault
 from rmqspec.cluster.history_log import BrokerHistory, consumer_name
 from rmqspec.reference.broker import BrokerController, BrokerHost, TopicConfig
 from rmqspec.reference.compat import SpecCompat
@@ -923,7 +923,7 @@ class ClusterServer:
                 due = self.stats.get("stored", 0) >= fault.threshold
             else:
                 due = time.monotonic() - self.started >= fault.threshold
-            if not due or self.host is None or self.host.controller is None:
+            if not due or self.host is None or self.host.controller is None or not self._resolve(fault):
                 return
             self.faults.pop(0)
             if fault.kind == "retention":
@@ -938,6 +938,27 @@ class ClusterServer:
                 self._admin_reset(fault, now)
             else:
                 self._broker_crash(fault, now)
+
+    def _resolve(self, fault: Fault) -> bool:
+        """Name what a drawn fault leaves as "*" (faults.ANY): the topic, the history group's first subscribed topic
+        that is not a retry topic; the consumer, the group's consumer that registered first (on the broker as it is
+        now: none registered yet after a restart). False while there is none: the fault waits, and the ones after
+        it too (a script fires in order)."""
+        if ANY not in (fault.topic, fault.consumer):
+            return True
+        group = fault.group or self.history.group
+        info = self._controller().consumer_manager.get_consumer_group_info(group) if group else None
+        if info is None:
+            return False
+        topics = [t for t in info.subscription_table if not t.startswith(RETRY_GROUP_TOPIC_PREFIX)]
+        ids = info.get_all_client_id()
+        if (fault.topic == ANY and not topics) or (fault.consumer == ANY and not ids):
+            return False
+        if fault.topic == ANY:
+            fault.topic = topics[0]
+        if fault.consumer == ANY:
+            fault.consumer = consumer_name(ids[0])
+        return True
 
     def _arm(self, fault: Fault, now: int) -> None:
         """A request fault starts: it hits the next ``count`` requests of its code (slow-replies: those of
