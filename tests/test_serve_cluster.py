@@ -2021,3 +2021,47 @@ def test_raw_drawn_names_wait_for_the_groups_topic_and_first_consumer(tmp_path: 
         assert c.stop() == 143
     assert listed == ["127.0.0.1@c2"]
     assert "consumer lists leave out c1" in c.stderr() and "T queue 0 offsets [0, 1) deleted" in c.stderr()
+
+
+# --- --speed: the schedule's delay levels, faster ---------------------------------------------------------
+
+
+def test_speed_divides_every_delay_level_and_keeps_at_least_a_millisecond() -> None:
+    from rmqspec.cluster.server import scaled_delay_levels
+    from rmqspec.reference.broker import parse_delay_level
+
+    table = parse_delay_level()  # 4.9.8's 18 levels, 1 s to 2 h
+    assert scaled_delay_levels(table, 1.0) == table
+    fast = scaled_delay_levels(table, 1000.0)
+    assert sorted(fast) == sorted(table) and fast[1] == 1 and fast[3] == 10 and fast[18] == 7_200
+    assert scaled_delay_levels({1: 1}, 10.0) == {1: 1}
+
+
+def test_raw_send_back_at_level_3_reaches_the_retry_topic_within_a_held_pull_at_speed_100(tmp_path: Path) -> None:
+    """Level 3 is 10 s; at --speed 100 it is 100 ms, so a pull of %RETRY%G held for 5 s gets the copy (at speed 1 the
+    pull would end empty, PULL_NOT_FOUND, 5 s before the copy is due)."""
+    c = Cluster(tmp_path, "--speed", "100")
+    try:
+        assert c.lines[0].rstrip().endswith("RocketMQ 4.9.8, delay levels 100 times faster")
+        with _connect(c.broker) as sock:
+            header = {"a": "PG", "b": "T", "c": "TBW102", "d": "4", "e": "2", "f": "0", "g": "0", "h": "0", "i": ""}
+            sent = _call(sock, 310, header, b"body", opaque=1)
+            back = {"offset": str(int(sent.ext_fields["msgId"][16:], 16)), "group": "G", "delayLevel": "3",
+                    "originMsgId": "x", "originTopic": "T", "maxReconsumeTimes": "16"}  # fmt: skip
+            assert _call(sock, 36, back, opaque=2).code == 0
+            pull = {"consumerGroup": "G", "topic": "%RETRY%G", "queueId": "0", "queueOffset": "0", "maxMsgNums": "32",
+                    "sysFlag": "6", "commitOffset": "0", "suspendTimeoutMillis": "5000", "subscription": "*",
+                    "subVersion": "0"}  # fmt: skip
+            reply = _call(sock, 11, pull, opaque=3)
+    finally:
+        assert c.stop() == 143
+    assert reply.code == 0, reply.remark
+    (message,) = wire.decode_messages(reply.body)
+    assert (message.topic, message.body, message.reconsume_times) == ("%RETRY%G", b"body", 1)
+
+
+@pytest.mark.parametrize("value", ["0.5", "0", "fast"])
+def test_a_speed_below_one_is_refused(tmp_path: Path, value: str) -> None:
+    cmd = [sys.executable, "-m", "rmqspec.cli", "serve-cluster", "--port", "0", "--broker-port", "0", "--speed", value]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=WAIT, env=_env())
+    assert proc.returncode == 2 and "--speed" in proc.stderr and "Traceback" not in proc.stderr

@@ -864,6 +864,7 @@ def _cmd_serve_cluster(args: argparse.Namespace) -> int:
             args.queues,
             args.store,
             faults,
+            args.speed,
         )
     except OSError as err:
         raise CliError(f"serve-cluster: cannot listen or write: {err}") from None
@@ -929,6 +930,13 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _speed(text: str) -> float:
+    value = _positive_float(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a factor of at least 1, got {value:g}")
+    return value
+
+
 def _add_cluster_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve = sub.add_parser(
         "serve-cluster",
@@ -955,6 +963,14 @@ def _add_cluster_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
     )
     serve.add_argument(
         "--seed", type=_non_negative, default=0, help="the seed a --faults PROFILE draws its script with (default 0)"
+    )
+    serve.add_argument(
+        "--speed",
+        type=_speed,
+        default=1.0,
+        metavar="F",
+        help="run the schedule's delay levels (retries, sendMessageBack's levels) F times faster (default 1); the "
+        "clients' timers, held pulls and the channel expiry stay on the wall clock (docs/oracle.md)",
     )
     serve.add_argument(
         "--judge",

@@ -33,11 +33,14 @@ def serve_cluster(
     queues: int,
     store_dir: Path | None,
     faults: list[Fault] | None = None,
+    speed: float = 1.0,
 ) -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="serve-cluster: %(message)s")
     with tempfile.TemporaryDirectory(prefix="rmqspec-cluster-") as scratch:
         root = store_dir if store_dir is not None else Path(scratch)
-        return asyncio.run(_main(port, broker_port, version, history_path, duration, group, queues, root, faults))
+        return asyncio.run(
+            _main(port, broker_port, version, history_path, duration, group, queues, root, faults, speed)
+        )
 
 
 async def _main(
@@ -50,9 +53,10 @@ async def _main(
     queues: int,
     root: Path,
     faults: list[Fault] | None,
+    speed: float,
 ) -> int:
     history = BrokerHistory(history_path, version, group)
-    server = ClusterServer(root, version, history, queues, port, broker_port, faults)
+    server = ClusterServer(root, version, history, queues, port, broker_port, faults, speed)
     stop = asyncio.Event()
     exit_code = [0]
     loop = asyncio.get_running_loop()
@@ -66,7 +70,8 @@ async def _main(
     try:
         await server.start()
         where = f"name server 127.0.0.1:{server.namesrv_port}, broker {server.broker_addr}"
-        print(f"serve-cluster: {where}, RocketMQ {version}", flush=True)
+        pace = "" if speed == 1 else f", delay levels {speed:g} times faster"
+        print(f"serve-cluster: {where}, RocketMQ {version}{pace}", flush=True)
         await server.serve(stop, duration)
     finally:
         await server.close()

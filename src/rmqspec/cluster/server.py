@@ -216,6 +216,12 @@ class ArmedFault:
         return code in self.fault.codes and (not self.fault.consumer or self.fault.consumer in channel.names)
 
 
+def scaled_delay_levels(table: dict[int, int], speed: float) -> dict[int, int]:
+    """``--speed``: each delay level's milliseconds divided by ``speed`` (at least 1 ms), as a broker.conf
+    ``messageDelayLevel`` of shorter levels would set them; the levels and their order stay."""
+    return {level: max(1, round(ms / speed)) for level, ms in table.items()}
+
+
 _push_opaque = itertools.count(1 << 30)  # opaques of the broker's own requests (RESET_CONSUMER_CLIENT_OFFSET)
 
 
@@ -246,8 +252,10 @@ class ClusterServer:
         namesrv_port: int = 9876,
         broker_port: int = 10911,
         faults: list[Fault] | None = None,
+        speed: float = 1.0,
     ) -> None:
         self.store_dir = store_dir
+        self.speed = speed  # the schedule's delay levels run this many times faster (scaled_delay_levels)
         self.version = version
         self.history = history if history is not None else BrokerHistory(None, version, None)
         self.queues = queues
@@ -296,6 +304,8 @@ class ClusterServer:
             version=MQVersion(self.version),
             broker_addr=self.broker_addr,
         )
+        store = self.host.message_store
+        store.delay_level_table = scaled_delay_levels(store.delay_level_table, self.speed)
         self.host.start()
 
     @property
