@@ -2065,3 +2065,44 @@ def test_a_speed_below_one_is_refused(tmp_path: Path, value: str) -> None:
     cmd = [sys.executable, "-m", "rmqspec.cli", "serve-cluster", "--port", "0", "--broker-port", "0", "--speed", value]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=WAIT, env=_env())
     assert proc.returncode == 2 and "--speed" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_ali_ons_request_timeout_on_pull_waits_for_its_own_timeout(ali_ons: Path, tmp_path: Path) -> None:
+    """With one queue, the consumer's first two pulls are never answered: ali-ons waits for its own pull timeout
+    and pulls again; every message arrives, late, once; apart from its usual -1 commits the run is valid."""
+    cluster = _fault_cluster(
+        tmp_path,
+        [{"fault": "request-timeout", "request": "PULL_MESSAGE", "count": 2, "after_messages_stored": 100}],
+        "--queues",
+        "1",
+    )
+    try:
+        deliveries = tmp_path / "deliveries.jsonl"
+        run = _ons(ali_ons, cluster, 100, deliveries, "c1", "120")
+        assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+        report = _judge(cluster, deliveries, tmp_path, 100)
+        _assert_only_minus_one_commits(report, shown=False)
+        assert report["duplicated_count"] == 0
+        assert _summary(cluster)["faults"][0]["hits"] == 2
+        # nothing comes before ali-ons's own pull timeout (33 s from the sends' end in the run docs/oracle.md reports)
+        assert _consumed_seconds(run) >= 20, run.stdout
+    finally:
+        cluster.stop()
+
+
+def test_ali_ons_slow_pull_replies(ali_ons: Path, tmp_path: Path) -> None:
+    """Pull replies come 2 s late for 6 s from the end of the sends: the consumer's first pulls wait, every message
+    arrives once; apart from its usual -1 commits the run is valid."""
+    slow = {"fault": "slow-replies", "request": "PULL_MESSAGE", "delay_ms": 2000, "for_seconds": 6}
+    cluster = _fault_cluster(tmp_path, [{**slow, "after_messages_stored": 100}])
+    try:
+        deliveries = tmp_path / "deliveries.jsonl"
+        run = _ons(ali_ons, cluster, 100, deliveries, "c1", "120")
+        assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+        assert _consumed_seconds(run) >= 1.9, run.stdout
+        report = _judge(cluster, deliveries, tmp_path, 100)
+        _assert_only_minus_one_commits(report, shown=False)
+        assert report["duplicated_count"] == 0
+        assert _summary(cluster)["faults"][0]["delayed"] >= 1
+    finally:
+        cluster.stop()
