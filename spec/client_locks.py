@@ -15,8 +15,8 @@ shutdown (``consumer_process.py``); the lockAll timer (R8.3) is what a ``Stall``
 Its actions, before the class: ``LockAll``, ``DelayedUnlock``.
 
 Its properties, after the class: INV-11 (the broker grants no live lock twice), INV-12a (no two consumers
-both believe a queue locked), INV-19 (the first locked pull starts at a real position) and INV-26 (a queue let go
-is unlocked at the broker). What INV-12a
+both believe a queue locked), INV-19 (the first locked pull starts at a real position), INV-26 (a queue let go
+is unlocked at the broker) and INV-34 (a lock call's answer and its stamps follow the broker's table). What INV-12a
 tolerates is ``anomalies.py`` (``ORDERLY_LOCK_TABLE_LOST``).
 """
 
@@ -211,7 +211,7 @@ class ClientLocksMixin:
         return s._replace(ghost=s.ghost._replace(stale_unlocks=tuple(stale))) if noted else s
 
 
-# Properties of the locks (INV-11, INV-12a, INV-19, INV-26)
+# Properties of the locks (INV-11, INV-12a, INV-19, INV-26, INV-34)
 def _broker_lock_exclusive(m: Model, s: State, a: Action, t: State) -> str | None:
     """INV-11 as a step property: an entry of the lock table changes hands only when its holder's lock
     had expired (60 s without renewal), was released, or was lost with the broker."""
@@ -351,4 +351,72 @@ LOCK_RELEASED_ON_LEAVE = ActionProperty(
     "R8.8, R4.4, R8.2",
     "A lock left behind keeps the queue's next owner from consuming until the broker expires it, 60 s later.",
     _lock_released_on_leave,
+)
+
+
+def _lock_answers_follow_the_table(m: Model, s: State, a: Action, t: State) -> str | None:
+    # Read from the lock table before the step and the constants (orderly.py's expiry), never from the model's lock
+    # helpers (which a planted bug overrides). Orderly CLUSTERING only: BROADCASTING's locks differ by version (R8.9).
+    from rmqspec.spec.rebalance import Rebalance, RebalanceQueryError  # rebalance calls this module's helpers
+
+    if not (m.orderly and m.clustering) or not isinstance(a, (LockAll, Rebalance, RebalanceQueryError)):
+        return None
+    i, b = a.client, s.broker
+    if not b.up or not s.clients[i].running:
+        return None
+    me = m.identity[i]
+    before, after = b.locks, t.broker.locks
+    if isinstance(a, LockAll):
+        cl, new = s.clients[i], t.clients[i]
+        if cl.next_lock_all == new.next_lock_all:
+            return None  # not a run of the task
+        skip = m.config.lock_all_skips_dropped  # 5.x leaves dropped pqs out of the batch (R8.2)
+        asked = [
+            q
+            for q, pq in enumerate(cl.pqs)
+            if pq is not None and not (skip and (pq.dropped or pq.pull_state == PULL_DROPPED))
+        ]
+        for q in asked:
+            entry = before[q] if q < len(before) else None
+            grantable = entry is None or entry[0] == me or lk.broker_lock_expired(entry, s.now)
+            got = after[q] if q < len(after) else None
+            pq = new.pqs[q]
+            if grantable and got != (me, s.now):
+                return f"client {i}: lockAll asked for queue {q}, free to it ({entry}), but the table holds {got}"
+            if not grantable and got != entry:
+                return f"client {i}: lockAll was refused queue {q} ({entry}), but the table changed to {got}"
+            if pq is None:
+                continue
+            if grantable and not (pq.locked and pq.last_lock == s.now):
+                return (
+                    f"client {i}: lockAll was granted queue {q} at {s.now}, but its pq is "
+                    f"locked={pq.locked} since {pq.last_lock}"
+                )
+            if not grantable and pq.locked:
+                return f"client {i}: lockAll was refused queue {q} ({entry}), but its pq stays locked"
+        return None
+    # a queue a rebalance adds for an orderly consumer was locked first (lock before add,
+    # RebalanceMixin._locks_before_add): the asker holds it from now
+    old, new = s.clients[i], t.clients[i]
+    for q, pq in enumerate(new.pqs):
+        was = old.pqs[q]
+        if pq is None or (was is not None and was.uid == pq.uid):
+            continue
+        got = after[q] if q < len(after) else None
+        if got != (me, s.now):
+            return f"client {i}: the rebalance added queue {q} without holding its broker lock (the table holds {got})"
+    return None
+
+
+LOCK_ANSWERS_FOLLOW_THE_TABLE = ActionProperty(
+    "INV-34",
+    "lock_answers_follow_the_table",
+    "An orderly CLUSTERING consumer's lockAll is granted exactly the queues of its batch that the broker's table "
+    "leaves free to it (no entry, its own, or expired after 60 s), each stamped in the table and in its pq (locked, "
+    "the lock time now) while the refused ones' pqs are unlocked; a queue a rebalance adds was locked for it first.",
+    "R8.1, R8.2, R8.3, R8.4",
+    "INV-11 and INV-12a keep locks exclusive; a grant withheld or a lock time not renewed lets the client's lock "
+    "expire while the broker's holds (30 s against 60 s), and the orderly loop stops consuming the queue it owns, "
+    "which no safety property reports.",
+    _lock_answers_follow_the_table,
 )

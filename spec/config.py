@@ -71,6 +71,7 @@ MUTATIONS: Final[dict[str, str]] = {
     "avg_blocks_overlap": "AVG gives every consumer a block starting one queue early (R11.1)",
     # orderly consumption (R8): planted bugs of the broker lock table
     "lock_ignores_holder": "orderly: tryLockBatch grants a queue another client holds, unexpired (R8.1)",
+    "lock_all_keeps_denied_locked": "orderly: lockAll leaves the pqs of the refused queues locked (R8.2)",
     "add_without_lock": "orderly: the rebalance adds a queue without lock(mq) first (R8.4; RMQ-09 item 2, #112)",
     # pull expiry, retention and OFFSET_ILLEGAL
     "pull_expiry_ignored": "R9.4 Phase A keeps a pq not pulled for more than 120 s (isPullExpired, R6.6)",

@@ -69,6 +69,7 @@ ACTION_PROPERTIES: tuple[ActionProperty, ...] = (
     client_locks.BROKER_LOCK_EXCLUSIVE,  # INV-11
     client_locks.FIRST_LOCKED_PULL_POSITIONS_VALIDLY,  # INV-19
     client_locks.LOCK_RELEASED_ON_LEAVE,  # INV-26
+    client_locks.LOCK_ANSWERS_FOLLOW_THE_TABLE,  # INV-34
     orderly_consume.LISTENER_HOLDS_LOCK,  # INV-12b
     orderly_consume.ORDERLY_COMMIT_POINT,  # INV-3
     admin_reset.RESET_TAKES_EFFECT,  # INV-18

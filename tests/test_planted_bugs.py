@@ -43,6 +43,7 @@ CASES: dict[str, tuple[str, dict[str, object]]] = {
     "offset_illegal_fix_deferred": ("INV-17", {"mode": CLUSTERING, "version": "5.x", "retention_deletes": 2}),
     # orderly consumption (R8)
     "lock_ignores_holder": ("INV-11", {"mode": CLUSTERING, "orderly": True}),
+    "lock_all_keeps_denied_locked": ("INV-34", {"mode": CLUSTERING, "orderly": True}),
     "add_without_lock": ("INV-12a", {"mode": CLUSTERING, "orderly": True}),
     # orderly consume loop (R6.4, R8.6)
     "orderly_commit_returns_last_key": ("INV-3", {"mode": CLUSTERING, "orderly": True}),

@@ -2106,3 +2106,22 @@ def test_ali_ons_slow_pull_replies(ali_ons: Path, tmp_path: Path) -> None:
         assert _summary(cluster)["faults"][0]["delayed"] >= 1
     finally:
         cluster.stop()
+
+
+# --- bench-cluster ------------------------------------------------------------------------------------------------
+
+
+def test_bench_cluster_prints_both_rates_their_ratio_and_the_servers_memory(capsys: pytest.CaptureFixture[str]) -> None:
+    from rmqspec.cli import main
+
+    assert main(["bench-cluster", "--seconds", "2", "--consumers", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    figures = json.loads(lines[-1])["bench-cluster"]
+    assert figures["sequential"] > 0 and figures["pipelined"] > 0 and figures["consumers"] == 2
+    assert figures["pulled"] <= figures["sequential"] + figures["pipelined"]
+    assert any(line.startswith("sequential sends: ") for line in lines)
+    assert any(line.startswith("pipelined sends (64 in flight) with 2 consumers: ") and "x sequential)" in line
+               for line in lines)  # fmt: skip
+    assert any(line.startswith("a ten-minute run at the pipelined rate moves ") for line in lines)
+    (history,) = [line for line in lines if line.startswith("history: ")]
+    assert history.endswith("server exit 143")  # stopped by SIGTERM, its history flushed

@@ -801,6 +801,17 @@ def _cmd_bench_conform(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_bench_cluster(args: argparse.Namespace) -> int:
+    from rmqspec.cluster.bench import BenchError, run_bench_cluster
+
+    try:
+        for line in run_bench_cluster(args.seconds, args.in_flight, args.consumers):
+            print(line, flush=True)
+    except (BenchError, OSError) as err:
+        raise CliError(f"bench-cluster: {err}") from None
+    return EXIT_OK
+
+
 def _add_history_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     check = sub.add_parser(
         "check-history",
@@ -980,6 +991,14 @@ def _add_cluster_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
         "check it and exit with the verdict (0 valid, 1 not)",
     )
     serve.set_defaults(func=_cmd_serve_cluster)
+    bench = sub.add_parser(
+        "bench-cluster",
+        help="messages per second through serve-cluster: sequential sends against pipelined sends with consumers",
+    )
+    bench.add_argument("--seconds", type=positive_seconds, default=20.0, help="the budget (default 20)")
+    bench.add_argument("--in-flight", type=positive_int, default=64, help="pipelined sends on the wire (default 64)")
+    bench.add_argument("--consumers", type=positive_int, default=3, help="consumers, one queue each (default 3)")
+    bench.set_defaults(func=_cmd_bench_cluster)
     merge = sub.add_parser(
         "merge-history",
         help="merge serve-cluster's history with listeners' deliver lines into one history, by time",

@@ -82,7 +82,7 @@ class CleanExpiredUnstarted(Variant):
         ("R8.2", "R8.3", "R8.5"),
         "apache/rocketmq-client-go#1080 'lockAll函数没有正常续约LastLockTime导致consumeMessageOrderly函数报错the "
         "message queue lock expired, so consume later'",
-        (),
+        ("INV-34",),
         True,  # figures_seen: the first set's catch figures were used by search work
     ),
 )
