@@ -1826,6 +1826,54 @@ WITNESSES: dict[str, tuple[Config, list[act.Action]]] = {
             act.ExpireChannel(client=1),
         ],
     ),
+    # the tenth set (spec/variants/held_out/channel_events_fixes.py): figures unseen
+    # two consumers, each with a queue; consumer 1 crashes, and 120 s after its last heartbeat its channel goes (the
+    # correct close event at any time, or, in the variant, the idle-channel scan once the heartbeat is 120 s old)
+    "channel_close_keeps_consumer": (
+        _CRASH_CONFIG := Config(
+            consumers=2,
+            queues=2,
+            messages_per_queue=1,
+            client_crashes=1,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            client_stalls=1,
+        ),
+        [
+            *_quiet_until(
+                _CRASH_CONFIG,
+                [
+                    act.Start(client=0),
+                    act.Start(client=1),
+                    act.Rebalance(client=0),
+                    act.Rebalance(client=1),
+                    act.Crash(client=1),
+                ],
+                121_000,
+            ),
+            act.ExpireChannel(client=1),
+        ],
+    ),
+    # two consumers, each with a queue; consumer 1 shuts down (UNREGISTER_CLIENT)
+    "consumer_unregister_unimplemented": (
+        Config(
+            consumers=2,
+            queues=2,
+            messages_per_queue=1,
+            client_crashes=0,
+            client_shutdowns=1,
+            broker_crashes=0,
+            send_back_failures=0,
+        ),
+        [
+            act.Start(client=0),
+            act.Start(client=1),
+            act.Rebalance(client=0),
+            act.Rebalance(client=1),
+            act.Shutdown(client=1),
+        ],
+    ),
 }
 
 
@@ -2134,6 +2182,22 @@ DIFFERS: dict[str, Callable[[State, State], bool]] = {
         ok.broker.registered == bug.broker.registered == frozenset({0})
         and not ok.clients[0].rebalance_requested
         and bug.clients[0].rebalance_requested
+    ),
+    # the tenth set (spec/variants/held_out/channel_events_fixes.py): figures unseen
+    # the crashed consumer's channel goes in both: the correct close event tells consumer 0 to rebalance, the variant's
+    # idle-channel scan (the only way a gone process's channel goes there) tells nobody
+    "channel_close_keeps_consumer": lambda ok, bug: (
+        ok.broker.registered == bug.broker.registered == frozenset({0})
+        and ok.clients[0].rebalance_requested
+        and not bug.clients[0].rebalance_requested
+    ),
+    # the shut-down consumer unregisters: the correct broker drops it and tells consumer 0, the variant's keeps it
+    # listed and tells nobody
+    "consumer_unregister_unimplemented": lambda ok, bug: (
+        ok.broker.registered == frozenset({0})
+        and bug.broker.registered == frozenset({0, 1})
+        and ok.clients[0].rebalance_requested
+        and not bug.clients[0].rebalance_requested
     ),
 }
 

@@ -85,12 +85,14 @@ from rmqspec.spec.variants.held_out import unhandled_requests  # noqa: E402  (th
 from rmqspec.spec.variants.held_out import rust_client_fixes  # noqa: E402  (the eighth set's Rust half, seen)
 from rmqspec.spec.variants.held_out import process_queue_fixes  # noqa: E402  (the eighth set's ProcessQueue half, seen)
 from rmqspec.spec.variants.held_out import housekeeping_fixes  # noqa: E402  (the ninth set, figures seen)
+from rmqspec.spec.variants.held_out import channel_events_fixes  # noqa: E402  (the tenth set, unseen)
 
 __all__ = [
     "HELD_OUT",
     "HELD_OUT_VARIANTS",
     "HeldOutBug",
     "broker_fixes",
+    "channel_events_fixes",
     "client_fixes",
     "client_lifecycle_fixes",
     "client_reports",
