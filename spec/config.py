@@ -212,7 +212,7 @@ HELD_OUT_NAMES: Final[tuple[str, ...]] = (
     # the ninth set (spec/variants/held_out/housekeeping_fixes.py): written apart from the search, catch figures seen
     "consumer_channels_never_scanned",
     # the tenth set (spec/variants/held_out/channel_events_fixes.py): written apart from the search, catch figures
-    # unseen
+    # seen
     "channel_close_keeps_consumer",
     "consumer_unregister_unimplemented",
 )

@@ -85,7 +85,7 @@ from rmqspec.spec.variants.held_out import unhandled_requests  # noqa: E402  (th
 from rmqspec.spec.variants.held_out import rust_client_fixes  # noqa: E402  (the eighth set's Rust half, seen)
 from rmqspec.spec.variants.held_out import process_queue_fixes  # noqa: E402  (the eighth set's ProcessQueue half, seen)
 from rmqspec.spec.variants.held_out import housekeeping_fixes  # noqa: E402  (the ninth set, figures seen)
-from rmqspec.spec.variants.held_out import channel_events_fixes  # noqa: E402  (the tenth set, unseen)
+from rmqspec.spec.variants.held_out import channel_events_fixes  # noqa: E402  (the tenth set, figures seen)
 
 __all__ = [
     "HELD_OUT",
