@@ -14,7 +14,8 @@ Its actions, before the class: ``Start``, ``Shutdown``, ``OrphanReturns``, ``Cra
 
 Its properties, after the class: INV-6a (persistAll prunes unowned queues from memory), INV-6b (offsets.json
 never loses an entry), INV-6c (an offsets.json entry falls only with a cause the step shows:
-``file_write_race``, ``local_file_lowering``), INV-25 (a shutdown persists every queue of its table) and INV-27
+``file_write_race``, ``local_file_lowering``), INV-25 (a shutdown persists every queue of its table), INV-35 (a
+shutdown unregisters from every broker) and INV-27
 (the client's scheduled tasks keep their first delays and periods).
 """
 
@@ -542,6 +543,32 @@ SHUTDOWN_PERSISTS_OWNED = ActionProperty(
     "What was consumed since the last 5 s persist is otherwise delivered again to the next owner, or to this "
     "consumer after its restart.",
     _shutdown_persists_owned,
+)
+
+
+def _shutdown_unregisters(m: Model, s: State, a: Action, t: State) -> str | None:
+    # Read from the brokers' lists after the step, never from the model's leave helper (which a planted bug
+    # overrides). UNREGISTER_CLIENT goes to every address of the broker name (the master while it is up, the slave);
+    # a broker that lists the consumer's channel removes it (ConsumerManager#unregisterConsumer, R4.4 step 3).
+    if not isinstance(a, Shutdown):
+        return None
+    i = a.client
+    if t.broker.up and i in t.broker.registered:
+        return f"client {i}: its shutdown left it in the master's list of the group {sorted(t.broker.registered)}"
+    if t.slave is not None and i in t.slave.registered:
+        return f"client {i}: its shutdown left it in the slave's list of the group {sorted(t.slave.registered)}"
+    return None
+
+
+SHUTDOWN_UNREGISTERS = ActionProperty(
+    "INV-35",
+    "shutdown_unregisters",
+    "A consumer's shutdown leaves it in no broker's list of the group: UNREGISTER_CLIENT reaches the master while it "
+    "is up and the slave, and each removes its channel.",
+    "R4.4, R9.7",
+    "A consumer the brokers still list is dealt its queues by every member's rebalance, and nobody consumes them "
+    "until its channel closes; at-least-once allows the delay, so no delivery property reports it.",
+    _shutdown_unregisters,
 )
 
 

@@ -60,6 +60,7 @@ ACTION_PROPERTIES: tuple[ActionProperty, ...] = (
     consumer_process.LOCAL_OFFSET_FILE_ONLY_GROWS,  # INV-6b
     consumer_process.LOCAL_OFFSET_FILE_FALLS_WITH_A_CAUSE,  # INV-6c
     consumer_process.SHUTDOWN_PERSISTS_OWNED,  # INV-25
+    consumer_process.SHUTDOWN_UNREGISTERS,  # INV-35
     consumer_process.TIMERS_KEEP_THEIR_PERIOD,  # INV-27
     committed_offset.BROKER_DECREASE_ATTRIBUTED,  # INV-8
     pull.PIGGYBACK_RULE,  # INV-14

@@ -5,6 +5,7 @@
 - INV-31 (``client_reset_runs_its_course``, R3.10a): a RESET_CONSUMER_CLIENT_OFFSET leaves the client's inbox only into
   resetOffset (paused, the pq dropped and held, the 10 s sleep armed), or on the wire with a broker crash.
 - INV-32 (``slave_sync_copies_the_master``, R3.8): a slave sync with the master up copies the master's table.
+- INV-35 (``shutdown_unregisters``, R4.4): a consumer's shutdown leaves it in no broker's list of the group.
 
 Each is shown on scripted steps of the correct model: the step passes, and the same step with its effect removed, the
 way a missing handler would leave it, is reported.
@@ -15,6 +16,7 @@ from __future__ import annotations
 from rmqspec.spec import actions as act
 from rmqspec.spec.admin_reset import CLIENT_RESET_RUNS_ITS_COURSE as INV31
 from rmqspec.spec.config import Config
+from rmqspec.spec.consumer_process import SHUTDOWN_UNREGISTERS as INV35
 from rmqspec.spec.model import Model
 from rmqspec.spec.rebalance import GROUP_CHANGES_WAKE_THE_REBALANCE as INV30
 from rmqspec.spec.slave import SLAVE_SYNC_COPIES_THE_MASTER as INV32
@@ -107,3 +109,21 @@ def test_a_slave_sync_copies_the_masters_table_and_a_sync_that_copies_nothing_is
     stub = after._replace(slave=after.slave._replace(offsets=before.slave.offsets))
     detail = INV32.check(model, before, sync, stub)
     assert detail == "SlaveSync: queue 0 on the slave is None, the master's table has 2"
+
+
+def test_a_shutdown_unregisters_from_the_master_and_the_slave_and_one_left_listed_is_reported() -> None:
+    model = Model(Config(consumers=2, queues=1, messages_per_queue=1, broker_crashes=0, slave=True,
+                         client_crashes=0, send_back_failures=0))  # fmt: skip
+    before = _run(model, [act.Start(0), act.Start(1)])
+    assert before.broker.registered == {0, 1}
+    assert before.slave is not None and before.slave.registered == {0, 1}
+    shutdown = act.Shutdown(1)
+    after = model.step(before, shutdown)
+    assert after.broker.registered == {0} and after.slave is not None and after.slave.registered == {0}
+    assert INV35.check(model, before, shutdown, after) is None
+    kept = after._replace(broker=after.broker._replace(registered=frozenset({0, 1})))
+    detail = INV35.check(model, before, shutdown, kept)
+    assert detail == "client 1: its shutdown left it in the master's list of the group [0, 1]"
+    on_slave = after._replace(slave=after.slave._replace(registered=frozenset({0, 1})))
+    detail = INV35.check(model, before, shutdown, on_slave)
+    assert detail == "client 1: its shutdown left it in the slave's list of the group [0, 1]"

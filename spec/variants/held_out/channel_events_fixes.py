@@ -91,7 +91,7 @@ class ChannelCloseKeepsConsumer(Variant):
         "answered a request naming a consumer group with `unimplemented!()`; the fix calls "
         "`ConsumerManager::unregister_consumer(group, channel, notifyConsumerIdsChangedEnable)`, as Apache RocketMQ's "
         "unregisterClient does",
-        (),
+        ("INV-35",),
         _FIGURES_SEEN,
     ),
 )
