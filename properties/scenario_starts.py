@@ -4,8 +4,8 @@ A random walk of a few hundred steps almost never lines up the interleavings som
 need: a listener still running when its lock expires or its consumer shuts down, a delayed unlock firing
 on a pq that came back, a master outage long enough for a consumer to commit on the slave and restart. The
 scripted scenarios of the tests (``orderly_scenarios``, ``reset_scenarios``, ``slave_scenarios``) reach each
-of them in a few dozen steps. A campaign run may begin with one of those scripts (``campaign.units``: about
-one run in eight, chosen from the seed): the walk replays the script's steps, with every property and the
+of them in a few dozen steps. A campaign run may begin with one of those scripts (``campaign.units``: one run in
+``DIRECTED_EVERY``, seven, chosen from the seed): the walk replays the script's steps, with every property and the
 lockstep reference checked at each as in any walk, then goes on at random under the run's swarm profile,
 so that what lies behind the precondition is searched too, not only the precondition.
 
