@@ -67,7 +67,10 @@ def test_a_decrease_by_another_pq_hides_a_pq_committing_below_what_it_read(monke
         c._replace(applies=_by_another_pq) if c.name == "stale-owner" else c for c in co.DECLARED_DECREASE_CAUSES
     )
     monkeypatch.setattr(co, "DECLARED_DECREASE_CAUSES", causes)
-    assert explore(config, WALKS, STEPS, watch=ALL - {"INV-9a", "INV-22"}).valid
+    # INV-33 (positioning_seeds_memory) sees the seeding itself, at the positioning, before any commit: this test is
+    # about what the decrease properties let through, so it is left out with the two that watch other effects
+    assert explore(config, WALKS, STEPS, watch=ALL - {"INV-9a", "INV-22", "INV-33"}).valid
+    assert not explore(config, WALKS, STEPS, watch=frozenset({"INV-33"})).valid
 
 
 def _not_a_reader(m: Model, s: State, a: object, t: State, q: int) -> bool:
