@@ -158,13 +158,14 @@ REFUTED: list[tuple[str, str, str, int]] = [
     ("resume_ignores_stored_offset", "restart-instant", "INV-9a", 11),
     ("update_offset_stores_one_less", "restart-instant", "INV-8", 12),
     ("empty_group_loses_offsets", "restart-instant", "INV-9a", 13),
-    ("resume_memory_one_behind", "restart-instant", "INV-8r", 15),
+    ("resume_memory_one_behind", "commit-loss-instant", "INV-33", 10),
     ("watermark_highest_consumed", "two-messages-instant", "INV-2", 8),
+    ("removal_result_read_before_removal", "two-messages-instant", "INV-2b", 7),
     ("commit_before_send_back", "two-messages-instant", "INV-9", 10),
     ("send_back_from_ack_index", "two-messages-instant", "INV-24", 7),
     ("ignore_increase_only", "two-messages-instant", "INV-4", 11),
     ("dropped_pq_commits", "retention-instant", "INV-5", 13),
-    ("add_without_lock", "orderly-two-consumers-instant", "INV-12a", 4),
+    ("add_without_lock", "orderly-one-message-instant", "INV-34", 2),
     ("lock_ignores_holder", "orderly-two-consumers-instant", "INV-11", 4),
     ("orderly_removal_ignores_consume_lock", "orderly-two-consumers-one-message-instant", "INV-12", 13),
     ("unlock_delay_never_scheduled", "orderly-two-consumers-one-message-instant", "INV-26", 7),
@@ -259,6 +260,8 @@ NOT_EXPRESSED = {
     "pull_expiry_ignored",  # liveness over a pull stalled for 120 s
     "position_seeds_memory_one_below",  # a consumeFromWhere position above 0 under a higher value another pq landed
     "shutdown_skips_queued_commits",  # a shutdown after the 10 s persist timer queued a commit of an owned queue
+    "lock_all_keeps_denied_locked",  # a lockAll (first 1 s after the start) refused a queue another client holds: the
+    # orderly configurations with two consumers are instant (time 0), so no lockAll runs
 }
 
 
@@ -267,4 +270,4 @@ def test_every_planted_bug_is_refuted_in_a_named_configuration_or_named_as_not_e
     assert len(set(refuted)) == len(refuted)
     assert set(refuted) | NOT_EXPRESSED == set(MUTATIONS) and set(refuted) >= BY_LASSO
     assert {m for m, *_ in AT_HORIZON} == BY_LASSO
-    assert len(refuted) + len(NOT_EXPRESSED) == len(MUTATIONS) == 38
+    assert len(refuted) + len(NOT_EXPRESSED) == len(MUTATIONS) == 40
