@@ -1874,6 +1874,48 @@ WITNESSES: dict[str, tuple[Config, list[act.Action]]] = {
             act.Shutdown(client=1),
         ],
     ),
+    # the eleventh set (spec/variants/held_out/go_push_consumer_fixes.py): figures unseen
+    # one consumer whose pqs are created and never pulled; it pauses for 150 s, and the rebalance after the pause finds
+    # both pqs pull-expired
+    "pull_expired_queue_kept_dropped": (
+        _EXPIRY_CONFIG := Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=1,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            client_stalls=1,
+        ),
+        [
+            *_quiet_until(
+                _EXPIRY_CONFIG,
+                [act.Start(client=0), act.Rebalance(client=0), act.Stall(client=0, duration=150_000)],
+                150_000,
+            ),
+            act.Rebalance(client=0),
+        ],
+    ),
+    # messages 0 and 1 pulled together, each its own batch; message 0's listener answers RECONSUME_LATER
+    "send_back_stub_reports_success": (
+        _TWO_MESSAGES_ONE_QUEUE,
+        [
+            *_PULL_TWO_AND_CONSUME,
+            act.FinishConsume(client=0, rid=2, status="RECONSUME_LATER", ack_index=-1, send_back_fails=0),
+        ],
+    ),
+    # one orderly consumer locks its queues at its first rebalance; the broker crashes, and the first lockAll runs
+    # while it is down
+    "lock_all_renews_refused_locks": (
+        _ORDERLY_BROKER_CRASH,
+        [
+            *_quiet_until(
+                _ORDERLY_BROKER_CRASH, [act.Start(client=0), act.Rebalance(client=0), act.BrokerCrash()], 1_000
+            ),
+            act.LockAll(client=0),
+        ],
+    ),
 }
 
 
@@ -2198,6 +2240,31 @@ DIFFERS: dict[str, Callable[[State, State], bool]] = {
         and bug.broker.registered == frozenset({0, 1})
         and ok.clients[0].rebalance_requested
         and not bug.clients[0].rebalance_requested
+    ),
+    # the eleventh set
+    # the correct rebalance replaces both pull-expired pqs with new ones, positioned at the stored offsets; the
+    # variant's drops them, removes their memory offsets and keeps them in the table, so nothing replaces them
+    "pull_expired_queue_kept_dropped": lambda ok, bug: (
+        [pq.uid for pq in ok.clients[0].pqs if pq is not None] == [2, 3]
+        and not any(pq is not None and pq.dropped for pq in ok.clients[0].pqs)
+        and [(pq.uid, pq.dropped, pq.pull_state) for pq in bug.clients[0].pqs if pq is not None]
+        == [(0, True, PULL_DROPPED), (1, True, PULL_DROPPED)]
+        and bug.clients[0].mem == (None, None)
+    ),
+    # message 0 failed: both remove it from the pq and queue the same offset update, but only the correct broker holds
+    # its retry copy
+    "send_back_stub_reports_success": lambda ok, bug: (
+        [e.message.origin for e in ok.broker.scheduled] == [(0, 0)]
+        and not bug.broker.scheduled
+        and _pq(ok, 0, 0).tree == _pq(bug, 0, 0).tree == 0b10
+        and ok.clients[0].offset_updates == bug.clients[0].offset_updates
+    ),
+    # the lockAll request fails (broker down): the correct pqs keep the lock time of their rebalance's lock(mq), 0; the
+    # variant's, none granted, are all stamped locked at the lockAll's time
+    "lock_all_renews_refused_locks": lambda ok, bug: (
+        not ok.broker.up
+        and [(pq.locked, pq.last_lock) for pq in ok.clients[0].pqs if pq is not None] == [(True, 0), (True, 0)]
+        and [(pq.locked, pq.last_lock) for pq in bug.clients[0].pqs if pq is not None] == [(True, 1000), (True, 1000)]
     ),
 }
 
