@@ -216,7 +216,7 @@ HELD_OUT_NAMES: Final[tuple[str, ...]] = (
     "channel_close_keeps_consumer",
     "consumer_unregister_unimplemented",
     # the eleventh set (spec/variants/held_out/go_push_consumer_fixes.py): written apart from the search, catch figures
-    # unseen
+    # seen
     "pull_expired_queue_kept_dropped",
     "send_back_stub_reports_success",
     "lock_all_renews_refused_locks",

@@ -240,3 +240,16 @@ def test_chromium_draws_the_picture_with_its_colours(tmp_path: Path) -> None:
     # the red of the breaking step's line and tag (#d50000) and the green of a commit (#1b7837) are drawn
     assert bytes((0xD5, 0, 0)) in colours
     assert bytes((0x1B, 0x78, 0x37)) in colours
+
+
+def test_a_failure_whose_property_id_holds_a_slash_is_stored_in_the_store_itself(tmp_path: Path) -> None:
+    # LIV-3/4 is one liveness check's id: its failures went to "<store>/LIV-3/4-<hash>.json", a directory that does not
+    # exist, and the campaign stopped with a write error
+    from rmqspec.campaign.runner import failure_file_stem, save_failures
+
+    assert failure_file_stem("LIV-3/4:9ca17f2b70") == "LIV-3-4-9ca17f2b70"
+    record = json.loads((ROOT / "failures" / "LIV-2-921497d7c3.json").read_text(encoding="utf-8"))
+    signature = "LIV-3/4:" + record["signature"].split(":", 1)[1]
+    [path] = save_failures({signature: {**record, "signature": signature}}, tmp_path)
+    assert path.parent == tmp_path and path.name.startswith("LIV-3-4-")
+    assert path.with_suffix(".svg").exists() and path.with_name(path.stem + ".trace.jsonl").exists()

@@ -86,7 +86,7 @@ from rmqspec.spec.variants.held_out import rust_client_fixes  # noqa: E402  (the
 from rmqspec.spec.variants.held_out import process_queue_fixes  # noqa: E402  (the eighth set's ProcessQueue half, seen)
 from rmqspec.spec.variants.held_out import housekeeping_fixes  # noqa: E402  (the ninth set, figures seen)
 from rmqspec.spec.variants.held_out import channel_events_fixes  # noqa: E402  (the tenth set, figures seen)
-from rmqspec.spec.variants.held_out import go_push_consumer_fixes  # noqa: E402  (the eleventh set, unseen)
+from rmqspec.spec.variants.held_out import go_push_consumer_fixes  # noqa: E402  (the eleventh set, figures seen)
 
 __all__ = [
     "HELD_OUT",

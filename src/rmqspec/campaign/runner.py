@@ -689,6 +689,12 @@ def deduplicate(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return failures
 
 
+def failure_file_stem(signature: str) -> str:
+    """A failure's file name in the store, from its signature ``<property>:<hash>``: every character a file name may
+    not hold or would read as a directory (``LIV-3/4``'s slash, the colon) becomes ``-``."""
+    return "".join(c if c.isalnum() or c in "._-" else "-" for c in signature)
+
+
 def save_failures(failures: dict[str, dict[str, Any]], store: Path) -> list[Path]:
     """Write each failure to ``<store>/<signature>.json`` (the suite replays ``failures/``), as a
     trace in the oracle's format, ``<signature>.trace.jsonl`` (checked against the correct model, the
@@ -704,7 +710,7 @@ def save_failures(failures: dict[str, dict[str, Any]], store: Path) -> list[Path
     store.mkdir(parents=True, exist_ok=True)
     paths = []
     for sig, record in sorted(failures.items()):
-        stem = sig.replace(":", "-")
+        stem = failure_file_stem(sig)
         path = store / f"{stem}.json"
         _atomic_write(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
         config = config_from_json(record["config"])
