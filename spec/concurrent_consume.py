@@ -619,7 +619,7 @@ def _dropped_pq_inert(m: Model, s: State, a: Action, t: State) -> str | None:
     )
     r = next(r for r in reqs if r.rid == a.rid)
     pq = cl.pqs[r.queue]
-    if pq is not None and pq.uid == r.pq_uid and pq.pull_state != PULL_DROPPED and not pq.dropped:
+    if pq is not None and _live_pq(pq, r.pq_uid) and not pq.dropped:
         return None
     if t.clients[a.client].mem != cl.mem or t.broker.offsets != s.broker.offsets:
         return f"client {a.client}: the result of dropped pq {r.pq_uid} (queue {r.queue}) changed an offset"

@@ -134,6 +134,14 @@ _PULL_TWO_AND_CONSUME = [
     act.StartConsume(client=0, rid=2),
 ]
 
+
+def _silent_then_expired(config: Config, silencing: act.Action) -> list[act.Action]:
+    """Two consumers, each rebalanced onto its queue; then ``silencing`` (consumer 1 stalls or crashes), the correct
+    model's clock run to 121 s, past 120 s since consumer 1's last heartbeat, and its channel goes (ExpireChannel)."""
+    prefix = [act.Start(client=0), act.Start(client=1), act.Rebalance(client=0), act.Rebalance(client=1), silencing]
+    return [*_quiet_until(config, prefix, 121_000), act.ExpireChannel(client=1)]
+
+
 WITNESSES: dict[str, tuple[Config, list[act.Action]]] = {
     "local_offset_bak_never_written": (
         Config(
@@ -1811,20 +1819,7 @@ WITNESSES: dict[str, tuple[Config, list[act.Action]]] = {
             send_back_failures=0,
             client_stalls=1,
         ),
-        [
-            *_quiet_until(
-                _STALL_CONFIG,
-                [
-                    act.Start(client=0),
-                    act.Start(client=1),
-                    act.Rebalance(client=0),
-                    act.Rebalance(client=1),
-                    act.Stall(client=1, duration=150_000),
-                ],
-                121_000,
-            ),
-            act.ExpireChannel(client=1),
-        ],
+        _silent_then_expired(_STALL_CONFIG, act.Stall(client=1, duration=150_000)),
     ),
     # the tenth set (spec/variants/held_out/channel_events_fixes.py): figures unseen
     # two consumers, each with a queue; consumer 1 crashes, and 120 s after its last heartbeat its channel goes (the
@@ -1840,20 +1835,7 @@ WITNESSES: dict[str, tuple[Config, list[act.Action]]] = {
             send_back_failures=0,
             client_stalls=1,
         ),
-        [
-            *_quiet_until(
-                _CRASH_CONFIG,
-                [
-                    act.Start(client=0),
-                    act.Start(client=1),
-                    act.Rebalance(client=0),
-                    act.Rebalance(client=1),
-                    act.Crash(client=1),
-                ],
-                121_000,
-            ),
-            act.ExpireChannel(client=1),
-        ],
+        _silent_then_expired(_CRASH_CONFIG, act.Crash(client=1)),
     ),
     # two consumers, each with a queue; consumer 1 shuts down (UNREGISTER_CLIENT)
     "consumer_unregister_unimplemented": (

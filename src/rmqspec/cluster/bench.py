@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -187,11 +188,13 @@ def _start(root: Path, consumers: int) -> tuple[subprocess.Popen[str], str]:
            str(consumers), "--history", str(root / "broker.jsonl"), "--store", str(root / "store")]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
     assert proc.stdout is not None
-    deadline = time.monotonic() + START_TIMEOUT
-    line = proc.stdout.readline()
-    if not line.startswith("serve-cluster: name server ") or time.monotonic() > deadline:
+    ready, _, _ = select.select([proc.stdout], [], [], START_TIMEOUT)  # a server that hangs must not hang the bench
+    line = proc.stdout.readline() if ready else ""
+    if not line.startswith("serve-cluster: name server "):
         proc.kill()
-        raise BenchError(f"serve-cluster did not start (first line: {line.strip()!r}, exit {proc.poll()})")
+        proc.wait()
+        what = f"first line: {line.strip()!r}" if ready else f"nothing printed within {START_TIMEOUT:g} s"
+        raise BenchError(f"serve-cluster did not start ({what}, exit {proc.poll()})")
     return proc, line.split("broker ")[1].split(",")[0]
 
 

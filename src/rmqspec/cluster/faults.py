@@ -82,6 +82,7 @@ retention as a ``retention`` skip, a failed query as a ``query-error`` positioni
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -385,8 +386,6 @@ def draw_faults(profile: str, seed: int, horizon: float | None, queues: int) -> 
     """A fault script ``{"faults": [...]}`` drawn from ``profile`` with ``random.Random(seed)``: about one fault
     per ``FAULT_SPACING`` seconds of ``horizon`` (``PROFILE_HORIZON`` when None), each at ``after_seconds`` in the
     middle 80 % of it, in time order (a script fires its faults in order)."""
-    import random
-
     kinds = PROFILES[profile]
     span = PROFILE_HORIZON if horizon is None else horizon
     rng = random.Random(seed)
@@ -397,7 +396,7 @@ def draw_faults(profile: str, seed: int, horizon: float | None, queues: int) -> 
     return {"faults": [_drawn(rng.choice(kinds), at, rng, queues) for at in times]}
 
 
-def _drawn(kind: str, at: float, rng: Any, queues: int) -> dict[str, Any]:
+def _drawn(kind: str, at: float, rng: random.Random, queues: int) -> dict[str, Any]:
     entry: dict[str, Any] = {"fault": kind, "after_seconds": at}
     if kind == "broker-restart":
         entry["down_seconds"] = rng.choice((0, 0, 2, 5))
