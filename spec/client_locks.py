@@ -362,7 +362,21 @@ def _lock_answers_follow_the_table(m: Model, s: State, a: Action, t: State) -> s
     if not (m.orderly and m.clustering) or not isinstance(a, (LockAll, Rebalance, RebalanceQueryError)):
         return None
     i, b = a.client, s.broker
-    if not b.up or not s.clients[i].running:
+    if not s.clients[i].running:
+        return None
+    if isinstance(a, LockAll) and not b.up:
+        # the master is down: lockAll finds no master address or its LOCK_BATCH_MQ throws, and the catch only logs
+        # (RebalanceImpl#lockAll): no pq's lock flag or lock time changes
+        cl, new = s.clients[i], t.clients[i]
+        for q, pq in enumerate(cl.pqs):
+            now = new.pqs[q]
+            if pq is not None and now is not None and (now.locked, now.last_lock) != (pq.locked, pq.last_lock):
+                return (
+                    f"client {i}: lockAll ran with the broker down, whose request throws, but queue {q}'s pq went from "
+                    f"locked={pq.locked} since {pq.last_lock} to locked={now.locked} since {now.last_lock}"
+                )
+        return None
+    if not b.up:
         return None
     me = m.identity[i]
     before, after = b.locks, t.broker.locks
@@ -413,7 +427,8 @@ LOCK_ANSWERS_FOLLOW_THE_TABLE = ActionProperty(
     "lock_answers_follow_the_table",
     "An orderly CLUSTERING consumer's lockAll is granted exactly the queues of its batch that the broker's table "
     "leaves free to it (no entry, its own, or expired after 60 s), each stamped in the table and in its pq (locked, "
-    "the lock time now) while the refused ones' pqs are unlocked; a queue a rebalance adds was locked for it first.",
+    "the lock time now) while the refused ones' pqs are unlocked; with the broker down its request throws and no pq "
+    "changes; a queue a rebalance adds was locked for it first.",
     "R8.1, R8.2, R8.3, R8.4",
     "INV-11 and INV-12a keep locks exclusive; a grant withheld or a lock time not renewed lets the client's lock "
     "expire while the broker's holds (30 s against 60 s), and the orderly loop stops consuming the queue it owns, "

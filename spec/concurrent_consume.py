@@ -13,13 +13,15 @@ Its actions, before the class: ``CleanExpiredMsg``, ``StartConsume``, ``FinishCo
 
 Its properties, after the class: INV-1 (a pq's msgCount and msgSize), INV-2 (the memory offset never passes
 an unhandled message), INV-2b (a consume result commits what removeMessage owes), INV-5 (a dropped pq is inert),
-INV-22c (each redelivery inside its cause's extent), INV-23 (no
-message outlives its cleanExpireMsg run), INV-10 (retry delays and the DLQ threshold), INV-24 (a send-back has a
-cause) and INV-28 (a new consume request counts each message's attempts).
+INV-22c (each redelivery inside its cause's extent), INV-23 (no message outlives its cleanExpireMsg run), INV-10
+(retry delays and the DLQ threshold), INV-24 (a send-back has a cause), INV-24b (a message given up as sent back has
+its copy), INV-24c (a consume result takes its batch out of the pq) and INV-28 (a new consume request counts each
+message's attempts).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -40,6 +42,7 @@ from rmqspec.spec.state import (
     Scheduled,
     State,
     pq_key,
+    step_events,
 )
 from rmqspec.spec.state import bit_offsets as _bits
 from rmqspec.spec.state import lowest_offset as _low
@@ -643,13 +646,8 @@ def _redelivery_within_cause(m: Model, s: State, a: Action, t: State) -> str | N
     before, after = dict(s.ghost.redelivery_causes), dict(t.ghost.redelivery_causes)
     if after.get(NO_REDELIVERY_CAUSE, 0) <= before.get(NO_REDELIVERY_CAUSE, 0):
         return None
-    delivered = []
-    node = t.history
-    while node is not None and node is not s.history:  # the step's own events, newest first
-        if node.event.kind == "deliver":
-            delivered.append((node.event.client, node.event.queue, node.event.offset))
-        node = node.previous
-    for client, q, o in reversed(delivered):
+    delivered = [(e.client, e.queue, e.offset) for e in step_events(s.history, t.history) if e.kind == "deliver"]
+    for client, q, o in delivered:
         pq = t.clients[client].pqs[q]
         start = None if pq is None else m.start_of(t, pq_key(client, pq.uid))
         if pq is not None and start is not None and o < start[0]:
@@ -838,6 +836,126 @@ SEND_BACK_HAS_A_CAUSE = ActionProperty(
     "A message sent back that nothing failed is consumed again and, at maxReconsumeTimes, ends in the DLQ; "
     "at-least-once allows the redelivery, so no delivery property sees it.",
     _send_back_has_a_cause,
+)
+
+
+def _copies_made(s: State, t: State) -> Counter[tuple[int, int]]:
+    """The origins of the copies a step stored at the broker: entries new in the schedule (SCHEDULE_TOPIC_XXXX) and
+    messages new in the DLQ, counted with multiplicity."""
+    made = Counter(e.message.origin for e in (Counter(t.broker.scheduled) - Counter(s.broker.scheduled)).elements())
+    made.update(msg.origin for msg in t.broker.dlq[len(s.broker.dlq) :])
+    return made
+
+
+def _send_back_leaves_a_copy(m: Model, s: State, a: Action, t: State) -> str | None:
+    # The converse of INV-24, read from the pq before and after the step and from the broker, never from the model's
+    # send-back helpers (which a planted bug overrides). Concurrent: processConsumeResult (R7.3) takes a failed message
+    # out of the pq only once its CONSUMER_SEND_MSG_BACK succeeded (R7.5: the broker stores the copy in the schedule,
+    # or at maxReconsumeTimes in the DLQ); one whose send-back failed stays and is resubmitted locally. So every
+    # failed message of a live pq's request that leaves its tree in the step has its copy made in the step, the broker
+    # up or not. cleanExpiredMsg (R6.8) removes a message only after its sendMessageBack(msg, 3) returned, in both
+    # modes (BROADCASTING's copy goes to a retry topic nobody subscribes: stored all the same). Orderly: a SUSPEND
+    # answer forwards each message at maxReconsumeTimes to the DLQ (checkReconsumeTimes) and counts it handled, while
+    # the pq puts the whole batch back; so there the messages the step counts handled are the ones owed a DLQ copy.
+    if not isinstance(a, FinishConsume | CleanExpiredMsg):
+        return None
+    before, after = s.clients[a.client], t.clients[a.client]
+    owed: list[tuple[int, int]] = []  # (queue, offset)
+    if isinstance(a, CleanExpiredMsg):
+        for q, pq in enumerate(before.pqs):
+            left = after.pqs[q]
+            if pq is not None and left is not None and left.uid == pq.uid:
+                owed += [(q, o) for o in _bits(pq.tree & ~left.tree)]
+        what = "was removed by cleanExpiredMsg after its send-back"
+    elif m.orderly:
+        from rmqspec.spec.orderly_consume import SUSPEND_CURRENT_QUEUE_A_MOMENT  # the orderly service imports this one
+
+        if a.status != SUSPEND_CURRENT_QUEUE_A_MOMENT:
+            return None
+        r = next(r for r in before.consuming if r.rid == a.rid)
+        idx = m._ledger(a.client) * m.q_count + r.queue
+        owed = [(r.queue, o) for o in _bits(t.ghost.handled[idx] & ~s.ghost.handled[idx])]
+        what = "was counted forwarded to the DLQ by the SUSPEND answer"
+    else:
+        r = next(r for r in before.consuming if r.rid == a.rid)
+        pq, left = before.pqs[r.queue], after.pqs[r.queue]
+        if not m.clustering or not _live_pq(pq, r.pq_uid) or pq is None or left is None:
+            return None  # BROADCASTING drops its failures (R7.3); a dropped pq's result is skipped (INV-5)
+        failed = r.msgs if a.status == RECONSUME_LATER else r.msgs[a.ack_index + 1 :]
+        gone = pq.tree & ~left.tree
+        owed = [(r.queue, o) for o, _ in failed if gone >> o & 1]
+        what = f"left the pq as sent back by the {a.status} answer (ackIndex={a.ack_index} of {len(r.msgs)})"
+    if not owed:
+        return None
+    made = _copies_made(s, t)
+    for q, o in owed:
+        origin = s.broker.queues[q].messages[o].origin
+        if made[origin] == 0:
+            return (
+                f"client {a.client} queue {q}: offset {o} (origin {origin}) {what}, but the broker stored no copy of "
+                "it, neither in the schedule nor in the DLQ"
+            )
+        made[origin] -= 1
+    return None
+
+
+SEND_BACK_LEAVES_A_COPY = ActionProperty(
+    "INV-24b",
+    "send_back_leaves_a_copy",
+    "A message given up as sent back has its copy at the broker: a failed message that leaves a live pq's tree "
+    "(CLUSTERING), a message cleanExpiredMsg removes, and an orderly message forwarded at maxReconsumeTimes each "
+    "leave, in the same step, a copy in the schedule or the DLQ.",
+    "R6.8, R7.3, R7.5, R8.7",
+    "The copy is the message's only way to be consumed again: the pq lets it go and the commit passes it, and the "
+    "ledger counts it handled, so a send-back that reports success without storing anything loses the message where "
+    "no delivery or commit property looks.",
+    _send_back_leaves_a_copy,
+)
+
+
+def _consume_result_removes_its_batch(m: Model, s: State, a: Action, t: State) -> str | None:
+    # Read from the action's answer, the pq before and after the step and the broker's reachability, never from the
+    # model's helpers. processConsumeResult (R7.3) of a live pq's request: in CLUSTERING the messages past ackIndex
+    # are sent back, and those whose CONSUMER_SEND_MSG_BACK failed (the step's send_back_fails, or every one while the
+    # broker is down) are resubmitted locally; then removeMessage (R6.3) takes every other message of the batch out of
+    # the tree. BROADCASTING sends nothing back and removes the whole batch. A message the tree no longer held before
+    # the step (cleanExpiredMsg took it) is no concern of this step.
+    if m.orderly or not isinstance(a, FinishConsume):
+        return None
+    r = next(r for r in s.clients[a.client].consuming if r.rid == a.rid)
+    pq, left = s.clients[a.client].pqs[r.queue], t.clients[a.client].pqs[r.queue]
+    if not _live_pq(pq, r.pq_uid) or pq is None or left is None:
+        return None
+    first_failed = 0 if a.status == RECONSUME_LATER else a.ack_index + 1
+    for k, (o, _) in enumerate(r.msgs):
+        if not pq.tree >> o & 1:
+            continue
+        j = k - first_failed
+        kept = m.clustering and j >= 0 and (not s.broker.up or a.send_back_fails >> j & 1 == 1)
+        if bool(left.tree >> o & 1) != kept:
+            answer = f"{a.status} ackIndex={a.ack_index} of {len(r.msgs)}"
+            if kept:
+                return (
+                    f"client {a.client} queue {r.queue}: offset {o}, whose send-back failed, left pq {pq.uid} after "
+                    f"the answer {answer}: nothing will consume it again"
+                )
+            return (
+                f"client {a.client} queue {r.queue}: offset {o} stays in pq {pq.uid} after the answer {answer}, "
+                "although it was acknowledged or sent back"
+            )
+    return None
+
+
+CONSUME_RESULT_REMOVES_ITS_BATCH = ActionProperty(
+    "INV-24c",
+    "consume_result_removes_its_batch",
+    "A live pq's consume result takes its batch out of the pq but the messages whose send-back failed (CLUSTERING: "
+    "those the answer fails whose CONSUMER_SEND_MSG_BACK did not go through), which stay for the local resubmit.",
+    "R6.3, R7.3",
+    "A message acknowledged or sent back that stays in the tree holds the queue's commit below it for good and is "
+    "never consumed again; one whose send-back failed that leaves the tree is lost behind the next commit. Neither "
+    "shows as a duplicate or a regression.",
+    _consume_result_removes_its_batch,
 )
 
 

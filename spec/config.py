@@ -59,15 +59,18 @@ MUTATIONS: Final[dict[str, str]] = {
     "ignore_increase_only": "updateOffset overwrites even when increaseOnly is true (R1.5)",
     "no_persist_all_pruning": "remote persistAll keeps memory entries of queues it no longer owns (R2.7)",
     "local_remove_offset_deletes_file": "LocalFileOffsetStore.removeOffset also deletes the file entry (R1.14)",
+    "bak_written_once": "string2File copies offsets.json to .bak only while no .bak exists (R1.15)",
     "broker_answers_minus_one": "QUERY_CONSUMER_OFFSET answers SUCCESS(-1) for a group with no offset (R3.5)",
     "dlq_one_retry_late": "send-back routes to the DLQ only when reconsumeTimes > max (R7.5)",
     "piggyback_next_offset": "the pull piggy-backs the pull cursor instead of the stored offset (R5.2)",
     "count_not_decremented": "ProcessQueue.removeMessage forgets to decrement msgCount (R6.3)",
+    "dlq_copy_not_stored": "the broker answers a send-back at maxReconsumeTimes SUCCESS and stores no DLQ copy (R7.5)",
     "send_back_from_ack_index": "processConsumeResult sends back from ackIndex, not ackIndex + 1 (R7.3)",
     "commit_past_cached": "removeMessage returns queueOffsetMax + 2 when the tree empties (R6.3)",
     "removal_result_read_before_removal": "removeMessage reads the lowest held offset before removing the batch, so "
     "a removal of the tree's head answers the head itself (R6.3)",
     "resume_ignores_stored_offset": "computePullFromWhere ignores the broker offset and uses consumeFromWhere",
+    "last_offset_one_before_max": "CONSUME_FROM_LAST_OFFSET starts one below the max offset (R10.1)",
     "avg_blocks_overlap": "AVG gives every consumer a block starting one queue early (R11.1)",
     # orderly consumption (R8): planted bugs of the broker lock table
     "lock_ignores_holder": "orderly: tryLockBatch grants a queue another client holds, unexpired (R8.1)",
@@ -76,6 +79,8 @@ MUTATIONS: Final[dict[str, str]] = {
     # pull expiry, retention and OFFSET_ILLEGAL
     "pull_expiry_ignored": "R9.4 Phase A keeps a pq not pulled for more than 120 s (isPullExpired, R6.6)",
     "offset_illegal_fix_deferred": "5.x runs the OFFSET_ILLEGAL correction 10 s later, as 4.9.8 does (R5.7)",
+    "offset_fix_updates_after_removal": "the OFFSET_ILLEGAL correction persists and removes the stale offset, then "
+    "puts the corrected one in memory for a queue with no pq (R5.7)",
     # admin reset (the 4.9.8 reset and the 5.x reset, AdminResetMixin)
     "client_reset_off_by_one": "MQClientInstance.resetOffset applies the reset offset minus one (R3.10a)",
     "client_reset_skips_update": "MQClientInstance.resetOffset skips updateOffset(increaseOnly=false) and "

@@ -21,6 +21,7 @@ shutdown unregisters from every broker) and INV-27
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -32,7 +33,7 @@ from rmqspec.spec.faults import CorruptLocalOffsetFile
 from rmqspec.spec.property_types import ActionProperty
 from rmqspec.spec.pull import FixOffsetIllegal, ReceivePull
 from rmqspec.spec.rebalance import REBALANCE_WAIT
-from rmqspec.spec.state import Client, Commit, Event, History, State, pq_key
+from rmqspec.spec.state import Client, Commit, Event, History, State, pq_key, step_events
 from rmqspec.spec.state import put_at as _put
 
 if TYPE_CHECKING:
@@ -431,6 +432,54 @@ LOCAL_OFFSET_FILE_ONLY_GROWS = ActionProperty(
     "R1.12, R1.14",
     "A queue temporarily not owned would restart from consumeFromWhere and skip or replay (RMQ-21).",
     _local_file_grows,
+)
+
+
+def _file_write_keeps_the_previous_file(m: Model, s: State, a: Action, t: State) -> str | None:
+    # Read from the files before and after the step and the step's "file-written" events (the ghost's record of each
+    # write, GhostMixin._file_written), never from the model's write helper (which a planted bug overrides).
+    # string2File (R1.15) copies the previous offsets.json to offsets.json.bak before it renames the new one into
+    # place, so after one write .bak holds the main file as it was (an unreadable main as an unreadable .bak, None)
+    # and the main is readable. A step that writes several times (a removal of each queue, the OFFSET_ILLEGAL fix's
+    # two persists) leaves in .bak the table between its last two writes: each entry the one before the step or the
+    # one after. Only where the model keeps .bak (a budget of local-file corruptions: Model.track_file_bak).
+    if m.clustering or not m.track_file_bak:
+        return None
+    writes = Counter(e.client for e in step_events(s.history, t.history) if e.kind == "file-written")
+    for i, k in sorted(writes.items()):
+        old, new = s.clients[i], t.clients[i]
+        if new.file_main_unreadable:
+            return f"client {i}: offsets.json was written, but its main file still reads as unreadable"
+        bak = new.file_bak
+        if k == 1:
+            expected = None if old.file_main_unreadable else old.file
+            if bak != expected:
+                was = "an unreadable file" if expected is None else expected
+                held = "an unreadable file" if bak is None else bak
+                return f"client {i}: offsets.json was written over {was}, but .bak holds {held}, not the previous file"
+            continue
+        if bak is None:  # only the first write can copy an unreadable main: it leaves the main readable
+            return f"client {i}: offsets.json was written {k} times, but .bak reads as unreadable"
+        stale = [q for q in range(m.q_count) if bak[q] != old.file[q] and bak[q] != new.file[q]]
+        if stale:
+            q = stale[0]
+            return (
+                f"client {i}: offsets.json was written {k} times ({old.file[q]} -> {new.file[q]} for queue {q}), but "
+                f".bak holds {bak[q]} for it, neither the entry before the step nor the one after"
+            )
+    return None
+
+
+FILE_WRITE_KEEPS_THE_PREVIOUS_FILE = ActionProperty(
+    "INV-6d",
+    "file_write_keeps_the_previous_file",
+    "A write of a BROADCASTING consumer's offsets.json leaves the previous main file in offsets.json.bak (an "
+    "unreadable main as an unreadable .bak), and the new main readable.",
+    "R1.15, R1.16",
+    ".bak is what readLocalOffset falls back to when offsets.json is damaged: a .bak that is not the previous file "
+    "restarts the consumer from an older table, or from consumeFromWhere, and it re-consumes or skips what the "
+    "lost writes recorded.",
+    _file_write_keeps_the_previous_file,
 )
 
 

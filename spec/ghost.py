@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rmqspec.spec.state import Ghost, State
+from rmqspec.spec.state import Event, Ghost, History, State
 from rmqspec.spec.state import put_at as _put
 
 if TYPE_CHECKING:
@@ -86,13 +86,14 @@ class GhostMixin:
         return g._replace(offset_lost=tuple(lost)) if changed else g
 
     def _file_written(self: Model, s: State, i: int) -> State:
-        """BROADCASTING: consumer ``i``'s offsets.json now holds these entries (committed)."""
+        """BROADCASTING: consumer ``i``'s offsets.json was written (a "file-written" event) and now holds these
+        entries (committed)."""
         g = s.ghost
         for q, value in enumerate(s.clients[i].file):
             idx = i * self.q_count + q
             if value is not None and (not g.committed >> idx & 1 or (g.offset_lost and g.offset_lost[idx])):
                 g = self._note_committed(g, idx)
-        return s._replace(ghost=g)
+        return s._replace(ghost=g, history=History(Event(s.now, "file-written", i, -1, -1, ""), s.history))
 
     def start_of(self: Model, s: State, key: int) -> tuple[int, str] | None:
         """(start offset, how) of the pq with ``key`` (``pq_key``), if it was ever positioned."""

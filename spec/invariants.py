@@ -51,6 +51,8 @@ INVARIANTS: tuple[Invariant, ...] = (
 ACTION_PROPERTIES: tuple[ActionProperty, ...] = (
     concurrent_consume.RETRY_ACCOUNTING,  # INV-10
     concurrent_consume.SEND_BACK_HAS_A_CAUSE,  # INV-24
+    concurrent_consume.SEND_BACK_LEAVES_A_COPY,  # INV-24b
+    concurrent_consume.CONSUME_RESULT_REMOVES_ITS_BATCH,  # INV-24c
     concurrent_consume.REQUESTS_COUNT_ATTEMPTS,  # INV-28
     broker.SCHEDULED_COPIES_REACH_THE_RETRY_QUEUE,  # INV-29
     pull.INCREASE_ONLY_NEVER_LOWERS,  # INV-4
@@ -59,6 +61,7 @@ ACTION_PROPERTIES: tuple[ActionProperty, ...] = (
     consumer_process.PERSIST_ALL_PRUNES_MEMORY,  # INV-6a
     consumer_process.LOCAL_OFFSET_FILE_ONLY_GROWS,  # INV-6b
     consumer_process.LOCAL_OFFSET_FILE_FALLS_WITH_A_CAUSE,  # INV-6c
+    consumer_process.FILE_WRITE_KEEPS_THE_PREVIOUS_FILE,  # INV-6d
     consumer_process.SHUTDOWN_PERSISTS_OWNED,  # INV-25
     consumer_process.SHUTDOWN_UNREGISTERS,  # INV-35
     consumer_process.TIMERS_KEEP_THEIR_PERIOD,  # INV-27
@@ -78,6 +81,8 @@ ACTION_PROPERTIES: tuple[ActionProperty, ...] = (
     committed_offset.COMMITTED_DECREASE_DECLARED,  # INV-8r
     rebalance.POSITIONING_CAUSED,  # INV-9a
     rebalance.POSITIONING_SEEDS_MEMORY,  # INV-33
+    rebalance.REMOVAL_PERSISTS_AND_FORGETS,  # INV-36
+    rebalance.POSITION_FOLLOWS_CONSUME_FROM_WHERE,  # INV-37
     rebalance.GROUP_CHANGES_WAKE_THE_REBALANCE,  # INV-30
     pull.NO_REPULL_OF_CONSUMED,  # INV-22
     concurrent_consume.REDELIVERY_WITHIN_CAUSE,  # INV-22c

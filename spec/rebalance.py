@@ -19,7 +19,9 @@ Its properties, after the class: INV-13a and INV-13b (once every view agrees, ea
 owner, up to the strategy's own gaps and overlaps in ``anomalies.py``), INV-15 (a queue taken over resumes
 at the last landed commit), INV-9a (a pq positioned without a stored offset on a queue the group had
 committed on shows why the offset was missing), INV-30 (a change of the group's consumer list wakes the rebalance of
-every listed consumer) and INV-33 (a pq positioned at the offset it read leaves that offset in memory).
+every listed consumer), INV-33 (a pq positioned at the offset it read leaves that offset in memory), INV-36 (a pq
+that leaves the table has its offset persisted and its memory entry removed) and INV-37 (a new pq starts where
+computePullFromWhere's rule says).
 """
 
 from __future__ import annotations
@@ -36,12 +38,14 @@ from rmqspec.spec.enabling import ActionNotEnabled
 from rmqspec.spec.property_types import ActionProperty, Invariant
 from rmqspec.spec.state import (
     PULL_READY,
+    Broker,
     Client,
     Event,
     History,
     ProcessQueue,
     State,
     pq_key,
+    step_events,
 )
 from rmqspec.spec.state import bit_offsets as _bits
 from rmqspec.spec.state import put_at as _put
@@ -344,11 +348,16 @@ class RebalanceMixin:
                 True,
             )
         else:
-            start, how, skip = b.queues[q].max_offset, "consume-from-last", True
+            start, how, skip = self._max_offset_answer(b, q), "consume-from-last", True
         mem = self._memory_without_stored_offset(cl.mem[q], start)
         if mem != cl.mem[q]:
             s = s._replace(clients=_put(s.clients, i, cl._replace(mem=_put(cl.mem, q, mem))))
         return self._positioned(s, i, q, uid, start, how, skip, query_fails), start
+
+    def _max_offset_answer(self: Model, b: Broker, q: int) -> int:
+        """GET_MAX_OFFSET's answer from the master for queue ``q``: its consume queue's max offset, one past its last
+        message (R10.1)."""
+        return b.queues[q].max_offset
 
     def _memory_without_stored_offset(self: Model, mem: int | None, start: int) -> int | None:
         """The memory offset after computePullFromWhere chose ``start`` by consumeFromWhere: unchanged. With no
@@ -659,4 +668,143 @@ POSITIONING_SEEDS_MEMORY = ActionProperty(
     "from it is left out of offsets.json or its broker commit until the pq consumes, so a persist, a handover or a "
     "restart in between loses the offset the position came from.",
     _positioning_seeds_memory,
+)
+
+
+def _removal_persists_and_forgets(m: Model, s: State, a: Action, t: State) -> str | None:
+    # Read from the pq tables, the memory tables, the local file and the step's commit events, never from the model's
+    # persist or removeOffset helpers (which a planted bug overrides). A pq leaves a running consumer's table through
+    # removeUnnecessaryMessageQueue (R9.5: the rebalance's Phase A, and removeProcessQueue after the OFFSET_ILLEGAL
+    # fix), which first persists the queue's memory offset (persist(mq): a oneway commit, or the entry written to
+    # offsets.json) and then removes the memory entry (removeOffset), unless the same step placed a new pq on the
+    # queue, whose position seeds memory again. The OFFSET_ILLEGAL fix persists its corrected offset: the task's
+    # (FixOffsetIllegal), or, where the pull reply runs the fix at once (a ReceivePull that takes the pq out), whatever
+    # the reply corrected it to. A 4.9.8 admin reset's pq moved aside for its sleep (reset_held) is still the table's
+    # entry, not removed.
+    from rmqspec.spec.pull import FixOffsetIllegal, ReceivePull  # the pull module imports this one
+
+    events = None
+    for i, (before, after) in enumerate(zip(s.clients, t.clients, strict=True)):
+        fix = a if isinstance(a, FixOffsetIllegal) and a.client == i else None
+        if (fix is None and before.pqs == after.pqs) or not before.running or not after.running:
+            continue
+        held = {uid for _, uid in after.reset_held}
+        gone = [
+            q
+            for q, pq in enumerate(before.pqs)
+            if pq is not None and not _same_pq(pq, after.pqs[q]) and pq.uid not in held
+        ]
+        owed: dict[int, int | None] = {}  # queue -> the offset persisted (None: the one the pull reply corrected to)
+        if fix is not None:
+            owed[fix.queue] = next(f.offset for f in before.offset_fixes if f.queue == fix.queue and f.due <= s.now)
+        for q in gone:
+            if q in owed:
+                continue
+            if isinstance(a, ReceivePull) and a.client == i:
+                owed[q] = None
+            elif before.mem[q] is not None:
+                owed[q] = before.mem[q]
+        if not owed and not gone:
+            continue
+        if events is None:
+            events = step_events(s.history, t.history)
+        sent = [(e.queue, e.offset) for e in events if e.client == i and e.kind in ("commit-sent", "commit-lost")]
+        for q, value in owed.items():
+            if m.clustering:
+                persisted = any(sq == q and (value is None or so == value) for sq, so in sent)
+            else:
+                persisted = after.file[q] is not None if value is None else after.file[q] == value
+            if not persisted:
+                what = "an offset" if value is None else f"offset {value}"
+                where = "no commit of it was sent" if m.clustering else f"offsets.json holds {after.file[q]}"
+                return f"client {i} queue {q}: the removal of its pq persisted no {what}: {where}"
+        for q in gone:
+            if after.pqs[q] is None and after.mem[q] is not None:
+                return (
+                    f"client {i} queue {q}: its pq left the table, but the memory offset {after.mem[q]} stays "
+                    "(removeOffset did not run)"
+                )
+    return None
+
+
+def _same_pq(pq: ProcessQueue, other: ProcessQueue | None) -> bool:
+    return other is not None and other.uid == pq.uid
+
+
+REMOVAL_PERSISTS_AND_FORGETS = ActionProperty(
+    "INV-36",
+    "removal_persists_and_forgets",
+    "A pq that leaves a running consumer's table (the rebalance's removal, removeProcessQueue after the OFFSET_ILLEGAL "
+    "fix) has its queue's memory offset persisted in the same step (a commit sent, or the entry written to "
+    "offsets.json) and then removed from memory, unless the step placed a new pq on the queue; the OFFSET_ILLEGAL "
+    "fix persists its corrected offset.",
+    "R9.5, R2.6, R2.2, R1.13, R1.14, R5.7",
+    "A removal is a handover: the next owner (or this consumer's next start, in BROADCASTING) resumes from what the "
+    "removal persisted, so a removal that persists nothing or something stale redelivers or skips what the pq "
+    "consumed; a memory entry left behind is persisted again later, over the new owner's commits.",
+    _removal_persists_and_forgets,
+)
+
+
+def _rule_position(m: Model, s: State, t: State, i: int, q: int, query_failed: bool) -> tuple[int | None, str]:
+    """Where computePullFromWhereWithException (R10.1, R10.4) positions client ``i``'s new pq on ``q``, read from the
+    stores (the broker's table before the step, or, in BROADCASTING, the file after the step's own removals wrote
+    it), and why; ``None``: the queue gets no position this round."""
+    b = s.broker
+    if m.clustering:
+        asked = b if b.up else s.slave  # the offset query falls back to the slave while the master is down
+        if asked is None:
+            return None, "no broker answers the offset query"
+        if query_failed and not m.config.broker_error_reads_as_no_offset:
+            return None, "the offset query failed, a failed read"
+        stored = (
+            None
+            if query_failed
+            else br.query_consumer_offset(asked.offsets[q], asked.queues[q], m.config.young_queue_needs_head_in_memory)
+        )
+    else:
+        stored = t.clients[i].file[q]
+    if stored is not None and stored >= 0:
+        return stored, "the offset read"
+    cfw, is_retry = m.config.consume_from_where, q == m.retry_queue
+    if cfw == FROM_FIRST or (is_retry and cfw != FROM_TIMESTAMP):
+        return 0, f"no offset, {cfw}" + (" (a retry queue)" if is_retry else "")
+    if not b.up:
+        return None, "no offset, and the max-offset or timestamp lookup goes to the master, which is down"
+    if cfw == FROM_TIMESTAMP and not is_retry:
+        return br.search_offset(b.queues[q], m.config.consume_timestamp), f"no offset, {cfw}: the offset searched"
+    return b.queues[q].max_offset, f"no offset, {cfw}: the max offset" + (" (a retry queue)" if is_retry else "")
+
+
+def _position_follows_consume_from_where(m: Model, s: State, a: Action, t: State) -> str | None:
+    # Each position the step recorded (Ghost.starts), against R10.1 restated from the stores and the configuration,
+    # never from the model's positioning helpers (which a planted bug overrides). A RebalanceQueryError's failing query
+    # is the one for its queue.
+    failed = (a.client, a.queue) if isinstance(a, RebalanceQueryError) else None
+    for client, uid, start, how in new_positions(s, t):
+        q = next((q for q, pq in enumerate(t.clients[client].pqs) if pq is not None and pq.uid == uid), None)
+        if q is None:
+            continue
+        expected, why = _rule_position(m, s, t, client, q, failed == (client, q))
+        if expected is None:
+            return f"client {client} queue {q}: pq {uid} was positioned at {start} ({how}), but {why}: no position"
+        if start != expected:
+            return (
+                f"client {client} queue {q}: pq {uid} was positioned at {start} ({how}), where {why} gives {expected}"
+            )
+    return None
+
+
+POSITION_FOLLOWS_CONSUME_FROM_WHERE = ActionProperty(
+    "INV-37",
+    "position_follows_consume_from_where",
+    "A new pq starts where computePullFromWhereWithException says: at the offset its store answers (the broker's "
+    "stored offset, a young queue's 0, the local file's entry); with none, by consumeFromWhere (LAST: the max offset, "
+    "a retry queue 0; FIRST: 0; TIMESTAMP: the offset searched for consumeTimestamp, a retry queue the max offset); "
+    "and a queue whose read failed (5.x) or whose lookup needs the master while it is down gets no pq this round.",
+    "R10.1, R10.3, R10.4, R3.5, R2.3",
+    "Where a pq starts decides what the group skips or consumes again; INV-15 and INV-9a judge a position against "
+    "the group's commits, and a position off the rule with no commit yet (a first start, a retry queue, a young "
+    "queue) skips or replays messages no other property counts.",
+    _position_follows_consume_from_where,
 )

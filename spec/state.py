@@ -392,7 +392,7 @@ class Event(NamedTuple):
     """One entry of the ghost history: a delivery or a commit, with its cause."""
 
     time: int
-    kind: str  # "start", "deliver", "commit-sent", "commit-landed", "commit-lost", "position"
+    kind: str  # "start", "deliver", "commit-sent", "commit-landed", "commit-lost", "position", "file-written"
     # the admin reset adds "admin-reset", "admin-write", "reset-completed", "commit-ignored",
     # "reset-overwritten"; their client is -1 when the admin acts
     client: int
@@ -432,6 +432,17 @@ class History:
             node = node.previous
         out.reverse()
         return out
+
+
+def step_events(before: History | None, after: History | None) -> list[Event]:
+    """The events a step added to the ghost history (``after`` extends ``before``), oldest first."""
+    out: list[Event] = []
+    node = after
+    while node is not None and node is not before:
+        out.append(node.event)
+        node = node.previous
+    out.reverse()
+    return out
 
 
 class State(NamedTuple):

@@ -161,7 +161,7 @@ REFUTED: list[tuple[str, str, str, int]] = [
     ("resume_memory_one_behind", "commit-loss-instant", "INV-33", 10),
     ("watermark_highest_consumed", "two-messages-instant", "INV-2", 8),
     ("removal_result_read_before_removal", "two-messages-instant", "INV-2b", 7),
-    ("commit_before_send_back", "two-messages-instant", "INV-9", 10),
+    ("commit_before_send_back", "slave-instant", "INV-24b", 8),
     ("send_back_from_ack_index", "two-messages-instant", "INV-24", 7),
     ("ignore_increase_only", "two-messages-instant", "INV-4", 11),
     ("dropped_pq_commits", "retention-instant", "INV-5", 13),
@@ -170,7 +170,7 @@ REFUTED: list[tuple[str, str, str, int]] = [
     ("orderly_removal_ignores_consume_lock", "orderly-two-consumers-one-message-instant", "INV-12", 13),
     ("unlock_delay_never_scheduled", "orderly-two-consumers-one-message-instant", "INV-26", 7),
     ("avg_blocks_overlap", "two-consumers-instant", "INV-13a", 4),
-    ("expired_removed_without_send_back", "consume-timeout", "INV-9", 17),
+    ("expired_removed_without_send_back", "consume-timeout", "INV-24b", 12),
     # the task's first run drops its deadline (INV-27); the liveness checks see the persist and rebalance ones too
     ("clean_timer_stops", "consume-timeout", "INV-27", 5),
     ("persist_timer_stops", "admin-reset", "INV-27", 5),
@@ -179,6 +179,7 @@ REFUTED: list[tuple[str, str, str, int]] = [
     ("client_reset_off_by_one", "admin-reset", "INV-8", 15),
     ("no_persist_all_pruning", "admin-reset", "INV-6a", 16),
     ("dlq_one_retry_late", "one-message", "INV-10", 17),
+    ("dlq_copy_not_stored", "one-message", "INV-24b", 17),
 ]
 # Configurations small enough that the test also searches every path one step shorter and finds nothing: the
 # breadth-first order already makes the first violation a shortest one; this shows it on the small ones.
@@ -262,6 +263,9 @@ NOT_EXPRESSED = {
     "shutdown_skips_queued_commits",  # a shutdown after the 10 s persist timer queued a commit of an owned queue
     "lock_all_keeps_denied_locked",  # a lockAll (first 1 s after the start) refused a queue another client holds: the
     # orderly configurations with two consumers are instant (time 0), so no lockAll runs
+    "offset_fix_updates_after_removal",  # 4.9.8's OFFSET_ILLEGAL correction runs 10 s after the reply: retention-instant
+    # and broadcast-retention-instant have no clock, and rebalance-query-error-5x no retention
+    "bak_written_once",  # offsets.json.bak is kept only under a local-file corruption budget, which no named one has
 }
 
 
@@ -270,4 +274,4 @@ def test_every_planted_bug_is_refuted_in_a_named_configuration_or_named_as_not_e
     assert len(set(refuted)) == len(refuted)
     assert set(refuted) | NOT_EXPRESSED == set(MUTATIONS) and set(refuted) >= BY_LASSO
     assert {m for m, *_ in AT_HORIZON} == BY_LASSO
-    assert len(refuted) + len(NOT_EXPRESSED) == len(MUTATIONS) == 40
+    assert len(refuted) + len(NOT_EXPRESSED) == len(MUTATIONS) == 44

@@ -31,16 +31,23 @@ CASES: dict[str, tuple[str, dict[str, object]]] = {
     "dropped_pq_commits": ("INV-5", {"mode": CLUSTERING}),
     "no_persist_all_pruning": ("INV-6a", {"mode": CLUSTERING}),
     "local_remove_offset_deletes_file": ("INV-6b", {"mode": BROADCASTING}),
+    # the model keeps offsets.json.bak only where a local-file corruption may need it
+    "bak_written_once": ("INV-6d", {"mode": BROADCASTING, "local_offset_file_corruptions": 1}),
     "broker_answers_minus_one": ("INV-7", {"mode": CLUSTERING}),
     "commit_before_send_back": ("INV-9", {"mode": CLUSTERING, "send_back_failures": 2}),
     "dlq_one_retry_late": ("INV-10", {"mode": CLUSTERING, "max_reconsume_times": 1, "consumers": 1}),
     "send_back_from_ack_index": ("INV-24", {"mode": CLUSTERING}),
+    # a DLQ-bound send-back needs a message failed maxReconsumeTimes times: 1 keeps that within a walk
+    "dlq_copy_not_stored": ("INV-24b", {"mode": CLUSTERING, "max_reconsume_times": 1}),
     "avg_blocks_overlap": ("INV-13a", {"mode": CLUSTERING}),
     "piggyback_next_offset": ("INV-14", {"mode": CLUSTERING}),
     "resume_ignores_stored_offset": ("INV-15", {"mode": CLUSTERING}),
+    "last_offset_one_before_max": ("INV-37", {"mode": CLUSTERING}),
     "commit_past_cached": ("INV-16", {"mode": BROADCASTING}),
     # OFFSET_ILLEGAL: 5.x with the OFFSET_ILLEGAL correction deferred 10 s again (4.9.8's window)
     "offset_illegal_fix_deferred": ("INV-17", {"mode": CLUSTERING, "version": "5.x", "retention_deletes": 2}),
+    # the OFFSET_ILLEGAL correction needs a retention delete below a pull
+    "offset_fix_updates_after_removal": ("INV-36", {"mode": CLUSTERING, "retention_deletes": 2}),
     # orderly consumption (R8)
     "lock_ignores_holder": ("INV-11", {"mode": CLUSTERING, "orderly": True}),
     "lock_all_keeps_denied_locked": ("INV-34", {"mode": CLUSTERING, "orderly": True}),
@@ -80,6 +87,9 @@ SECOND_WITNESSES = [
     # memory seeded one below the offset read: INV-33 at the positioning itself, before any commit lands
     ("resume_memory_one_behind", "INV-33", {"mode": CLUSTERING}),
     ("commit_past_cached", "INV-9", {"mode": CLUSTERING}),
+    # a message whose send-back failed taken out of the pq: INV-24c at the listener's return, before the commit
+    # passes it
+    ("commit_before_send_back", "INV-24c", {"mode": CLUSTERING, "send_back_failures": 2}),
     # the end-of-run fates alone (properties/fates.py): the messages INV-9 would report are "lost"
     ("commit_past_cached", "FATES", {"mode": CLUSTERING}),
     # the cleaner's first run drops its deadline (INV-27); INV-23 above sees the message it then never cleans

@@ -6,6 +6,10 @@
   resetOffset (paused, the pq dropped and held, the 10 s sleep armed), or on the wire with a broker crash.
 - INV-32 (``slave_sync_copies_the_master``, R3.8): a slave sync with the master up copies the master's table.
 - INV-35 (``shutdown_unregisters``, R4.4): a consumer's shutdown leaves it in no broker's list of the group.
+- INV-24b (``send_back_leaves_a_copy``, R7.3, R7.5, R6.8, R8.7): a CONSUMER_SEND_MSG_BACK the consumer counts as done
+  (processConsumeResult, cleanExpiredMsg, the orderly forward to the DLQ) stored its copy at the broker.
+- INV-34 (``lock_answers_follow_the_table``, R8.2), its broker-down clause: a lockAll whose LOCK_BATCH_MQ cannot reach
+  the master changes no pq's lock.
 
 Each is shown on scripted steps of the correct model: the step passes, and the same step with its effect removed, the
 way a missing handler would leave it, is reported.
@@ -15,6 +19,8 @@ from __future__ import annotations
 
 from rmqspec.spec import actions as act
 from rmqspec.spec.admin_reset import CLIENT_RESET_RUNS_ITS_COURSE as INV31
+from rmqspec.spec.client_locks import LOCK_ANSWERS_FOLLOW_THE_TABLE as INV34
+from rmqspec.spec.concurrent_consume import SEND_BACK_LEAVES_A_COPY as INV24B
 from rmqspec.spec.config import Config
 from rmqspec.spec.consumer_process import SHUTDOWN_UNREGISTERS as INV35
 from rmqspec.spec.model import Model
@@ -127,3 +133,88 @@ def test_a_shutdown_unregisters_from_the_master_and_the_slave_and_one_left_liste
     on_slave = after._replace(slave=after.slave._replace(registered=frozenset({0, 1})))
     detail = INV35.check(model, before, shutdown, on_slave)
     assert detail == "client 1: its shutdown left it in the slave's list of the group [0, 1]"
+
+
+# One consumer, one queue, two messages pulled together, each its own request; message 0's listener is running
+_PULLED = [
+    act.Produce(queue=0, tag="A"),
+    act.Produce(queue=0, tag="A"),
+    act.Start(client=0),
+    act.Rebalance(client=0),
+    act.SendPull(client=0, queue=0),
+    act.BrokerReceive(client=0, overtakes=0),
+    act.ReceivePull(client=0, pq_uid=0),
+    act.StartConsume(client=0, rid=2),
+]
+_ONE_QUEUE = {**QUIET, "consumers": 1, "queues": 1, "broker_crashes": 0}
+
+
+def _without_new_copies(before: State, after: State) -> State:
+    """``after`` with the broker's schedule and DLQ as they were in ``before``: a send-back that stored nothing."""
+    return after._replace(broker=after.broker._replace(scheduled=before.broker.scheduled, dlq=before.broker.dlq))
+
+
+def test_a_failed_message_sent_back_is_scheduled_and_one_let_go_with_no_copy_is_reported() -> None:
+    model = Model(Config(**_ONE_QUEUE, messages_per_queue=2))  # type: ignore[arg-type]
+    before = _run(model, _PULLED)
+    step = act.FinishConsume(client=0, rid=2, status="RECONSUME_LATER", ack_index=-1, send_back_fails=0)
+    after = model.step(before, step)
+    assert not after.clients[0].pqs[0].tree & 1 and len(after.broker.scheduled) == 1  # let go, its copy scheduled
+    assert INV24B.check(model, before, step, after) is None
+    detail = INV24B.check(model, before, step, _without_new_copies(before, after))
+    assert detail is not None and "offset 0 (origin (0, 0)) left the pq as sent back by the RECONSUME_LATER" in detail
+    # a success stores nothing and owes nothing
+    ok = act.FinishConsume(client=0, rid=2, status="CONSUME_SUCCESS", ack_index=0, send_back_fails=0)
+    assert INV24B.check(model, before, ok, model.step(before, ok)) is None
+
+
+def test_a_send_back_that_fails_keeps_the_message_and_owes_no_copy() -> None:
+    model = Model(Config(**{**_ONE_QUEUE, "send_back_failures": 1}, messages_per_queue=2))  # type: ignore[arg-type]
+    before = _run(model, _PULLED)
+    step = act.FinishConsume(client=0, rid=2, status="RECONSUME_LATER", ack_index=-1, send_back_fails=1)
+    after = model.step(before, step)
+    assert after.clients[0].pqs[0].tree & 1 and not after.broker.scheduled  # kept for the local resubmit (R7.3)
+    assert INV24B.check(model, before, step, after) is None
+
+
+def test_a_message_cleaned_after_consume_timeout_is_scheduled_and_one_removed_with_no_copy_is_reported() -> None:
+    # consumeTimeout 2 s: the cleaner's run at 4 s finds message 0's listener started at 0, more than 2 s ago (R6.8)
+    model = Model(Config(**_ONE_QUEUE, messages_per_queue=2, consume_timeout=2_000))  # type: ignore[arg-type]
+    timers = [act.Tick(), act.Heartbeat(client=0), act.Tick(), act.CleanExpiredMsg(client=0), act.Tick()]
+    before = _run(model, [*_PULLED, *timers])
+    step = act.CleanExpiredMsg(client=0)
+    after = model.step(before, step)
+    assert before.now == 4_000 and not after.clients[0].pqs[0].tree & 1 and len(after.broker.scheduled) == 1
+    assert INV24B.check(model, before, step, after) is None
+    detail = INV24B.check(model, before, step, _without_new_copies(before, after))
+    assert detail is not None and "was removed by cleanExpiredMsg after its send-back" in detail
+
+
+def test_an_orderly_message_forwarded_at_the_maximum_is_in_the_dlq_and_one_counted_with_no_copy_is_reported() -> None:
+    # maxReconsumeTimes 0: the SUSPEND answer forwards message 0 to the DLQ at once (checkReconsumeTimes, R8.7)
+    model = Model(Config(**_ONE_QUEUE, messages_per_queue=1, orderly=True, max_reconsume_times=0))  # type: ignore[arg-type]
+    before = _run(model, [_PULLED[0], *_PULLED[2:]])
+    step = act.FinishConsume(client=0, rid=2, status="SUSPEND_CURRENT_QUEUE_A_MOMENT", ack_index=-1, send_back_fails=0)
+    after = model.step(before, step)
+    assert len(after.broker.dlq) == 1
+    assert INV24B.check(model, before, step, after) is None
+    detail = INV24B.check(model, before, step, _without_new_copies(before, after))
+    assert detail is not None and "was counted forwarded to the DLQ by the SUSPEND answer" in detail
+
+
+def test_a_lock_all_with_the_broker_down_changes_no_pq_and_one_that_renews_a_lock_is_reported() -> None:
+    # one orderly consumer locks its queues at its first rebalance (at 0); the broker crashes and lockAll runs at 1 s
+    model = Model(Config(**{**_ONE_QUEUE, "broker_crashes": 1}, messages_per_queue=1, orderly=True))  # type: ignore[arg-type]
+    before = _run(model, [act.Start(client=0), act.Rebalance(client=0), act.BrokerCrash(), act.Tick()])
+    step = act.LockAll(client=0)
+    after = model.step(before, step)
+    assert before.now == 1_000 and not before.broker.up
+    assert [(pq.locked, pq.last_lock) for pq in after.clients[0].pqs if pq is not None] == [(True, 0), (True, 0)]
+    assert INV34.check(model, before, step, after) is None
+    renewed = tuple(None if pq is None else pq._replace(last_lock=1_000) for pq in after.clients[0].pqs)
+    detail = INV34.check(model, before, step, _client(after, 0, pqs=renewed))
+    assert (
+        detail is not None
+        and "lockAll ran with the broker down" in detail
+        and "since 0 to locked=True since 1000" in detail
+    )

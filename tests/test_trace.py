@@ -166,19 +166,25 @@ PLANTED: dict[str, tuple[dict[str, Any], bool]] = {
     "dropped_pq_commits": ({}, True),
     "no_persist_all_pruning": ({}, True),
     "local_remove_offset_deletes_file": ({"mode": cfg.BROADCASTING}, True),
+    # offsets.json.bak is not observed
+    "bak_written_once": ({"mode": cfg.BROADCASTING, "local_offset_file_corruptions": 1}, False),
     "broker_answers_minus_one": ({}, False),  # the broker's answer is not observed
     "commit_before_send_back": ({"send_back_failures": 2}, True),
     "dlq_one_retry_late": ({"max_reconsume_times": 1, "consumers": 1}, False),  # the DLQ is not observed
+    "dlq_copy_not_stored": ({"max_reconsume_times": 1, "consumers": 1}, False),  # the DLQ is not observed
     "send_back_from_ack_index": ({}, False),  # INV-24 fails at the send-back, and the broker's schedule is not observed
     "avg_blocks_overlap": ({}, True),
     "piggyback_next_offset": ({}, False),  # the piggy-backed commit is not observed
     # from a timestamp the variant's position differs from the stored offset it ignores, which next_offset shows;
     # with the default (LAST) the first counterexample is the retry queue's positioning at 0, its stored offset too
     "resume_ignores_stored_offset": ({"consume_from_where": cfg.FROM_TIMESTAMP}, True),
+    "last_offset_one_before_max": ({}, True),  # the pull cursor is observed
     "commit_past_cached": ({"mode": cfg.BROADCASTING}, True),
     # pull expiry; pull_expiry_ignored needs a stalling schedule, not a random walk (SCHEDULE_ONLY)
     "pull_expiry_ignored": ({}, False),
     "offset_illegal_fix_deferred": ({"version": "5.x", "retention_deletes": 2}, True),
+    # INV-36 fails at the correction itself, before the stale offset it persisted is read back
+    "offset_fix_updates_after_removal": ({"retention_deletes": 2}, False),
     # admin reset under 4.9.8: the first violation of the walk is RMQ-26's race (INV-18), which
     # the correct model shares; in the first counterexample (seed 2) the reset's off-by-one commit has landed
     # on the broker by then (observed.broker_offsets); the skipped update is shown on a schedule

@@ -61,6 +61,18 @@ class SendBackFromAckIndex(Variant):
         return msgs[max(ack, 0) :]
 
 
+@planted("dlq_copy_not_stored", breaks=("R7.5",), refuted_by=("INV-24b",))
+class DlqCopyNotStored(Variant):
+    """The broker answers a send-back at maxReconsumeTimes with SUCCESS but stores no copy in %DLQ%<group> (the
+    write to the dead-letter topic is skipped): the client lets the message go and commits past it, and nobody ever
+    consumes it again. Send-backs below the maximum are scheduled as before."""
+
+    def _send_back(self, b: Broker, original: Message, now: int, delay_level: int = 0) -> Broker:
+        if self._goes_to_dlq(original.reconsume_times):
+            return b
+        return super()._send_back(b, original, now, delay_level)
+
+
 @planted("count_not_decremented", breaks=("R6.3",), refuted_by=("INV-1",))
 class CountNotDecremented(Variant):
     """ProcessQueue.removeMessage forgets to decrement msgCount."""

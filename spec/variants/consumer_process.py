@@ -24,6 +24,18 @@ class LocalRemoveOffsetDeletesFile(Variant):
         return cl if self.clustering else cl._replace(file=_put(cl.file, q, None))
 
 
+@planted("bak_written_once", breaks=("R1.15",), refuted_by=("INV-6d",))
+class BakWrittenOnce(Variant):
+    """string2File copies the previous offsets.json to offsets.json.bak only while no .bak exists: the first write
+    makes it, and every later write leaves it as it was, so .bak holds an ever older table instead of the previous
+    file."""
+
+    def _write_file(self, cl: Client, file: tuple[int | None, ...]) -> Client:
+        if cl.file_bak is not None and any(v is not None for v in cl.file_bak):
+            return cl._replace(file=file, file_main_unreadable=False)
+        return super()._write_file(cl, file)
+
+
 @planted("shutdown_skips_queued_commits", breaks=("R4.4", "R2.7"), refuted_by=("INV-25",))
 class ShutdownSkipsQueuedCommits(Variant):
     """The shutdown's persistAll skips a queue that already has a commit on the connection, as if that commit were

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from rmqspec.spec import broker_rules as br
 from rmqspec.spec.state import PULL_READY, Client, ProcessQueue, PullResult, State
+from rmqspec.spec.state import put_at as _put
 from rmqspec.spec.variants import Variant, planted
 
 
@@ -55,3 +56,17 @@ class OffsetIllegalFixDeferred(Variant):
 
     def _offset_illegal_fixed_at_once(self) -> bool:
         return False
+
+
+@planted("offset_fix_updates_after_removal", breaks=("R5.7", "R9.5"), refuted_by=("INV-36",))
+class OffsetFixUpdatesAfterRemoval(Variant):
+    """The OFFSET_ILLEGAL correction task runs its updateOffset last: persist(mq) and removeProcessQueue (persist,
+    removeOffset) act on the stale memory offset, which is what reaches the broker or offsets.json, and the corrected
+    offset is then put in memory for a queue that no longer has a pq. The next rebalance reads the stale offset back,
+    and the queue is answered OFFSET_ILLEGAL again."""
+
+    def _apply_offset_fix(self, s: State, i: int, q: int, offset: int) -> State:
+        stale = s.clients[i].mem[q]
+        s = super()._apply_offset_fix(s, i, q, offset if stale is None else stale)
+        cl = s.clients[i]
+        return s._replace(clients=_put(s.clients, i, cl._replace(mem=_put(cl.mem, q, offset))))

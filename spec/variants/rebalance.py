@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from rmqspec.spec.allocation import Strategy, allocate, avg_block
 from rmqspec.spec.config import AVG
+from rmqspec.spec.state import Broker
 from rmqspec.spec.variants import Variant, planted, with_avg_replaced
 
 
@@ -65,6 +66,15 @@ class _OverlappingAvg(Strategy):
 
     def indices(self, current: str, mq_all: tuple[str, ...], cid_all: tuple[str, ...]) -> tuple[int, ...]:
         return overlapping_avg(current, mq_all, cid_all)
+
+
+@planted("last_offset_one_before_max", breaks=("R10.1", "R10.4"), refuted_by=("INV-37",))
+class LastOffsetOneBeforeMax(Variant):
+    """CONSUME_FROM_LAST_OFFSET takes the max offset as the offset of the last message: a queue with no stored offset
+    starts one below GET_MAX_OFFSET's answer, so a first start consumes the newest message that was there before it."""
+
+    def _max_offset_answer(self, b: Broker, q: int) -> int:
+        return max(0, super()._max_offset_answer(b, q) - 1)
 
 
 @planted("avg_blocks_overlap", breaks=("R11.1",), refuted_by=("INV-13a", "INV-13b"))

@@ -548,10 +548,8 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
             # INV-8r's report names the committing pq's start; it runs only for a decrease with no declared cause
             ("committed_offset.py", "_below_own_start", "if landed is None or start is None", "", 2),
             # INV-22c: a step that counted a redelivery under no-cause, and the search for its detail
-            ("concurrent_consume.py", "_redelivery_within_cause", "if after.get(NO_REDELIVERY_CAUSE", "delivered = []"),
-            ("concurrent_consume.py", "_redelivery_within_cause", "while node is not None", "", 2),
-            ("concurrent_consume.py", "_redelivery_within_cause", 'if node.event.kind == "deliver"', "", 2),
-            ("concurrent_consume.py", "_redelivery_within_cause", "for client, q, o in reversed(delivered)", "", 2),
+            ("concurrent_consume.py", "_redelivery_within_cause", "if after.get(NO_REDELIVERY_CAUSE", "delivered = ["),
+            ("concurrent_consume.py", "_redelivery_within_cause", "for client, q, o in delivered", "", 2),
             ("concurrent_consume.py", "_redelivery_within_cause", "if pq is not None and start is not None", "", 2),
             # INV-23's run half: an expired message still heading its pq after a cleanExpireMsg run
             ("concurrent_consume.py", "_expired_message_cleaned", "if pq is None or head is None", "old = before"),

@@ -30,7 +30,7 @@ _FIGURES_SEEN = True
         "apache/rocketmq commit 8d248a24d5 (2024-01-12, 'Fix LocalFileOffsetStore removeOffset': the empty "
         "removeOffset(mq) gained offsetTable.remove(mq)), part of #7745 '[ISSUE #7740] Optimize "
         "LocalFileOffsetStore' (apache/rocketmq#7740, a BROADCASTING consumer that cannot fix an illegal offset)",
-        (),
+        ("INV-36",),  # a property written after this set's figures were read (docs/held_out.md)
         _FIGURES_SEEN,
     ),
 )

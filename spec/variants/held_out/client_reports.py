@@ -32,7 +32,7 @@ _FIGURES_SEEN = True
         ("R1.13", "R5.7"),
         "apache/rocketmq#7740 '[Bug] BROADCASTING DefaultMQPushConsumer can't fix illegal pull offset' (fix: commit "
         "99bb415db4, #7745 'Optimize LocalFileOffsetStore', which gave persist(mq) a body)",
-        (),
+        ("INV-36",),  # a property written after this set's figures were read (docs/held_out.md)
         _FIGURES_SEEN,
     ),
 )

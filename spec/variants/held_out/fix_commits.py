@@ -123,7 +123,7 @@ class OrderlyNewPqUnlocked(Variant):
         ("R7.2", "R7.3", "R8.6"),
         "apache/rocketmq ROCKETMQ-35 'Consumer client can't persist consume offset table to Broker' (PR #32; fix: "
         "commit 85467dfd34, 2017-01-09, 'Reslove underlying NPE in ConsumeRequest', in both consume services)",
-        ("INV-2b",),
+        ("INV-2b", "INV-24c"),  # written after this set's figures were read (docs/held_out.md)
         _FIGURES_SEEN,
     ),
 )

@@ -116,7 +116,7 @@ class PullExpiredQueueKeptDropped(Variant):
         "level and maxReconsumeTimes, as Java's processConsumeResult does through sendMessageBack; the stub was so "
         "from the push consumer's first version (PR #47, commit cc1dfb2, 2019-04-26) and in the 2.0.0-alpha1 release "
         "(2019-05-21)",
-        (),
+        ("INV-24b",),  # a property written after this set's figures were read (docs/held_out.md)
         _FIGURES_SEEN,
     ),
 )
@@ -156,7 +156,7 @@ class SendBackStubReportsSuccess(Variant):
         "queues (an exception there changes nothing); the loop was so from the first push consumer (PR #47, commit "
         "cc1dfb2, 2019-04-26), and the orderly consumer that runs lockAll came with PR #115 (commit b0162cd, "
         "2019-07-15) and shipped in the 2.0.0-alpha2 release (2019-07-19)",
-        (),
+        ("INV-34",),  # its broker-down clause, written after this set's figures were read (docs/held_out.md)
         _FIGURES_SEEN,
     ),
 )
