@@ -1926,6 +1926,28 @@ WITNESSES: dict[str, tuple[Config, list[act.Action]]] = {
         ),
         [act.Produce(queue=0, tag="A"), act.Start(client=0), act.Rebalance(client=0)],
     ),
+    # one consumer subscribed to tag A; a tag-A message is produced, and the consumer's first pull is answered
+    "tag_filter_never_matches": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=1,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            tags=("A", "B"),
+            subscription=("A",),
+        ),
+        [
+            act.Produce(queue=0, tag="A"),
+            act.Start(client=0),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=0),
+        ],
+    ),
 }
 
 
@@ -2292,6 +2314,16 @@ DIFFERS: dict[str, Callable[[State, State], bool]] = {
         and all(pq is None for pq in bug.clients[0].pqs)
         and bug.clients[0].mem == (None, None)
         and ok.broker.registered == bug.broker.registered == frozenset({0})
+    ),
+    # the correct pull found the subscribed message and handed it to the listener; the variant's answered
+    # NO_MATCHED_MSG: nothing cached or consumed, and correctTagsOffset raised the memory offset past the message
+    "tag_filter_never_matches": lambda ok, bug: (
+        _pq_tree(ok, 0, 0) == 1
+        and len(ok.clients[0].requests) == 1
+        and ok.clients[0].mem[0] == 0
+        and _pq_tree(bug, 0, 0) == 0
+        and not bug.clients[0].requests
+        and bug.clients[0].mem[0] == 1
     ),
 }
 

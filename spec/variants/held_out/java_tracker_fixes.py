@@ -6,8 +6,9 @@ plant them, and their catch figures have not been seen (``HeldOutBug.figures_see
 
 from __future__ import annotations
 
+from rmqspec.spec import broker_rules as br
 from rmqspec.spec.broker import CHANNEL_EXPIRED_TIMEOUT
-from rmqspec.spec.state import Broker, State
+from rmqspec.spec.state import Broker, PullResult, State
 from rmqspec.spec.state import put_at as _put
 from rmqspec.spec.variants import Variant
 from rmqspec.spec.variants.held_out import HeldOutBug, held_out
@@ -106,3 +107,40 @@ class ConsumerListRequestFails(Variant):
 
     def _list_source(self, s: State) -> Broker | None:
         return None
+
+
+@held_out(
+    "tag_filter_never_matches",
+    HeldOutBug(
+        "the broker's message filter looks the unit's tags hash code up as a Long in the subscription's set of "
+        "Integer hash codes, which never finds it: for a group subscribed to tags (not '*') every message is "
+        "filtered out, so every pull of the topic answers NO_MATCHED_MSG past what it scanned, the client's "
+        "correctTagsOffset raises the memory offset over the messages it never received and the next persist "
+        "commits it: every subscribed message is lost to the group, never delivered, not retried; a '*' "
+        "subscription, the retry topic's included, still matches everything",
+        ("R5.5", "R5.7"),
+        "apache/rocketmq commit d60c705843 (2016-01-22, 'tag 过滤 bugfix', tag filtering bugfix): "
+        "DefaultMessageFilter.isMessageMatched(SubscriptionData, Long tagsCode) returned "
+        "subscriptionData.getCodeSet().contains(tagsCode), a boxed Long looked up in a Set<Integer>, which is always "
+        "false; the fix looks up tagsCode.intValue(). The mistake came with commit b27811536c (2016-01-06, "
+        "'解决多 tag 长轮询空推的问题', the long-polling fix for several tags, which made tagsCode a Long and dropped "
+        "the (int) cast), and repeats one fixed in 2013 by commit 3dc2eb44c2 (2013-06-19, '#1 修复消息过滤tag失败的问题"
+        "，原因是 long与 int 的问题', tag filtering failed because of long versus int: a Set of int values queried "
+        "with a long finds nothing)",
+        ("FATES", "INV-9", "LIV-5"),
+        _FIGURES_SEEN,
+    ),
+)
+class TagFilterNeverMatches(Variant):
+    """DefaultMessageStore#getMessage's filter (the pull statuses, ``broker_rules.pull_result``) on the master and
+    the slave alike: a tag subscription matches no message, as if it named no tag; a '*' subscription (the retry
+    queue's, or ``subscription`` None) matches every message as before."""
+
+    def _pull_result(self, s: State, q: int, offset: int, from_slave: bool = False) -> PullResult:
+        sub = None if q == self.retry_queue else self.config.subscription
+        if sub is None:
+            return super()._pull_result(s, q, offset, from_slave)
+        batch = min(self.config.pull_batch_size, br.MAX_TRANSFER_COUNT_ON_MESSAGE_IN_MEMORY)
+        if from_slave and s.slave is not None:
+            return br.slave_pull_result(s.slave.queues[q], offset, batch, (), self.config.offset_check_in_slave)
+        return br.pull_result(s.broker.queues[q], offset, batch, ())
