@@ -1898,6 +1898,56 @@ WITNESSES: dict[str, tuple[Config, list[act.Action]]] = {
             act.LockAll(client=0),
         ],
     ),
+    # the twelfth set, part A (spec/variants/held_out/java_tracker_fixes.py): figures unseen
+    # one consumer registers at its start (0 s) and heartbeats every 30 s; the correct model's clock run to 121 s
+    "heartbeat_keeps_first_channel_stamp": (
+        _HEARTBEAT_CONFIG := Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=1,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            client_stalls=1,
+        ),
+        _quiet_until(_HEARTBEAT_CONFIG, [act.Start(client=0), act.Rebalance(client=0)], 121_000),
+    ),
+    # one consumer, one queue holding a message; the consumer starts and rebalances
+    "consumer_list_request_fails": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=1,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+        ),
+        [act.Produce(queue=0, tag="A"), act.Start(client=0), act.Rebalance(client=0)],
+    ),
+    # one consumer subscribed to tag A; a tag-A message is produced, and the consumer's first pull is answered
+    "tag_filter_never_matches": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=1,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            tags=("A", "B"),
+            subscription=("A",),
+        ),
+        [
+            act.Produce(queue=0, tag="A"),
+            act.Start(client=0),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.BrokerReceive(client=0, overtakes=0),
+            act.ReceivePull(client=0, pq_uid=0),
+        ],
+    ),
 }
 
 
@@ -2247,6 +2297,33 @@ DIFFERS: dict[str, Callable[[State, State], bool]] = {
         not ok.broker.up
         and [(pq.locked, pq.last_lock) for pq in ok.clients[0].pqs if pq is not None] == [(True, 0), (True, 0)]
         and [(pq.locked, pq.last_lock) for pq in bug.clients[0].pqs if pq is not None] == [(True, 1000), (True, 1000)]
+    ),
+    # the twelfth set, part A
+    # the live consumer's channel still carries its registration time (0 s), 121 s old, where the correct broker has
+    # its last heartbeat (91 s): the variant's idle-channel scan may now close it, the correct one may not
+    "heartbeat_keeps_first_channel_stamp": lambda ok, bug: (
+        ok.broker.registered == bug.broker.registered == frozenset({0})
+        and ok.broker.heartbeat_at == (91_000,)
+        and bug.broker.heartbeat_at == (0,)
+        and bug.now - bug.broker.heartbeat_at[0] > 120_000 >= ok.now - ok.broker.heartbeat_at[0]
+    ),
+    # the rebalance got no consumer list: the correct consumer holds pqs of the topic's queue and the retry queue at
+    # their positions, the variant's none
+    "consumer_list_request_fails": lambda ok, bug: (
+        all(pq is not None for pq in ok.clients[0].pqs)
+        and all(pq is None for pq in bug.clients[0].pqs)
+        and bug.clients[0].mem == (None, None)
+        and ok.broker.registered == bug.broker.registered == frozenset({0})
+    ),
+    # the correct pull found the subscribed message and handed it to the listener; the variant's answered
+    # NO_MATCHED_MSG: nothing cached or consumed, and correctTagsOffset raised the memory offset past the message
+    "tag_filter_never_matches": lambda ok, bug: (
+        _pq_tree(ok, 0, 0) == 1
+        and len(ok.clients[0].requests) == 1
+        and ok.clients[0].mem[0] == 0
+        and _pq_tree(bug, 0, 0) == 0
+        and not bug.clients[0].requests
+        and bug.clients[0].mem[0] == 1
     ),
 }
 

@@ -87,6 +87,7 @@ from rmqspec.spec.variants.held_out import process_queue_fixes  # noqa: E402  (t
 from rmqspec.spec.variants.held_out import housekeeping_fixes  # noqa: E402  (the ninth set, figures seen)
 from rmqspec.spec.variants.held_out import channel_events_fixes  # noqa: E402  (the tenth set, figures seen)
 from rmqspec.spec.variants.held_out import go_push_consumer_fixes  # noqa: E402  (the eleventh set, figures seen)
+from rmqspec.spec.variants.held_out import java_tracker_fixes  # noqa: E402  (the twelfth set, part A, unseen)
 
 __all__ = [
     "HELD_OUT",
@@ -101,6 +102,7 @@ __all__ = [
     "go_push_consumer_fixes",
     "held_out",
     "housekeeping_fixes",
+    "java_tracker_fixes",
     "legacy_fixes",
     "orderly_gate_fixes",
     "process_queue_fixes",
