@@ -220,6 +220,10 @@ HELD_OUT_NAMES: Final[tuple[str, ...]] = (
     "pull_expired_queue_kept_dropped",
     "send_back_stub_reports_success",
     "lock_all_renews_refused_locks",
+    # the twelfth set, part B (spec/variants/held_out/client_tracker_fixes.py): written apart from the search, catch
+    # figures unseen
+    "master_only_broker_lookup",
+    "pull_callback_keeps_replaced_pq",
 )
 # Every name Config.mutations accepts.
 PLANTABLE: Final[frozenset[str]] = frozenset(MUTATIONS) | frozenset(HELD_OUT_NAMES)
