@@ -230,6 +230,10 @@ HELD_OUT_NAMES: Final[tuple[str, ...]] = (
     "heartbeat_keeps_first_channel_stamp",
     "consumer_list_request_fails",
     "tag_filter_never_matches",
+    # the twelfth set, part B (spec/variants/held_out/client_tracker_fixes.py): written apart from the search, catch
+    # figures unseen
+    "master_only_broker_lookup",
+    "pull_callback_keeps_replaced_pq",
 )
 # Every name Config.mutations accepts.
 PLANTABLE: Final[frozenset[str]] = frozenset(MUTATIONS) | frozenset(HELD_OUT_NAMES)

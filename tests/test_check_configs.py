@@ -263,8 +263,8 @@ NOT_EXPRESSED = {
     "shutdown_skips_queued_commits",  # a shutdown after the 10 s persist timer queued a commit of an owned queue
     "lock_all_keeps_denied_locked",  # a lockAll (first 1 s after the start) refused a queue another client holds: the
     # orderly configurations with two consumers are instant (time 0), so no lockAll runs
-    "offset_fix_updates_after_removal",  # 4.9.8's OFFSET_ILLEGAL correction runs 10 s after the reply: retention-instant
-    # and broadcast-retention-instant have no clock, and rebalance-query-error-5x no retention
+    "offset_fix_updates_after_removal",  # 4.9.8's OFFSET_ILLEGAL correction runs 10 s after the reply: the
+    # retention configurations have no clock, and rebalance-query-error-5x no retention
     "bak_written_once",  # offsets.json.bak is kept only under a local-file corruption budget, which no named one has
 }
 

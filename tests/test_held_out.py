@@ -1948,6 +1948,66 @@ WITNESSES: dict[str, tuple[Config, list[act.Action]]] = {
             act.ReceivePull(client=0, pq_uid=0),
         ],
     ),
+    # the twelfth set, part B (spec/variants/held_out/client_tracker_fixes.py): figures unseen
+    # one consumer; message 0 produced and replicated to the slave; the master crashes and the first pull is sent
+    "master_only_broker_lookup": (
+        Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=1,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=1,
+            send_back_failures=0,
+            slave=True,
+        ),
+        [
+            act.Start(client=0),
+            act.Tick(),
+            act.Rebalance(client=0),
+            act.Heartbeat(client=0),
+            act.Produce(queue=0, tag="A"),
+            act.SlaveReplicate(queue=0),
+            act.BrokerCrash(),
+            act.SendPull(client=0, queue=0),
+        ],
+    ),
+    # one consumer pulls message 0 and starts its listener, then pauses for 150 s with the listener running; the
+    # rebalance after the pause replaces both pull-idle pqs, and the new pq of queue 0 pulls while the old listener runs
+    "pull_callback_keeps_replaced_pq": (
+        _CALLBACK_CONFIG := Config(
+            consumers=1,
+            queues=1,
+            messages_per_queue=1,
+            client_crashes=0,
+            client_shutdowns=0,
+            broker_crashes=0,
+            send_back_failures=0,
+            client_stalls=1,
+        ),
+        [
+            *_quiet_until(
+                _CALLBACK_CONFIG,
+                [
+                    act.Start(client=0),
+                    act.Rebalance(client=0),
+                    act.Produce(queue=0, tag="A"),
+                    act.SendPull(client=0, queue=0),
+                    act.BrokerReceive(client=0),
+                    act.ReceivePull(client=0, pq_uid=0),
+                    act.StartConsume(client=0, rid=2),
+                    act.Stall(client=0, duration=150_000),
+                ],
+                150_000,
+            ),
+            act.Rebalance(client=0),
+            act.SendPull(client=0, queue=0),
+            act.BrokerReceive(client=0),
+            act.BrokerReceive(client=0),
+            act.BrokerReceive(client=0),
+            act.ReceivePull(client=0, pq_uid=3),
+        ],
+    ),
 }
 
 
@@ -2324,6 +2384,32 @@ DIFFERS: dict[str, Callable[[State, State], bool]] = {
         and _pq_tree(bug, 0, 0) == 0
         and not bug.clients[0].requests
         and bug.clients[0].mem[0] == 1
+    ),
+    # the twelfth set, part B
+    # the master is down: the correct pull goes to the slave, which holds message 0; the variant's finds no address,
+    # sends nothing and is retried after the exception delay
+    "master_only_broker_lookup": lambda ok, bug: (
+        not ok.broker.up
+        and ok.clients[0].channel == (PullRequestMsg(0, 0, 0, False, 0, to_slave=True),)
+        and _pq(ok, 0, 0).pull_state != PULL_READY
+        and not bug.clients[0].channel
+        and not bug.clients[0].pulls
+        and _pq(bug, 0, 0).pull_state == PULL_READY
+        and _pq(bug, 0, 0).pull_ready_at == bug.now + 1_000
+    ),
+    # the new pq (uid 3) of queue 0 pulled message 0 while the old pq's listener still runs: the correct reply fills
+    # the new pq and re-queues its PullRequest; the variant's goes to the old, dropped request and is dropped, and the
+    # new pq's PullRequest is gone
+    "pull_callback_keeps_replaced_pq": lambda ok, bug: (
+        [(r.rid, r.pq_uid) for r in ok.clients[0].consuming]
+        == [(r.rid, r.pq_uid) for r in bug.clients[0].consuming]
+        == [(2, 0)]
+        and (_pq(ok, 0, 0).uid, _pq(ok, 0, 0).tree, _pq(ok, 0, 0).pull_state) == (3, 0b1, PULL_READY)
+        and [(r.pq_uid, r.msgs) for r in ok.clients[0].requests] == [(3, ((0, 0),))]
+        and (_pq(bug, 0, 0).uid, _pq(bug, 0, 0).tree, _pq(bug, 0, 0).pull_state) == (3, 0, PULL_DROPPED)
+        and not _pq(bug, 0, 0).dropped
+        and not bug.clients[0].requests
+        and not bug.clients[0].pulls
     ),
 }
 

@@ -88,6 +88,7 @@ from rmqspec.spec.variants.held_out import housekeeping_fixes  # noqa: E402  (th
 from rmqspec.spec.variants.held_out import channel_events_fixes  # noqa: E402  (the tenth set, figures seen)
 from rmqspec.spec.variants.held_out import go_push_consumer_fixes  # noqa: E402  (the eleventh set, figures seen)
 from rmqspec.spec.variants.held_out import java_tracker_fixes  # noqa: E402  (the twelfth set, part A, unseen)
+from rmqspec.spec.variants.held_out import client_tracker_fixes  # noqa: E402  (the twelfth set, part B, unseen)
 
 __all__ = [
     "HELD_OUT",
@@ -98,6 +99,7 @@ __all__ = [
     "client_fixes",
     "client_lifecycle_fixes",
     "client_reports",
+    "client_tracker_fixes",
     "fix_commits",
     "go_push_consumer_fixes",
     "held_out",
