@@ -152,6 +152,7 @@ REFUTED: list[tuple[str, str, str, int]] = [
     ("piggyback_next_offset", "orderly-one-message-instant", "INV-14", 4),
     ("orderly_commit_returns_last_key", "orderly-one-message-instant", "INV-3", 7),
     ("orderly_suspend_commits", "orderly-one-message-instant", "INV-3", 7),
+    ("last_offset_one_before_max", "orderly-one-message-instant", "INV-37", 3),
     ("pull_cursor_one_behind", "orderly-one-message-instant", "INV-22", 9),
     ("count_not_decremented", "restart-instant", "INV-1", 7),
     ("commit_past_cached", "restart-instant", "INV-9", 10),
