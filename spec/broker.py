@@ -19,8 +19,9 @@ Last writer wins (R3.2) and the broker's load (R3.7) are decided here; the prope
 consequences are ``committed_offset.py`` (INV-8, INV-8r) and, on the slave's table, ``slave.py`` (INV-8s), which
 also applies the UPDATE_CONSUMER_OFFSET handler (R3.4) and the pull handler (R5.4) to the slave's copy.
 
-Its properties, after the class: INV-7 (QUERY_CONSUMER_OFFSET never answers a negative SUCCESS) and INV-29 (a
-scheduled copy leaves the schedule only when due, into the retry queue, unchanged). What the
+Its properties, after the class: INV-7 (QUERY_CONSUMER_OFFSET never answers a negative SUCCESS), INV-29 (a
+scheduled copy leaves the schedule only when due, into the retry queue, unchanged) and INV-38 (the idle-channel scan
+closes only a silent consumer's channel, 120 s after its last heartbeat). What the
 committed offset must cover and why it may fall (INV-9, INV-16, INV-8, INV-8r) is ``committed_offset.py``.
 """
 
@@ -442,13 +443,13 @@ class BrokerMixin:
         last heartbeat to land) is over 120 s old: the broker's idle-channel scan closes it (R4.3)."""
         b = s.broker
         cl = s.clients[i]
-        silent = self._stalled(s, cl) or "sendHeartbeatToAllBroker" in cl.dead_tasks
+        silent = self._stalled(s, cl) or HEARTBEAT_TASK in cl.dead_tasks
         if not silent or not b.heartbeat_at or i not in b.registered:
             return False
         return s.now - b.heartbeat_at[i] > CHANNEL_EXPIRED_TIMEOUT
 
 
-# Properties of the broker (INV-7, INV-29)
+# Properties of the broker (INV-7, INV-29, INV-38)
 def _broker_answers(m: Model, s: State) -> str | None:
     b = s.broker
     for q in range(m.q_count):
@@ -521,4 +522,50 @@ SCHEDULED_COPIES_REACH_THE_RETRY_QUEUE = ActionProperty(
     "way back to the listener, so a copy lost, altered or never delivered is a message lost, and at-least-once, "
     "which follows the original, does not see it.",
     _scheduled_copies_reach_the_retry_queue,
+)
+
+
+HEARTBEAT_TASK: Final = "sendHeartbeatToAllBroker"  # the client's heartbeat task, as TaskDies names it
+
+
+def _channels_expire_when_silent(m: Model, s: State, a: Action, t: State) -> str | None:
+    # Read from the client's own state (a Stall, a dead heartbeat task) and the channel table, never from the model's
+    # idle predicate (which a planted bug overrides). R4.3: a heartbeat that lands refreshes its channel's
+    # lastUpdateTimestamp (ConsumerGroupInfo#updateChannel), and scanNotActiveChannel closes only a channel whose
+    # lastUpdateTimestamp is more than 120 s old, which a consumer whose heartbeats run every 30 s never has. The close
+    # of a consumer whose process is gone (the TCP close, or Netty's idle close) is not the scan and is not judged.
+    from rmqspec.spec.consumer_process import Heartbeat  # the consumer process imports this module
+
+    i = getattr(a, "client", -1)
+    if isinstance(a, Heartbeat):
+        stamps = t.broker.heartbeat_at
+        if s.broker.up and s.clients[i].running and stamps and stamps[i] != s.now:
+            return f"client {i}: its heartbeat landed at {s.now}, but its channel's lastUpdateTimestamp is {stamps[i]}"
+        return None
+    if not isinstance(a, ExpireChannel) or not s.clients[i].running:
+        return None
+    cl = s.clients[i]
+    stalled = cl.stalled_until is not None and s.now < cl.stalled_until
+    if not stalled and HEARTBEAT_TASK not in cl.dead_tasks:
+        return f"client {i}: the idle-channel scan closed the channel of a running consumer whose heartbeats still run"
+    stamps = s.broker.heartbeat_at
+    if stamps and s.now - stamps[i] <= CHANNEL_EXPIRED_TIMEOUT:
+        return (
+            f"client {i}: the idle-channel scan closed its channel at {s.now}, its last heartbeat at {stamps[i]}: "
+            f"not more than {CHANNEL_EXPIRED_TIMEOUT} ms before"
+        )
+    return None
+
+
+CHANNELS_EXPIRE_WHEN_SILENT = ActionProperty(
+    "INV-38",
+    "channels_expire_when_silent",
+    "A heartbeat that lands stamps its channel's lastUpdateTimestamp, and the broker's idle-channel scan closes the "
+    "channel of a running consumer only when the consumer is silent (paused, or its heartbeat task dead) and its last "
+    "heartbeat is more than 120 s old.",
+    "R4.3, R9.3",
+    "The scan tells nobody: the consumer drops out of the group's list until its next heartbeat makes a new channel, "
+    "its requests on the wire are lost and a rebalance meanwhile deals its queues to the others; a handover that at-"
+    "least-once allows, so no delivery property sees a live consumer expired.",
+    _channels_expire_when_silent,
 )

@@ -61,6 +61,7 @@ MUTATIONS: Final[dict[str, str]] = {
     "local_remove_offset_deletes_file": "LocalFileOffsetStore.removeOffset also deletes the file entry (R1.14)",
     "bak_written_once": "string2File copies offsets.json to .bak only while no .bak exists (R1.15)",
     "broker_answers_minus_one": "QUERY_CONSUMER_OFFSET answers SUCCESS(-1) for a group with no offset (R3.5)",
+    "channel_expiry_in_seconds": "the idle-channel scan closes a silent channel 120 ms after its last heartbeat (R4.3)",
     "dlq_one_retry_late": "send-back routes to the DLQ only when reconsumeTimes > max (R7.5)",
     "piggyback_next_offset": "the pull piggy-backs the pull cursor instead of the stored offset (R5.2)",
     "count_not_decremented": "ProcessQueue.removeMessage forgets to decrement msgCount (R6.3)",

@@ -55,6 +55,7 @@ ACTION_PROPERTIES: tuple[ActionProperty, ...] = (
     concurrent_consume.CONSUME_RESULT_REMOVES_ITS_BATCH,  # INV-24c
     concurrent_consume.REQUESTS_COUNT_ATTEMPTS,  # INV-28
     broker.SCHEDULED_COPIES_REACH_THE_RETRY_QUEUE,  # INV-29
+    broker.CHANNELS_EXPIRE_WHEN_SILENT,  # INV-38
     pull.INCREASE_ONLY_NEVER_LOWERS,  # INV-4
     concurrent_consume.DROPPED_PQ_IS_INERT,  # INV-5
     concurrent_consume.COMMIT_KEEPS_UP_WITH_REMOVAL,  # INV-2b

@@ -34,6 +34,8 @@ CASES: dict[str, tuple[str, dict[str, object]]] = {
     # the model keeps offsets.json.bak only where a local-file corruption may need it
     "bak_written_once": ("INV-6d", {"mode": BROADCASTING, "local_offset_file_corruptions": 1}),
     "broker_answers_minus_one": ("INV-7", {"mode": CLUSTERING}),
+    # the idle-channel scan (R4.3) judges only a silent consumer: a paused one
+    "channel_expiry_in_seconds": ("INV-38", {"mode": CLUSTERING, "client_stalls": 2}),
     "commit_before_send_back": ("INV-9", {"mode": CLUSTERING, "send_back_failures": 2}),
     "dlq_one_retry_late": ("INV-10", {"mode": CLUSTERING, "max_reconsume_times": 1, "consumers": 1}),
     "send_back_from_ack_index": ("INV-24", {"mode": CLUSTERING}),

@@ -8,6 +8,8 @@
 - INV-35 (``shutdown_unregisters``, R4.4): a consumer's shutdown leaves it in no broker's list of the group.
 - INV-24b (``send_back_leaves_a_copy``, R7.3, R7.5, R6.8, R8.7): a CONSUMER_SEND_MSG_BACK the consumer counts as done
   (processConsumeResult, cleanExpiredMsg, the orderly forward to the DLQ) stored its copy at the broker.
+- INV-38 (``channels_expire_when_silent``, R4.3): a heartbeat that lands stamps its channel, and the idle-channel scan
+  closes only a silent consumer's channel.
 - INV-34 (``lock_answers_follow_the_table``, R8.2), its broker-down clause: a lockAll whose LOCK_BATCH_MQ cannot reach
   the master changes no pq's lock.
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 from rmqspec.spec import actions as act
 from rmqspec.spec.admin_reset import CLIENT_RESET_RUNS_ITS_COURSE as INV31
+from rmqspec.spec.broker import CHANNELS_EXPIRE_WHEN_SILENT as INV38
 from rmqspec.spec.client_locks import LOCK_ANSWERS_FOLLOW_THE_TABLE as INV34
 from rmqspec.spec.concurrent_consume import SEND_BACK_LEAVES_A_COPY as INV24B
 from rmqspec.spec.config import Config
@@ -218,3 +221,18 @@ def test_a_lock_all_with_the_broker_down_changes_no_pq_and_one_that_renews_a_loc
         and "lockAll ran with the broker down" in detail
         and "since 0 to locked=True since 1000" in detail
     )
+
+
+def test_a_heartbeat_stamps_its_channel_and_a_scan_of_a_heartbeating_consumer_is_reported() -> None:
+    # one consumer, a stall in its budget (so the broker keeps the channels' lastUpdateTimestamp); its first heartbeat
+    # lands at 1 s
+    model = Model(Config(**{**_ONE_QUEUE, "client_stalls": 1}, messages_per_queue=1))  # type: ignore[arg-type]
+    before = _run(model, [act.Start(client=0), act.Tick()])
+    beat = act.Heartbeat(client=0)
+    after = model.step(before, beat)
+    assert after.broker.heartbeat_at == (1_000,) and INV38.check(model, before, beat, after) is None
+    kept = after._replace(broker=after.broker._replace(heartbeat_at=before.broker.heartbeat_at))
+    assert "lastUpdateTimestamp is 0" in (INV38.check(model, before, beat, kept) or "")
+    # the scan may not close the channel of a consumer whose heartbeats run (the correct model does not enable it)
+    detail = INV38.check(model, after, act.ExpireChannel(client=0), after)
+    assert detail is not None and "whose heartbeats still run" in detail

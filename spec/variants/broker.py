@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rmqspec.spec.broker import CHANNEL_EXPIRED_TIMEOUT, HEARTBEAT_TASK
 from rmqspec.spec.state import Broker, State
 from rmqspec.spec.variants import Variant, planted
 
@@ -29,3 +30,16 @@ class UpdateOffsetStoresOneLess(Variant):
 
     def _stored_commit_offset(self, offset: int) -> int:
         return offset - 1 if offset > 0 else offset
+
+
+@planted("channel_expiry_in_seconds", breaks=("R4.3",), refuted_by=("INV-38",))
+class ChannelExpiryInSeconds(Variant):
+    """The idle-channel scan reads its 120 s timeout as a number of seconds against a lastUpdateTimestamp in
+    milliseconds: a silent consumer's channel is closed 120 ms after its last heartbeat, not 120 s."""
+
+    def _channel_idle(self, s: State, i: int) -> bool:
+        b, cl = s.broker, s.clients[i]
+        silent = self._stalled(s, cl) or HEARTBEAT_TASK in cl.dead_tasks
+        if not silent or not b.heartbeat_at or i not in b.registered:
+            return False
+        return s.now - b.heartbeat_at[i] > CHANNEL_EXPIRED_TIMEOUT // 1000

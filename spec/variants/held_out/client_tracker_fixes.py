@@ -90,20 +90,20 @@ class MasterOnlyBrokerLookup(Variant):
         "drops the answer and pulls no more; the new pq's PullRequest is lost, so the queue is pulled by nobody until "
         "the new pq in its turn goes pull-idle (120 s) and is replaced, and what it would have pulled waits",
         ("R5.1", "R5.7"),
-        "apache/rocketmq-client-cpp#293 'consumer stuck in rebalance and doesn't consume messsages' (2020-03-28, client "
-        "at commit b29bf5b: the log repeated 'PullRequest for [...] has been expired' and 'Drop mq:... according Pull "
-        "timeout.' while the queue went unconsumed; reopened as #341), fixed by PR #300 (commit 5629226 '[ISSUE #293] "
-        "reset pull call back by new pull request event time', 2020-04-17, first committed as 8c57263 'Reset pull call "
-        "back by new pull request event time'): before it `DefaultMQPushConsumerImpl::getAsyncPullCallBack` kept one "
-        "AsyncPullCallback per queue in `m_PullCallback` and re-pointed it at the PullRequest being pulled only `if "
-        "(asyncPullCallback->getPullRequest().expired())`, the weak_ptr to the last one, so while a ConsumeRequest "
-        "still held the dropped request (its listener running) the new request's reply went to it, and "
-        "`AsyncPullCallback::onSuccess`/`onException` returned on `pullRequest->isDropped()` ('Will NOT pull this "
-        "queue any more') without re-queuing anything; the fix re-points the callback at every pull ('maybe the pull "
-        "request has dropped before'), as Java's pullMessage makes a new PullCallback for its PullRequest at every "
-        "pull; the reuse with the weak_ptr came with PR #206 'refactor(rebalance): use smart_ptr to manage pull "
-        "request' (commit bc5adc5, 2019-12-11) and was in the 2.0.0, 2.0.1, 2.1.0 and 2.2.0 releases (2020-02-17 to "
-        "2020-04-02)",
+        "apache/rocketmq-client-cpp#293 'consumer stuck in rebalance and doesn't consume messsages' (2020-03-28, "
+        "client at commit b29bf5b: the log repeated 'PullRequest for [...] has been expired' and 'Drop mq:... "
+        "according Pull timeout.' while the queue went unconsumed; reopened as #341), fixed by PR #300 (commit "
+        "5629226 '[ISSUE #293] reset pull call back by new pull request event time', 2020-04-17, first committed as "
+        "8c57263 'Reset pull call back by new pull request event time'): before it "
+        "`DefaultMQPushConsumerImpl::getAsyncPullCallBack` kept one AsyncPullCallback per queue in `m_PullCallback` "
+        "and re-pointed it at the PullRequest being pulled only `if (asyncPullCallback->getPullRequest().expired())`, "
+        "the weak_ptr to the last one, so while a ConsumeRequest still held the dropped request (its listener "
+        "running) the new request's reply went to it, and `AsyncPullCallback::onSuccess`/`onException` returned on "
+        "`pullRequest->isDropped()` ('Will NOT pull this queue any more') without re-queuing anything; the fix "
+        "re-points the callback at every pull ('maybe the pull request has dropped before'), as Java's pullMessage "
+        "makes a new PullCallback for its PullRequest at every pull; the reuse with the weak_ptr came with PR #206 "
+        "'refactor(rebalance): use smart_ptr to manage pull request' (commit bc5adc5, 2019-12-11) and was in the "
+        "2.0.0, 2.0.1, 2.1.0 and 2.2.0 releases (2020-02-17 to 2020-04-02)",
         ("INV-20",),
         _FIGURES_SEEN,
     ),

@@ -38,7 +38,7 @@ _FIGURES_SEEN = True
         "consumers; the fix sets the kept info's lastUpdateTimestamp at every registration, as 4.9.8 does. The "
         "producer table had had the same fault, fixed by commit 6ae8cfb7e4 (2013-05-18, "
         "'修复Broker在管理Producer心跳超时的逻辑错误，需要定时更新连接最后更新时间')",
-        (),
+        ("INV-38",),  # a property written after this set's figures were read (docs/held_out.md)
         _FIGURES_SEEN,
     ),
 )
