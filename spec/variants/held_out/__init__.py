@@ -89,6 +89,7 @@ from rmqspec.spec.variants.held_out import channel_events_fixes  # noqa: E402  (
 from rmqspec.spec.variants.held_out import go_push_consumer_fixes  # noqa: E402  (the eleventh set, figures seen)
 from rmqspec.spec.variants.held_out import java_tracker_fixes  # noqa: E402  (the twelfth set, part A, unseen)
 from rmqspec.spec.variants.held_out import client_tracker_fixes  # noqa: E402  (the twelfth set, part B, unseen)
+from rmqspec.spec.variants.held_out import release_note_fixes  # noqa: E402  (the thirteenth set, unseen)
 
 __all__ = [
     "HELD_OUT",
@@ -109,6 +110,7 @@ __all__ = [
     "orderly_gate_fixes",
     "process_queue_fixes",
     "real_bugs",
+    "release_note_fixes",
     "rust_client_fixes",
     "unhandled_requests",
     "unseen",
