@@ -283,14 +283,19 @@ def replay_liveness(
     return [], check_liveness(model, state, deaths)
 
 
-def replay(config: Config, actions: list[Action]) -> tuple[State, list[Violation]]:
-    """Apply ``actions`` from the initial state, checking every property; stops at a violation.
-    Raises ``ActionNotEnabled`` if an action is not enabled where it comes."""
+def replay(
+    config: Config, actions: list[Action], watch: frozenset[str] | None = None
+) -> tuple[State, list[Violation]]:
+    """Apply ``actions`` from the initial state, checking every property (with ``watch``, only violations of those
+    property ids count); stops at a violation. Raises ``ActionNotEnabled`` if an action is not enabled where it
+    comes."""
     model = Model(config)
     state = model.initial()
     for action in actions:
         after = model.step(state, action)
         violations = check_step(model, state, action, after) + check_state(model, after)
+        if watch is not None:
+            violations = [v for v in violations if v.id in watch]
         state = after
         if violations:
             return state, violations
