@@ -33,7 +33,7 @@ from rmqspec.spec import broker_rules as br
 from rmqspec.spec.allocation import AllocationError, NullPointerError, allocate_queues, machine_room_eligible
 from rmqspec.spec.anomalies import _tolerated
 from rmqspec.spec.broker import ExpireChannel
-from rmqspec.spec.config import FROM_FIRST, FROM_TIMESTAMP
+from rmqspec.spec.config import CONFIG, FROM_FIRST, FROM_TIMESTAMP
 from rmqspec.spec.enabling import ActionNotEnabled
 from rmqspec.spec.property_types import ActionProperty, Invariant
 from rmqspec.spec.state import (
@@ -778,9 +778,14 @@ def _rule_position(m: Model, s: State, t: State, i: int, q: int, query_failed: b
 
 def _position_follows_consume_from_where(m: Model, s: State, a: Action, t: State) -> str | None:
     # Each position the step recorded (Ghost.starts), against R10.1 restated from the stores and the configuration,
-    # never from the model's positioning helpers (which a planted bug overrides). A RebalanceQueryError's failing query
-    # is the one for its queue.
-    failed = (a.client, a.queue) if isinstance(a, RebalanceQueryError) else None
+    # never from the model's positioning helpers (which a planted bug overrides). A RebalanceQueryError's error strikes
+    # the first query of its queue: 4.9.8 positions the queue there by consumeFromWhere and no later query of it
+    # follows in the step (it has a pq). In 5.x the failed read places no pq, and a CONFIG list, which deals its
+    # queues whatever topic is balanced (AllocateMessageQueueByConfig), asks for the queue again in the retry topic's
+    # pass, where the query succeeds: with CONFIG a 5.x position of that queue is judged as an ordinary read.
+    failed = None
+    if isinstance(a, RebalanceQueryError) and (m.config.broker_error_reads_as_no_offset or m.config.strategy != CONFIG):
+        failed = (a.client, a.queue)
     for client, uid, start, how in new_positions(s, t):
         q = next((q for q, pq in enumerate(t.clients[client].pqs) if pq is not None and pq.uid == uid), None)
         if q is None:
