@@ -283,9 +283,7 @@ def replay_liveness(
     return [], check_liveness(model, state, deaths)
 
 
-def replay(
-    config: Config, actions: list[Action], watch: frozenset[str] | None = None
-) -> tuple[State, list[Violation]]:
+def replay(config: Config, actions: list[Action], watch: frozenset[str] | None = None) -> tuple[State, list[Violation]]:
     """Apply ``actions`` from the initial state, checking every property (with ``watch``, only violations of those
     property ids count); stops at a violation. Raises ``ActionNotEnabled`` if an action is not enabled where it
     comes."""
