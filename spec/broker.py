@@ -446,7 +446,11 @@ class BrokerMixin:
         silent = self._stalled(s, cl) or HEARTBEAT_TASK in cl.dead_tasks
         if not silent or not b.heartbeat_at or i not in b.registered:
             return False
-        return s.now - b.heartbeat_at[i] > CHANNEL_EXPIRED_TIMEOUT
+        return s.now - b.heartbeat_at[i] > self._channel_expired_timeout()
+
+    def _channel_expired_timeout(self: Model) -> int:
+        """scanNotActiveChannel's limit on a channel's age since its lastUpdateTimestamp, in ms (R4.3)."""
+        return CHANNEL_EXPIRED_TIMEOUT
 
 
 # Properties of the broker (INV-7, INV-29, INV-38)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rmqspec.spec.broker import CHANNEL_EXPIRED_TIMEOUT, HEARTBEAT_TASK
+from rmqspec.spec.broker import CHANNEL_EXPIRED_TIMEOUT
 from rmqspec.spec.state import Broker, State
 from rmqspec.spec.variants import Variant, planted
 
@@ -37,9 +37,5 @@ class ChannelExpiryInSeconds(Variant):
     """The idle-channel scan reads its 120 s timeout as a number of seconds against a lastUpdateTimestamp in
     milliseconds: a silent consumer's channel is closed 120 ms after its last heartbeat, not 120 s."""
 
-    def _channel_idle(self, s: State, i: int) -> bool:
-        b, cl = s.broker, s.clients[i]
-        silent = self._stalled(s, cl) or HEARTBEAT_TASK in cl.dead_tasks
-        if not silent or not b.heartbeat_at or i not in b.registered:
-            return False
-        return s.now - b.heartbeat_at[i] > CHANNEL_EXPIRED_TIMEOUT // 1000
+    def _channel_expired_timeout(self) -> int:
+        return CHANNEL_EXPIRED_TIMEOUT // 1000
